@@ -1,0 +1,376 @@
+package abi
+
+import "encoding/json"
+
+// Manifest is what a plugin's describe export returns. The host validates it before any traffic.
+type Manifest struct {
+	Name         string          `json:"name"`     // [a-z0-9_-], unique in a host; routes /hooks/{name}/…
+	Version      string          `json:"version"`  // the plugin's own version, free text (semver advised)
+	Kind         string          `json:"kind"`     // KindPlatform or KindScheduler
+	Platform     string          `json:"platform"` // the platform name in session keys, e.g. "telegram"
+	Description  string          `json:"description,omitempty"`
+	Capabilities []string        `json:"capabilities"` // Cap* values
+	MessageLimit MessageLimit    `json:"message_limit"`
+	Egress       []string        `json:"egress,omitempty"` // host patterns the plugin may reach: "api.telegram.org", "*.slack.com"
+	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`
+}
+
+// Has reports whether the manifest declares capability c.
+func (m *Manifest) Has(c string) bool {
+	for _, x := range m.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// MessageLimit is the longest text the platform accepts in one message, and the unit it counts in.
+// The host splits longer text into numbered parts before calling send.
+type MessageLimit struct {
+	Max  int    `json:"max"`
+	Unit string `json:"unit"` // UnitUTF16, UnitCodePoint or UnitByte
+}
+
+// Chat types of a Source.
+const (
+	ChatDM      = "dm"
+	ChatGroup   = "group"
+	ChatChannel = "channel"
+	ChatThread  = "thread"
+	ChatForum   = "forum"
+)
+
+// Source says where a message came from or goes to. Platform and Profile are always forced by the
+// host to the calling plugin's platform and the profile the call serves.
+type Source struct {
+	Platform  string `json:"platform,omitempty"`
+	Profile   string `json:"profile,omitempty"`
+	ChatType  string `json:"chat_type"`
+	ChatID    string `json:"chat_id,omitempty"`
+	ChatName  string `json:"chat_name,omitempty"`
+	ThreadID  string `json:"thread_id,omitempty"`
+	UserID    string `json:"user_id,omitempty"`
+	UserName  string `json:"user_name,omitempty"`
+	ScopeID   string `json:"scope_id,omitempty"`   // workspace / team (Slack)
+	MessageID string `json:"message_id,omitempty"` // the platform's id of the message itself
+}
+
+// Kinds of inbound event.
+const (
+	EventMessage = "message" // a user message: becomes (part of) a turn
+	EventObserve = "observe" // append to the transcript without a turn (unmentioned group chatter)
+	EventRedact  = "redact"  // the message MessageID was recalled: redact it from the transcript
+	EventSeed    = "seed"    // create the session for Source without a turn (assistant thread opened)
+)
+
+// InboundEvent is one thing that happened on the platform, as returned by webhook and poll or
+// passed to the dispatch host function.
+type InboundEvent struct {
+	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Slack
+	// event_id, Yuanbao msg_id. Empty means "do not deduplicate".
+	ID        string `json:"id,omitempty"`
+	Kind      string `json:"kind"` // Event* values; empty means EventMessage
+	Source    Source `json:"source"`
+	Text      string `json:"text,omitempty"`
+	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
+	Mentioned bool   `json:"mentioned,omitempty"`
+	UnixMs    int64  `json:"unix_ms,omitempty"`
+}
+
+// OutboundMessage is one message for the plugin to transmit.
+type OutboundMessage struct {
+	ChatType string `json:"chat_type,omitempty"`
+	ChatID   string `json:"chat_id"`
+	ThreadID string `json:"thread_id,omitempty"`
+	UserID   string `json:"user_id,omitempty"`
+	ScopeID  string `json:"scope_id,omitempty"`
+	Text     string `json:"text,omitempty"`
+	ReplyTo  string `json:"reply_to,omitempty"` // capability "replies"
+	// EditMessageID, when set, asks to replace that message's text (capability "edit").
+	EditMessageID string `json:"edit_message_id,omitempty"`
+	// Action, when set, is a chat action instead of a message: "typing" (capability "typing").
+	Action string `json:"action,omitempty"`
+	// Part and Parts number a message the host split: part 1 of 3 and so on. Parts is 0 or 1 for
+	// a message sent whole.
+	Part  int `json:"part,omitempty"`
+	Parts int `json:"parts,omitempty"`
+	// DeliveryID is the host's ledger id for this message: stable across retries, so a plugin
+	// may use it as an idempotency key where the platform supports one.
+	DeliveryID string `json:"delivery_id,omitempty"`
+}
+
+// Call carries what every export call except describe receives: the profile served and that
+// profile's configuration for this plugin (secrets included: a plugin instance only ever sees the
+// configuration of the profile it is serving).
+type Call struct {
+	Profile string          `json:"profile"`
+	Config  json.RawMessage `json:"config,omitempty"`
+}
+
+// ConfigureRequest asks the plugin to validate a profile's configuration.
+type ConfigureRequest struct {
+	Call
+}
+
+// ConfigureResult is configure's reply. Problems, when not empty, reject the configuration.
+type ConfigureResult struct {
+	Problems []string `json:"problems,omitempty"`
+}
+
+// WebhookRequest is an inbound HTTP request routed to POST /hooks/{plugin}/{profile}.
+type WebhookRequest struct {
+	Call
+	Method  string              `json:"method"`
+	Path    string              `json:"path"`
+	Query   string              `json:"query,omitempty"`
+	Headers map[string][]string `json:"headers,omitempty"`
+	Body    []byte              `json:"body,omitempty"` // base64 in JSON
+}
+
+// WebhookResult is webhook's reply: the HTTP answer to give, and the events found in the request.
+// A request that fails verification is answered with a 4xx Response and no events; that is a
+// successful call, not an error.
+type WebhookResult struct {
+	Response HTTPResponse   `json:"response"`
+	Events   []InboundEvent `json:"events,omitempty"`
+}
+
+// PollRequest asks the plugin for new inbound events. The plugin may block (long poll) up to
+// WaitMs through the host's HTTP or WebSocket functions.
+type PollRequest struct {
+	Call
+	WaitMs int64 `json:"wait_ms"`
+}
+
+// PollResult is poll's reply. The host calls poll again at once when Events is not empty, and
+// otherwise after BackoffMs (default: immediately, as the plugin is expected to long-poll).
+type PollResult struct {
+	Events    []InboundEvent `json:"events,omitempty"`
+	BackoffMs int64          `json:"backoff_ms,omitempty"`
+}
+
+// SendRequest asks the plugin to transmit one message.
+type SendRequest struct {
+	Call
+	Message OutboundMessage `json:"message"`
+}
+
+// SendResult is send's reply: the platform's ids for what it accepted, or a typed SendError.
+// A send that the platform refused is a successful call with Error set; an Extism-level error
+// from send is treated as retryable with no information.
+type SendResult struct {
+	MessageIDs []string   `json:"message_ids,omitempty"`
+	Error      *SendError `json:"error,omitempty"`
+}
+
+// Kinds of send failure.
+const (
+	SendRetryable = "retryable" // try again, after RetryAfterMs if set
+	SendPermanent = "permanent" // do not try again
+)
+
+// SendError is a typed send failure.
+type SendError struct {
+	Kind         string `json:"kind"` // SendRetryable or SendPermanent
+	Code         string `json:"code,omitempty"`
+	Message      string `json:"message"`
+	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+	// MigrateToChatID, when set, says the chat moved (a Telegram group became a supergroup): the
+	// host re-addresses the message and future ones to this chat id.
+	MigrateToChatID string `json:"migrate_to_chat_id,omitempty"`
+	// Accepted lists parts of the message the platform did accept before failing, so a retry
+	// never repeats them.
+	Accepted []string `json:"accepted,omitempty"`
+}
+
+func (e *SendError) Error() string { return e.Kind + " send failure: " + e.Message }
+
+// TickRequest wakes a scheduler plugin.
+type TickRequest struct {
+	Call
+	UnixMs int64 `json:"unix_ms"`
+}
+
+// TickResult is tick's reply: when to be woken next (0: the host's default interval).
+type TickResult struct {
+	NextTickMs int64 `json:"next_tick_ms,omitempty"`
+}
+
+// HTTPResponse is an HTTP answer: the webhook's reply to the platform, or the result of egress.
+type HTTPResponse struct {
+	Status  int                 `json:"status"`
+	Headers map[string][]string `json:"headers,omitempty"`
+	Body    []byte              `json:"body,omitempty"`
+}
+
+// --- host function messages ---
+
+// Log levels.
+const (
+	LevelDebug = "debug"
+	LevelInfo  = "info"
+	LevelWarn  = "warn"
+	LevelError = "error"
+)
+
+// LogRequest writes one structured log line attributed to the plugin and profile.
+type LogRequest struct {
+	Level   string            `json:"level"`
+	Message string            `json:"message"`
+	Attrs   map[string]string `json:"attrs,omitempty"`
+}
+
+// ClockReply is the host's clock. Plugins have no other clock (WASI's is fake and frozen).
+type ClockReply struct {
+	UnixMs int64 `json:"unix_ms"`
+}
+
+// KVGetRequest reads a key of the plugin's durable store for the calling profile.
+type KVGetRequest struct {
+	Key string `json:"key"`
+}
+
+// KVGetReply is the value, if found.
+type KVGetReply struct {
+	Found bool   `json:"found"`
+	Value []byte `json:"value,omitempty"`
+}
+
+// KVSetRequest writes a key (values are capped by the host; see SPEC.md).
+type KVSetRequest struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+// KVDeleteRequest deletes a key; deleting an absent key is not an error.
+type KVDeleteRequest struct {
+	Key string `json:"key"`
+}
+
+// HTTPRequest is an egress request. The URL's host must match the manifest's Egress patterns and
+// the operator's configuration. TimeoutMs and MaxBytes are capped by the host's limits.
+type HTTPRequest struct {
+	Method    string              `json:"method"`
+	URL       string              `json:"url"`
+	Headers   map[string][]string `json:"headers,omitempty"`
+	Body      []byte              `json:"body,omitempty"`
+	TimeoutMs int64               `json:"timeout_ms,omitempty"`
+	MaxBytes  int64               `json:"max_bytes,omitempty"`
+}
+
+// WSOpenRequest opens a WebSocket connection owned by the host. The connection belongs to the
+// plugin and profile, not to the instance: any instance of the plugin may use it.
+type WSOpenRequest struct {
+	URL          string              `json:"url"`
+	Headers      map[string][]string `json:"headers,omitempty"`
+	Subprotocols []string            `json:"subprotocols,omitempty"`
+	TimeoutMs    int64               `json:"timeout_ms,omitempty"`
+}
+
+// WSOpenReply names the opened connection.
+type WSOpenReply struct {
+	Conn string `json:"conn"`
+}
+
+// WSFrame is one WebSocket message.
+type WSFrame struct {
+	Binary bool   `json:"binary,omitempty"`
+	Data   []byte `json:"data"`
+}
+
+// WSSendRequest sends one frame.
+type WSSendRequest struct {
+	Conn  string  `json:"conn"`
+	Frame WSFrame `json:"frame"`
+}
+
+// WSRecvRequest waits up to TimeoutMs for frames and returns at most MaxFrames of them (default 1).
+type WSRecvRequest struct {
+	Conn      string `json:"conn"`
+	TimeoutMs int64  `json:"timeout_ms,omitempty"`
+	MaxFrames int    `json:"max_frames,omitempty"`
+}
+
+// WSRecvReply carries the frames received. Closed reports that the peer closed the connection
+// (after the frames listed); the connection id is then forgotten.
+type WSRecvReply struct {
+	Frames      []WSFrame `json:"frames,omitempty"`
+	Closed      bool      `json:"closed,omitempty"`
+	CloseCode   int       `json:"close_code,omitempty"`
+	CloseReason string    `json:"close_reason,omitempty"`
+}
+
+// WSCloseRequest closes a connection.
+type WSCloseRequest struct {
+	Conn   string `json:"conn"`
+	Code   int    `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// SessionRequest resolves (gets or creates) the session for a source.
+type SessionRequest struct {
+	Source Source `json:"source"`
+}
+
+// SessionRef names a key's current physical session.
+type SessionRef struct {
+	Key        string `json:"key"`
+	SessionID  string `json:"session_id"`
+	Generation int64  `json:"generation"`
+}
+
+// ObserveRequest appends a message to the source's transcript without starting a turn.
+type ObserveRequest struct {
+	Source Source `json:"source"`
+	Role   string `json:"role,omitempty"` // "user" (default) or "assistant"
+	Text   string `json:"text"`
+}
+
+// RedactRequest removes a recalled message (Source.MessageID) from the transcript.
+type RedactRequest struct {
+	Source Source `json:"source"`
+}
+
+// RedactReply says whether a message was found and redacted.
+type RedactReply struct {
+	Redacted bool `json:"redacted"`
+}
+
+// SeedRequest creates the source's session if needed and optionally appends a seed message, in
+// the same critical section.
+type SeedRequest struct {
+	Source Source `json:"source"`
+	Role   string `json:"role,omitempty"`
+	Text   string `json:"text,omitempty"`
+}
+
+// DispatchRequest hands one inbound event to the host, as if returned by webhook or poll.
+type DispatchRequest struct {
+	Event InboundEvent `json:"event"`
+}
+
+// DispatchReply reports what the host did with the event.
+type DispatchReply struct {
+	Duplicate bool       `json:"duplicate,omitempty"` // already seen: ignored
+	Session   SessionRef `json:"session"`
+}
+
+// HostSendRequest is a scheduler's send into a chat. The host records it in the delivery ledger
+// and transmits it through the platform plugin serving Target.Platform for the profile. With
+// PinSessionID set, the message is delivered only if that session (or its compression
+// continuation) still owns the chat; otherwise the reply is a CodeStale error. Seed, when set,
+// seeds the target's session with that text in the same critical section as the send.
+type HostSendRequest struct {
+	Target       Source `json:"target"`
+	Text         string `json:"text"`
+	PinSessionID string `json:"pin_session_id,omitempty"`
+	Seed         string `json:"seed,omitempty"`
+}
+
+// HostSendReply reports the delivery's ledger id and state.
+type HostSendReply struct {
+	DeliveryID string   `json:"delivery_id"`
+	State      string   `json:"state"`
+	MessageIDs []string `json:"message_ids,omitempty"`
+}

@@ -1,0 +1,119 @@
+// Package store opens the host's SQLite database (modernc.org/sqlite, pure Go, WAL) and applies
+// versioned migrations. Each host package owns its tables and its list of migrations; store only
+// records which of them have run.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Options tune Open.
+type Options struct {
+	// BusyTimeout is how long a writer waits for the lock before SQLITE_BUSY. Default 5s.
+	BusyTimeout time.Duration
+}
+
+// Open opens (creating if needed) the database at path with WAL journaling, foreign keys on and
+// a busy timeout. Use ":memory:" only for throwaway tests: each connection would get its own
+// database, so Open limits such a DB to one connection.
+func Open(path string, opt Options) (*sql.DB, error) {
+	if opt.BusyTimeout == 0 {
+		opt.BusyTimeout = 5 * time.Second
+	}
+	if path != ":memory:" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("store: create data directory: %w", err)
+		}
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opt.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if path == ":memory:" {
+		db.SetMaxOpenConns(1)
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		component TEXT NOT NULL,
+		version   INTEGER NOT NULL,
+		applied_at INTEGER NOT NULL,
+		PRIMARY KEY (component, version))`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: create schema_migrations: %w", err)
+	}
+	return db, nil
+}
+
+// Migrate applies, in order and each in its own transaction, the migrations of component that
+// have not run yet. Migration i (0-based) is version i+1. Migrations are append-only: never edit
+// or reorder a released one.
+func Migrate(ctx context.Context, db *sql.DB, component string, migrations []string) error {
+	for i, stmt := range migrations {
+		version := i + 1
+		err := WithTx(ctx, db, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx,
+				`SELECT COUNT(*) FROM schema_migrations WHERE component = ? AND version = ?`,
+				component, version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx,
+				`INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)`,
+				component, version, time.Now().UnixMilli())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: migrate %s to version %d: %w", component, version, err)
+		}
+	}
+	return nil
+}
+
+// WithTx runs fn in a transaction (BEGIN IMMEDIATE, so writers queue on the busy timeout instead
+// of failing at commit), committing if fn returns nil and rolling back otherwise.
+func WithTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
