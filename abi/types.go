@@ -16,7 +16,7 @@ type Manifest struct {
 }
 
 // Has reports whether the manifest declares capability c.
-func (m *Manifest) Has(c string) bool {
+func (m Manifest) Has(c string) bool {
 	for _, x := range m.Capabilities {
 		if x == c {
 			return true

@@ -1,0 +1,172 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+)
+
+// configureProfiles validates every configured profile (schema, then the plugin's configure
+// export). A profile with problems is disabled and reported; the others serve.
+func (v *version) configureProfiles(ctx context.Context) error {
+	v.profiles = map[string]*profileState{}
+	for profile, cfg := range v.settings.Profiles {
+		ps := &profileState{config: cfg}
+		ps.problems = validateConfig(&v.manifest, cfg)
+		if len(ps.problems) == 0 {
+			in, _ := json.Marshal(abi.ConfigureRequest{Call: abi.Call{Profile: profile, Config: cfg}})
+			out, err := v.call(ctx, v.caller(profile), abi.ExportConfigure, in, v.limits.CallTimeout)
+			var res abi.ConfigureResult
+			switch {
+			case err != nil:
+				ps.problems = []string{"configure failed: " + err.Error()}
+			case json.Unmarshal(out, &res) != nil:
+				ps.problems = []string{"configure returned malformed JSON"}
+			default:
+				ps.problems = res.Problems
+			}
+		}
+		if len(ps.problems) > 0 {
+			v.rt.log.Warn("plugin profile disabled: configuration rejected",
+				"plugin", v.manifest.Name, "profile", profile, "problems", strings.Join(ps.problems, "; "))
+		}
+		v.profiles[profile] = ps
+	}
+	return nil
+}
+
+func (v *version) profile(name string) (*profileState, error) {
+	v.profMu.RLock()
+	defer v.profMu.RUnlock()
+	ps := v.profiles[name]
+	if ps == nil {
+		return nil, abi.Errorf(abi.CodeNotFound, "plugin %s has no profile %q configured", v.manifest.Name, name)
+	}
+	if len(ps.problems) > 0 {
+		return nil, abi.Errorf(abi.CodeDenied, "plugin %s profile %q is disabled: %s", v.manifest.Name, name, strings.Join(ps.problems, "; "))
+	}
+	return ps, nil
+}
+
+// Profiles lists the profiles configured for the plugin that passed validation.
+func (p *Plugin) Profiles() []string {
+	v := p.current()
+	if v == nil {
+		return nil
+	}
+	v.profMu.RLock()
+	defer v.profMu.RUnlock()
+	var out []string
+	for name, ps := range v.profiles {
+		if len(ps.problems) == 0 {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// typedCall is the common path of the typed calls: build the request with the profile's
+// configuration, call, decode the reply.
+func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, timeout time.Duration, build func(abi.Call) any) (*Res, error) {
+	v := p.acquire()
+	if v == nil {
+		return nil, fmt.Errorf("plugin %s: %w", p.name, ErrUnloaded)
+	}
+	defer v.inflight.Done()
+	ps, err := v.profile(profile)
+	if err != nil {
+		return nil, err
+	}
+	in, err := json.Marshal(build(abi.Call{Profile: profile, Config: ps.config}))
+	if err != nil {
+		return nil, err
+	}
+	if timeout <= 0 {
+		timeout = v.limits.CallTimeout
+	}
+	out, err := v.call(ctx, v.caller(profile), export, in, timeout)
+	if err != nil {
+		return nil, err
+	}
+	res := new(Res)
+	if err := json.Unmarshal(out, res); err != nil {
+		return nil, abi.Errorf(abi.CodeInternal, "plugin %s: %s returned malformed JSON: %v", p.name, export, err)
+	}
+	return res, nil
+}
+
+// Webhook passes an inbound HTTP request to the plugin.
+func (p *Plugin) Webhook(ctx context.Context, profile string, req abi.WebhookRequest) (*abi.WebhookResult, error) {
+	if !p.Manifest().Has(abi.CapWebhook) {
+		return nil, abi.Errorf(abi.CodeUnsupported, "plugin %s does not take webhooks", p.name)
+	}
+	return typedCall[abi.WebhookResult](ctx, p, profile, abi.ExportWebhook, 0, func(c abi.Call) any {
+		req.Call = c
+		return req
+	})
+}
+
+// Poll asks the plugin for inbound events, letting it block up to wait.
+func (p *Plugin) Poll(ctx context.Context, profile string, wait time.Duration) (*abi.PollResult, error) {
+	if !p.Manifest().Has(abi.CapPoll) {
+		return nil, abi.Errorf(abi.CodeUnsupported, "plugin %s does not poll", p.name)
+	}
+	limits := p.current().limits
+	return typedCall[abi.PollResult](ctx, p, profile, abi.ExportPoll, wait+limits.CallTimeout, func(c abi.Call) any {
+		return abi.PollRequest{Call: c, WaitMs: wait.Milliseconds()}
+	})
+}
+
+// Send asks the plugin to transmit one message.
+func (p *Plugin) Send(ctx context.Context, profile string, msg abi.OutboundMessage) (*abi.SendResult, error) {
+	return typedCall[abi.SendResult](ctx, p, profile, abi.ExportSend, 0, func(c abi.Call) any {
+		return abi.SendRequest{Call: c, Message: msg}
+	})
+}
+
+// Tick wakes a scheduler plugin.
+func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.TickResult, error) {
+	return typedCall[abi.TickResult](ctx, p, profile, abi.ExportTick, 0, func(c abi.Call) any {
+		return abi.TickRequest{Call: c, UnixMs: now.UnixMilli()}
+	})
+}
+
+// Info describes a loaded plugin for the admin API and the CLI.
+type Info struct {
+	Name      string              `json:"name"`
+	File      string              `json:"file"`
+	SHA256    string              `json:"sha256"`
+	ABI       string              `json:"abi"`
+	Manifest  abi.Manifest        `json:"manifest"`
+	State     string              `json:"state"` // active or failed
+	LastError string              `json:"last_error,omitempty"`
+	Instances int                 `json:"instances"`
+	Loaded    time.Time           `json:"loaded"`
+	Profiles  map[string][]string `json:"profiles"` // profile → problems (empty: serving)
+}
+
+// Info reports the plugin's current state.
+func (p *Plugin) Info() Info {
+	v := p.current()
+	if v == nil {
+		return Info{Name: p.name, State: "unloaded"}
+	}
+	state, last := v.breaker.state()
+	info := Info{
+		Name: p.name, File: v.file, SHA256: v.sha256, ABI: v.abi.String(), Manifest: v.manifest,
+		State: state, LastError: last, Instances: v.pool.size(), Loaded: v.loaded,
+		Profiles: map[string][]string{},
+	}
+	v.profMu.RLock()
+	for name, ps := range v.profiles {
+		info.Profiles[name] = append([]string{}, ps.problems...)
+	}
+	v.profMu.RUnlock()
+	return info
+}
