@@ -288,7 +288,9 @@ func (e *Env) hostHTTP(ctx context.Context, c *Caller, b []byte) (any, error) {
 	return e.Egress.HTTP(ctx, c.Egress, req)
 }
 
-func (e *Env) owner(c *Caller) egress.Owner { return egress.Owner{Plugin: c.Plugin, Profile: c.Profile} }
+func (e *Env) owner(c *Caller) egress.Owner {
+	return egress.Owner{Plugin: c.Plugin, Profile: c.Profile}
+}
 
 func (e *Env) hostWSOpen(ctx context.Context, c *Caller, b []byte) (any, error) {
 	if err := needProfile(abi.HostWSOpen, c); err != nil {

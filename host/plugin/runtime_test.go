@@ -257,7 +257,9 @@ func (s *recordingSessions) Resolve(_ context.Context, c Caller, src abi.Source)
 func (s *recordingSessions) Observe(context.Context, Caller, abi.ObserveRequest) (abi.SessionRef, error) {
 	return abi.SessionRef{}, nil
 }
-func (s *recordingSessions) Redact(context.Context, Caller, abi.Source) (bool, error) { return false, nil }
+func (s *recordingSessions) Redact(context.Context, Caller, abi.Source) (bool, error) {
+	return false, nil
+}
 func (s *recordingSessions) Seed(context.Context, Caller, abi.SeedRequest) (abi.SessionRef, error) {
 	return abi.SessionRef{}, nil
 }

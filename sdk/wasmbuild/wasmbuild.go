@@ -165,7 +165,7 @@ func sourceKey(dir string) (string, error) {
 			GoFiles []string
 			Module  *struct {
 				Path, Dir, Version string
-				Main             bool
+				Main               bool
 			}
 		}
 		if err := dec.Decode(&p); err != nil {
