@@ -1,0 +1,317 @@
+package session
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+)
+
+// KeyInfo is one line of `hermes-host sessions ls`: a key and its current session.
+type KeyInfo struct {
+	Key        string    `json:"key"`
+	SessionID  string    `json:"session_id"`
+	Generation int64     `json:"generation"`
+	Suspended  bool      `json:"suspended,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"` // last user activity
+	StartedAt  time.Time `json:"started_at"` // of the current session
+	Title      string    `json:"title,omitempty"`
+	EndReason  string    `json:"end_reason,omitempty"` // set if the routed session has ended (awaiting repair)
+	Ended      bool      `json:"ended,omitempty"`
+}
+
+// SessionInfo describes one physical session.
+type SessionInfo struct {
+	ID           string     `json:"id"`
+	Key          string     `json:"key"`
+	ParentID     string     `json:"parent_session_id,omitempty"`
+	BranchedFrom string     `json:"branched_from,omitempty"`
+	CreatedBy    string     `json:"created_by"` // new, reset, compression, branch, replace
+	StartedAt    time.Time  `json:"started_at"`
+	EndedAt      *time.Time `json:"ended_at,omitempty"`
+	EndReason    string     `json:"end_reason,omitempty"`
+	Title        string     `json:"title,omitempty"`
+	Origin       abi.Source `json:"origin"`
+	Messages     int        `json:"messages"`
+}
+
+// Live reports whether the session has not ended.
+func (s SessionInfo) Live() bool { return s.EndedAt == nil }
+
+// SessionView is `hermes-host sessions show KEY|ID`.
+type SessionView struct {
+	Key        string       `json:"key"`
+	Generation int64        `json:"generation"`
+	Suspended  bool         `json:"suspended,omitempty"`
+	Current    *SessionInfo `json:"current,omitempty"` // the key's routed session (nil: no route)
+	Focus      SessionInfo  `json:"focus"`             // the session asked for (the current one for a key)
+	// Ancestors are Focus's parents, nearest first (at most 50).
+	Ancestors []SessionInfo `json:"ancestors,omitempty"`
+	// Continuations are Focus's compression continuations in order, ending at its tip.
+	Continuations []SessionInfo `json:"continuations,omitempty"`
+	Tail          []Message     `json:"tail,omitempty"` // the last messages of Focus
+}
+
+// List returns every key whose name starts with prefix (all keys for ""), in key order, with
+// its current session.
+func (k *Kernel) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
+	q := `SELECT r.session_key, r.session_id, r.generation, r.suspended, r.updated_at,
+		COALESCE(s.started_at, 0), COALESCE(s.title, ''), s.ended_at IS NOT NULL, COALESCE(s.end_reason, '')
+		FROM session_routes r LEFT JOIN sessions s ON s.id = r.session_id`
+	var args []any
+	if prefix != "" {
+		q += ` WHERE r.session_key >= ?`
+		args = append(args, prefix)
+		if hi, ok := prefixEnd(prefix); ok {
+			q += ` AND r.session_key < ?`
+			args = append(args, hi)
+		}
+	}
+	rows, err := k.db.QueryContext(ctx, q+` ORDER BY r.session_key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("session: list: %w", err)
+	}
+	defer rows.Close()
+	var out []KeyInfo
+	for rows.Next() {
+		var ki KeyInfo
+		var upd, started int64
+		if err := rows.Scan(&ki.Key, &ki.SessionID, &ki.Generation, &ki.Suspended, &upd, &started,
+			&ki.Title, &ki.Ended, &ki.EndReason); err != nil {
+			return nil, err
+		}
+		ki.UpdatedAt, ki.StartedAt = time.UnixMilli(upd), time.UnixMilli(started)
+		out = append(out, ki)
+	}
+	return out, rows.Err()
+}
+
+// prefixEnd returns the smallest string greater than every string with prefix p.
+func prefixEnd(p string) (string, bool) {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}
+
+// Session returns one session row.
+func (k *Kernel) Session(ctx context.Context, id string) (SessionInfo, error) {
+	var s SessionInfo
+	var parent, branched, reason, title sql.NullString
+	var started int64
+	var ended sql.NullInt64
+	var origin string
+	err := k.db.QueryRowContext(ctx, `SELECT id, session_key, parent_session_id, branched_from, created_by,
+		started_at, ended_at, end_reason, title, origin,
+		(SELECT COUNT(*) FROM session_messages m WHERE m.session_id = sessions.id)
+		FROM sessions WHERE id = ?`, id).Scan(&s.ID, &s.Key, &parent, &branched, &s.CreatedBy,
+		&started, &ended, &reason, &title, &origin, &s.Messages)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return s, fmt.Errorf("session: load %s: %w", id, err)
+	}
+	s.ParentID, s.BranchedFrom, s.EndReason, s.Title = parent.String, branched.String, reason.String, title.String
+	s.StartedAt = time.UnixMilli(started)
+	if ended.Valid {
+		t := time.UnixMilli(ended.Int64)
+		s.EndedAt = &t
+	}
+	_ = json.Unmarshal([]byte(origin), &s.Origin)
+	return s, nil
+}
+
+// RouteSource returns the source to answer on for key: the origin stored with its current
+// session (the chat, thread and user of the conversation, never those of whatever message is
+// in hand), or, for a key with no session, the fields parsed from the key.
+func (k *Kernel) RouteSource(ctx context.Context, key string) (abi.Source, error) {
+	r, ok, err := k.Current(ctx, key)
+	if err != nil {
+		return abi.Source{}, err
+	}
+	if ok {
+		s, err := k.Session(ctx, r.SessionID)
+		if err != nil {
+			return abi.Source{}, err
+		}
+		return s.Origin, nil
+	}
+	pk, err := k.ParseKey(key)
+	if err != nil {
+		return abi.Source{}, err
+	}
+	return pk.Source(), nil
+}
+
+// Show describes a key (given a key) or a session (given a session id): the key's current
+// session and generation, the focus session's ancestors and compression continuations, and the
+// last tail messages of the focus (20 if tail <= 0).
+func (k *Kernel) Show(ctx context.Context, keyOrID string, tail int) (*SessionView, error) {
+	if tail <= 0 {
+		tail = 20
+	}
+	v := &SessionView{}
+	var focusID string
+	if ValidSessionID(keyOrID) {
+		focusID = keyOrID
+		s, err := k.Session(ctx, focusID)
+		if err != nil {
+			return nil, err
+		}
+		v.Key = s.Key
+	} else {
+		v.Key = keyOrID
+	}
+	st, err := k.loadRoute(ctx, v.Key)
+	if err != nil {
+		return nil, err
+	}
+	if st.exists {
+		v.Generation, v.Suspended = st.gen, st.suspended
+		cur, err := k.Session(ctx, st.sid)
+		if err != nil {
+			return nil, err
+		}
+		v.Current = &cur
+		if focusID == "" {
+			focusID = st.sid
+		}
+	}
+	if focusID == "" {
+		return nil, fmt.Errorf("%w: no key or session %q", ErrNotFound, keyOrID)
+	}
+	if v.Focus, err = k.Session(ctx, focusID); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{focusID: true}
+	for p := v.Focus.ParentID; p != "" && len(v.Ancestors) < 50 && !seen[p]; {
+		seen[p] = true
+		s, err := k.Session(ctx, p)
+		if errors.Is(err, ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		v.Ancestors = append(v.Ancestors, s)
+		p = s.ParentID
+	}
+	r := rowState{id: focusID, key: v.Key, exists: true, ended: v.Focus.EndedAt != nil, reason: v.Focus.EndReason}
+	for hops := 0; r.ended && r.reason == EndCompression && hops < k.opt.MaxTipHops; hops++ {
+		c := rowState{key: r.key, exists: true}
+		err := k.stChild.QueryRowContext(ctx, r.id).Scan(&c.id, &c.ended, &c.reason)
+		if errors.Is(err, sql.ErrNoRows) || seen[c.id] {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		seen[c.id] = true
+		s, err := k.Session(ctx, c.id)
+		if err != nil {
+			return nil, err
+		}
+		v.Continuations = append(v.Continuations, s)
+		r = c
+	}
+	if v.Tail, err = k.Transcript(ctx, focusID, tail); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// WriteList renders List's result as a table.
+func WriteList(w io.Writer, keys []KeyInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSESSION\tGEN\tSTARTED\tLAST ACTIVE\tSTATE\tTITLE")
+	for _, ki := range keys {
+		state := "live"
+		switch {
+		case ki.Suspended:
+			state = "suspended"
+		case ki.Ended:
+			state = "ended:" + ki.EndReason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ki.Key, ki.SessionID, ki.Generation,
+			fmtTime(ki.StartedAt), fmtTime(ki.UpdatedAt), state, ki.Title)
+	}
+	return tw.Flush()
+}
+
+// WriteShow renders Show's result as plain text.
+func WriteShow(w io.Writer, v *SessionView) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key:         %s\n", v.Key)
+	if v.Current != nil {
+		fmt.Fprintf(&b, "current:     %s\n", v.Current.ID)
+		fmt.Fprintf(&b, "generation:  %d", v.Generation)
+		if v.Suspended {
+			b.WriteString(" (suspended: the next message starts a new session)")
+		}
+		b.WriteByte('\n')
+	} else {
+		b.WriteString("current:     (no route)\n")
+	}
+	b.WriteString("session:     ")
+	writeSessionLine(&b, v.Focus)
+	if len(v.Ancestors) > 0 {
+		b.WriteString("ancestors:\n")
+		for _, s := range v.Ancestors {
+			b.WriteString("  ")
+			writeSessionLine(&b, s)
+		}
+	}
+	if len(v.Continuations) > 0 {
+		b.WriteString("continuations (compression):\n")
+		for _, s := range v.Continuations {
+			b.WriteString("  ")
+			writeSessionLine(&b, s)
+		}
+	}
+	fmt.Fprintf(&b, "transcript (last %d of %d):\n", len(v.Tail), v.Focus.Messages)
+	for _, m := range v.Tail {
+		text := m.Text
+		if m.Redacted {
+			text = "[redacted]"
+		}
+		text = strings.ReplaceAll(text, "\n", "\n      ")
+		fmt.Fprintf(&b, "  %s %-9s %s\n", m.At.UTC().Format("2006-01-02 15:04:05"), m.Role, text)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeSessionLine(b *strings.Builder, s SessionInfo) {
+	fmt.Fprintf(b, "%s  %s  started %s", s.ID, s.CreatedBy, fmtTime(s.StartedAt))
+	if s.EndedAt != nil {
+		fmt.Fprintf(b, "  ended %s (%s)", fmtTime(*s.EndedAt), quoteReason(s.EndReason))
+	} else {
+		b.WriteString("  live")
+	}
+	if s.BranchedFrom != "" {
+		fmt.Fprintf(b, "  branched from %s", s.BranchedFrom)
+	}
+	if s.Title != "" {
+		fmt.Fprintf(b, "  %q", s.Title)
+	}
+	fmt.Fprintf(b, "  %d messages\n", s.Messages)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() || t.UnixMilli() == 0 {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}

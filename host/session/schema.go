@@ -1,0 +1,44 @@
+package session
+
+// Component is the name under which the session kernel's migrations are recorded.
+const Component = "session"
+
+// migrations are append-only: never edit or reorder a released one.
+var migrations = []string{
+	// 1: physical sessions, the routing table, transcripts.
+	`CREATE TABLE sessions (
+		id                TEXT PRIMARY KEY,
+		session_key       TEXT NOT NULL,
+		parent_session_id TEXT,
+		branched_from     TEXT,
+		created_by        TEXT NOT NULL, -- new, reset, compression, branch, replace, suspended, idle, daily
+		started_at        INTEGER NOT NULL, -- unix ms
+		ended_at          INTEGER,          -- NULL while live
+		end_reason        TEXT,
+		origin            TEXT NOT NULL,    -- JSON abi.Source of the message that started it
+		title             TEXT
+	);
+	CREATE INDEX sessions_by_parent ON sessions(parent_session_id, created_by);
+	CREATE INDEX sessions_by_key_title ON sessions(session_key, title);
+	CREATE TABLE session_routes (
+		session_key TEXT PRIMARY KEY,
+		session_id  TEXT NOT NULL REFERENCES sessions(id),
+		generation  INTEGER NOT NULL,
+		suspended   INTEGER NOT NULL DEFAULT 0,
+		created_at  INTEGER NOT NULL,
+		updated_at  INTEGER NOT NULL -- user-activity clock (auto-reset)
+	) WITHOUT ROWID;
+	CREATE TABLE session_messages (
+		seq                 INTEGER PRIMARY KEY AUTOINCREMENT,
+		session_id          TEXT NOT NULL REFERENCES sessions(id),
+		role                TEXT NOT NULL,
+		text                TEXT NOT NULL,
+		platform_message_id TEXT,
+		created_at          INTEGER NOT NULL,
+		redacted_at         INTEGER,
+		copied_from         INTEGER -- seq of the original when copied by /branch
+	);
+	CREATE INDEX session_messages_by_session ON session_messages(session_id, seq);
+	CREATE INDEX session_messages_by_platform_id ON session_messages(platform_message_id)
+		WHERE platform_message_id IS NOT NULL;`,
+}
