@@ -1,0 +1,244 @@
+package process
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Output path: the child writes stdout and stderr straight into its log file (opened O_APPEND),
+// never into a pipe held by the host. The host reads the file from its last offset into the
+// ring buffer, at every poll tick and whenever someone asks (Poll, Log, the end). So output
+// survives a host restart, a host crash cannot kill a chatty child with SIGPIPE, and a
+// re-adopted process is read exactly like one we started.
+
+const (
+	readChunk    = 32 << 10
+	maxDrainStep = 1 << 20 // per drain call, so one spewing process cannot hold its lock for long
+	maxLineScan  = 4 << 10 // longest line fragment kept for watch matching
+	watchLines   = 20      // lines of context in a watch_match event
+	watchChars   = 2000
+)
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
+
+// drainLocked reads new output from p's log file into its ring. When match is set and p is
+// running with watch patterns, complete lines are matched and events submitted. p.mu must be held.
+func (r *Registry) drainLocked(p *proc, match bool) {
+	if p.logf == nil {
+		return
+	}
+	bp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bp)
+	buf := *bp
+	var events []queuedEvent
+	for read := 0; read < maxDrainStep; {
+		n, err := p.logf.ReadAt(buf, p.readOff)
+		if n > 0 {
+			chunk := buf[:n]
+			base := p.readOff
+			p.ring.write(chunk)
+			p.readOff += int64(n)
+			read += n
+			if match && p.info.State == StateRunning && len(p.info.WatchPatterns) > 0 && !p.info.WatchDisabled {
+				events = r.scanLocked(p, chunk, base, events)
+			}
+		}
+		if err != nil || n < len(buf) {
+			if err != nil && !errors.Is(err, io.EOF) {
+				r.log.Warn("process: read output", "id", p.id, "err", err)
+			}
+			break
+		}
+	}
+	if len(events) > 0 {
+		r.checkpointLocked(p, events) // watch counters and flags change with the events
+	}
+}
+
+// scanLocked matches the complete lines of chunk (which starts at logical offset base) against
+// p's watch patterns and appends the resulting events.
+func (r *Registry) scanLocked(p *proc, chunk []byte, base int64, events []queuedEvent) []queuedEvent {
+	for len(chunk) > 0 && !p.info.WatchDisabled {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			room := maxLineScan - len(p.partial)
+			if room > len(chunk) {
+				room = len(chunk)
+			}
+			p.partial = append(p.partial, chunk[:room]...)
+			return events
+		}
+		line := chunk[:i]
+		if len(p.partial) > 0 {
+			room := maxLineScan - len(p.partial)
+			if room > len(line) {
+				room = len(line)
+			}
+			line = append(p.partial, line[:room]...)
+			p.partial = p.partial[:0]
+		}
+		end := base + int64(i) + 1
+		for _, pat := range p.info.WatchPatterns {
+			if pat != "" && bytes.Contains(line, []byte(pat)) {
+				events = r.matchLocked(p, pat, end, events)
+				break
+			}
+		}
+		chunk = chunk[i+1:]
+		base = end
+	}
+	if p.info.WatchDisabled {
+		p.partial = nil
+	}
+	return events
+}
+
+// matchLocked applies the per-process limiter and the global breaker to one match whose line
+// ends at logical offset end.
+func (r *Registry) matchLocked(p *proc, pattern string, end int64, events []queuedEvent) []queuedEvent {
+	now := r.now()
+	if ev := r.brk.release(now); ev != nil {
+		events = append(events, queuedEvent{ev: *ev, state: qPending})
+	}
+	if r.brk.blocked(now) {
+		return events
+	}
+	switch p.watch.offer(now) {
+	case suppressMatch:
+		return events
+	case disableWatch:
+		return append(events, r.disableWatchLocked(p, now, fmt.Sprintf(
+			"%d consecutive %s windows had suppressed matches", watchMaxStrikes, watchWindow)))
+	}
+	ok, tripped := r.brk.admit(now, tripOrigin{id: p.id, command: p.info.Command, stamp: p.info.Stamp, startedAt: p.info.StartedAt})
+	if tripped != nil {
+		events = append(events, queuedEvent{ev: *tripped, state: qPending})
+	}
+	if !ok {
+		return events
+	}
+	suppressed, capped := p.watch.deliver(now)
+	p.info.WatchMatches = p.watch.delivered
+	out, cut := p.ring.tail(end, watchChars, watchLines)
+	events = append(events, queuedEvent{state: qPending, ev: Event{
+		Kind: EventWatchMatch, ProcID: p.id, Command: p.info.Command, Stamp: p.info.Stamp,
+		StartedAt: p.info.StartedAt, At: now, Pattern: pattern, Suppressed: suppressed,
+		Output: out, OutputCut: cut,
+	}})
+	if capped {
+		events = append(events, r.disableWatchLocked(p, now, fmt.Sprintf("%d matches reached", watchMaxLifetime)))
+	}
+	return events
+}
+
+// disableWatchLocked turns watching off for p; notify-on-complete takes over.
+func (r *Registry) disableWatchLocked(p *proc, now time.Time, why string) queuedEvent {
+	p.info.WatchDisabled = true
+	p.info.NotifyOnComplete = true
+	return queuedEvent{state: qPending, ev: Event{
+		Kind: EventWatchDisabled, ProcID: p.id, Command: p.info.Command, Stamp: p.info.Stamp,
+		StartedAt: p.info.StartedAt, At: now, Notify: true,
+		Message: "Watch patterns disabled for " + p.id + " (" + why + "); you will be notified when it completes.",
+	}}
+}
+
+// fileTail returns the line-safe tail of a log file of an ended or foreign process, and its size.
+func fileTail(path string, chars int) (string, bool, int64) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false, 0
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", false, 0
+	}
+	size := fi.Size()
+	from := size - int64(chars+1)*4
+	if from < 0 {
+		from = 0
+	}
+	b := make([]byte, size-from)
+	n, _ := f.ReadAt(b, from)
+	s, cut := cutTail(b[:n], from > 0, chars, 0)
+	return s, cut, size
+}
+
+// readLogFile reads up to limit bytes of a log file from offset (negative: the last limit bytes).
+func readLogFile(path string, offset int64, limit int) (LogChunk, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return LogChunk{}, nil // no output recorded (pruned, or never created)
+	}
+	if err != nil {
+		return LogChunk{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return LogChunk{}, err
+	}
+	total := fi.Size()
+	off := resolveOffset(offset, limit, total)
+	if off > total {
+		off = total
+	}
+	n := total - off
+	if n > int64(limit) {
+		n = int64(limit)
+	}
+	b := make([]byte, n)
+	got, err := f.ReadAt(b, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return LogChunk{}, err
+	}
+	return LogChunk{Data: b[:got], Offset: off, Next: off + int64(got), Total: total}, nil
+}
+
+// readExitFile returns the status the wrapper recorded, if it did.
+func readExitFile(path string) (*int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	c, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, false
+	}
+	return &c, true
+}
+
+// refill loads the end of an existing log file into a fresh ring (a re-adopted process) and
+// returns the file opened for further reading.
+func refill(path string, ring *ring) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	size := fi.Size()
+	from := size - int64(ring.max)
+	if from < 0 {
+		from = 0
+	}
+	b := make([]byte, size-from)
+	n, err := f.ReadAt(b, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, 0, err
+	}
+	ring.total = from
+	ring.write(b[:n])
+	return f, from + int64(n), nil
+}

@@ -1,0 +1,114 @@
+package process
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// procStat is what the registry needs from /proc/<pid>/stat.
+type procStat struct {
+	state      byte   // field 3: R, S, D, Z, …
+	pgid       int    // field 5
+	startTicks uint64 // field 22: start time after boot, in clock ticks
+}
+
+// errNoProcess reports that /proc has no entry for the pid.
+var errNoProcess = errors.New("no such process")
+
+// readProcStat parses /proc/<pid>/stat. The command name (field 2) may hold spaces and
+// parentheses, so fields are counted from the last ')'.
+func readProcStat(pid int) (procStat, error) {
+	if pid <= 0 {
+		return procStat{}, errNoProcess
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return procStat{}, errNoProcess
+		}
+		return procStat{}, err
+	}
+	return parseProcStat(b)
+}
+
+func parseProcStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("process: malformed stat %q", b)
+	}
+	f := bytes.Fields(b[i+1:]) // f[0] is field 3
+	if len(f) < 20 {
+		return procStat{}, fmt.Errorf("process: short stat %q", b)
+	}
+	pgid, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return procStat{}, fmt.Errorf("process: stat pgrp: %w", err)
+	}
+	start, err := strconv.ParseUint(string(f[19]), 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("process: stat starttime: %w", err)
+	}
+	return procStat{state: f[0][0], pgid: pgid, startTicks: start}, nil
+}
+
+// liveness is the verdict on a checkpointed (pid, start time) pair.
+type liveness int
+
+const (
+	alive    liveness = iota // same process, still running
+	gone                     // no such pid, or a zombie: it has exited
+	recycled                 // the pid now belongs to a different process
+)
+
+// checkLive tells whether pid is still the process that started at startTicks. A start time of 0
+// (never recorded) cannot be verified and counts as recycled, so such a pid is never adopted or
+// signalled.
+func checkLive(pid int, startTicks uint64) (liveness, error) {
+	st, err := readProcStat(pid)
+	if errors.Is(err, errNoProcess) {
+		return gone, nil
+	}
+	if err != nil {
+		return gone, err
+	}
+	if startTicks == 0 || st.startTicks != startTicks {
+		return recycled, nil
+	}
+	if st.state == 'Z' || st.state == 'X' {
+		return gone, nil
+	}
+	return alive, nil
+}
+
+var selfIdentity = sync.OnceValue(func() string {
+	pid := os.Getpid()
+	st, err := readProcStat(pid)
+	if err != nil {
+		return strconv.Itoa(pid) + ":0"
+	}
+	return strconv.Itoa(pid) + ":" + strconv.FormatUint(st.startTicks, 10)
+})
+
+// ownerAliveElsewhere reports whether a writer identity "pid:starttime" names a live process other than
+// this one.
+func ownerAliveElsewhere(owner string) bool {
+	if owner == "" || owner == selfIdentity() {
+		return false
+	}
+	i := strings.IndexByte(owner, ':')
+	if i < 0 {
+		return false
+	}
+	pid, err1 := strconv.Atoi(owner[:i])
+	ticks, err2 := strconv.ParseUint(owner[i+1:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	l, err := checkLive(pid, ticks)
+	return err == nil && l == alive
+}

@@ -1,0 +1,147 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// RecoverReport says what Recover found.
+type RecoverReport struct {
+	Adopted   []string // re-adopted: pid alive with the recorded start time
+	Exited    int      // ended while the host was down, exit status known from the exit file
+	Lost      int      // gone (or pid reused, or spawn interrupted) with no known exit status
+	Killed    int      // a kill was in progress when the host stopped, and the process is gone
+	Skipped   int      // tracked already, or checkpointed by another live host
+	Reclaimed int64    // event claims of the previous host returned to pending
+}
+
+// Recover runs once at host start. For every checkpoint still starting or running:
+//
+//   - pid alive with the recorded kernel start time: re-adopted. It is watched by polling /proc
+//     (it is not our child), its output is read on from its log file, and its end is reported
+//     with the status from its exit file, or as unknown;
+//   - pid gone, a zombie, or now another process (start time differs): it ended while the host
+//     was down. It is never signalled. Its completion is produced once, with the status from
+//     its exit file if the wrapper wrote one, else as lost.
+//
+// Events a previous host claimed but did not acknowledge are handed out again. Completions
+// that were produced but not delivered stay queued and are delivered once.
+func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
+	var rep RecoverReport
+	var err error
+	if rep.Reclaimed, err = r.q.releaseAll(ctx); err != nil {
+		return rep, fmt.Errorf("process: recover: %w", err)
+	}
+	rows, err := r.db.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE state IN (?, ?)`,
+		string(StateStarting), string(StateRunning))
+	if err != nil {
+		return rep, fmt.Errorf("process: recover: %w", err)
+	}
+	var open []Info
+	for rows.Next() {
+		in, err := scanRow(rows)
+		if err != nil {
+			rows.Close()
+			return rep, fmt.Errorf("process: recover: %w", err)
+		}
+		open = append(open, in)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return rep, fmt.Errorf("process: recover: %w", err)
+	}
+
+	var ops []*op
+	now := r.now()
+	for _, in := range open {
+		if r.lookup(in.ID) != nil || ownerAliveElsewhere(in.Owner) {
+			rep.Skipped++
+			continue
+		}
+		exitPath := filepath.Join(r.logDir, in.ID+".exit")
+		st := endStatus{state: StateLost, reason: ReasonSpawnCrash}
+		if in.State == StateRunning {
+			l, err := checkLive(in.PID, in.StartTicks)
+			if err != nil {
+				r.log.Warn("process: recover: cannot check pid; left for the next start", "id", in.ID, "err", err)
+				rep.Skipped++
+				continue
+			}
+			if l == alive {
+				ops = append(ops, r.adopt(in))
+				rep.Adopted = append(rep.Adopted, in.ID)
+				continue
+			}
+			st.reason = ReasonGone
+			if l == recycled {
+				st.reason = ReasonRecycled
+			}
+			if code, ok := readExitFile(exitPath); ok {
+				st = endStatus{state: StateExited, code: code, reason: ReasonExitWhileDown}
+			}
+			if in.Reason != "" { // a kill was requested before the host stopped
+				st.state, st.reason = StateKilled, in.Reason
+			}
+		}
+		switch st.state {
+		case StateExited:
+			rep.Exited++
+		case StateKilled:
+			rep.Killed++
+		default:
+			rep.Lost++
+		}
+		ops = append(ops, r.endStored(in, st, now))
+	}
+	var firstErr error
+	for _, o := range ops {
+		if err := o.wait(); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("process: recover: %w", err)
+		}
+	}
+	return rep, firstErr
+}
+
+// adopt takes over a live process checkpointed by a previous host.
+func (r *Registry) adopt(in Info) *op {
+	p := &proc{
+		id: in.ID, logPath: filepath.Join(r.logDir, in.ID+".log"), exitPath: filepath.Join(r.logDir, in.ID+".exit"),
+		done: make(chan struct{}), ring: newRing(r.opt.BufferBytes), info: in, killWhy: in.Reason,
+	}
+	p.info.Adopted = true
+	p.watch.delivered = in.WatchMatches
+	f, off, err := refill(p.logPath, &p.ring)
+	if err != nil {
+		r.log.Warn("process: recover: log file unreadable; output before now is lost", "id", in.ID, "err", err)
+	}
+	p.logf, p.readOff = f, off
+	r.mu.Lock()
+	r.procs[p.id] = p
+	r.running++
+	r.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return r.checkpointLocked(p, nil)
+}
+
+// endStored records the end of a process that is only in the checkpoint, with its completion.
+func (r *Registry) endStored(in Info, st endStatus, now time.Time) *op {
+	in.State, in.ExitCode, in.Signal, in.Reason, in.EndedAt = st.state, st.code, st.signal, st.reason, now
+	var tail string
+	var cut bool
+	tail, cut, in.OutputBytes = fileTail(filepath.Join(r.logDir, in.ID+".log"), in.OutputChars)
+	in.Gen++
+	in.Owner = selfIdentity()
+	ev := Event{
+		Kind: EventCompletion, ProcID: in.ID, Command: in.Command, Stamp: in.Stamp, StartedAt: in.StartedAt,
+		At: now, State: in.State, ExitCode: in.ExitCode, Reason: in.Reason, Notify: in.NotifyOnComplete,
+		Output: tail, OutputCut: cut,
+	}
+	state := qPending
+	if in.Consumed {
+		state = qSuppressed
+	}
+	return r.w.submit(&op{row: &in, events: []queuedEvent{{ev: ev, state: state}}})
+}
