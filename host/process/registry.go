@@ -136,15 +136,15 @@ type proc struct {
 	cmd      *exec.Cmd     // nil for a re-adopted process; set before the reaper starts
 	done     chan struct{} // closed once the end is checkpointed
 
-	mu       sync.Mutex
-	info     Info
-	ring     ring
-	logf     *os.File // read side of the log file; nil once ended
-	readOff  int64    // next byte of the log file to read
-	partial  []byte   // an incomplete last line, for watch matching
-	watch    watchLimiter
-	waiters  int    // Wait calls blocked on done
-	killWhy  string // set once a kill was requested: the reason
+	mu      sync.Mutex
+	info    Info
+	ring    ring
+	logf    *os.File // read side of the log file; nil once ended
+	readOff int64    // next byte of the log file to read
+	partial []byte   // an incomplete last line, for watch matching
+	watch   watchLimiter
+	waiters int    // Wait calls blocked on done
+	killWhy string // set once a kill was requested: the reason
 
 	finished time.Time // guarded by Registry.mu: when the end was recorded (zero while running)
 }

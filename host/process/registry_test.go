@@ -16,7 +16,7 @@ func TestSpawnStampsEnvironmentAndCompletes(t *testing.T) {
 	e := newEnv(t, Options{})
 	ctx := context.Background()
 	res := e.spawn(SpawnRequest{
-		Command: `echo "sid=$HERMES_SESSION_ID key=$HERMES_SESSION_KEY p=$HERMES_SESSION_PLATFORM c=$HERMES_SESSION_CHAT_ID th=$HERMES_SESSION_THREAD_ID u=$HERMES_SESSION_USER_ID id=$HERMES_PROCESS_ID"; echo oops >&2; exit 3`,
+		Command:          `echo "sid=$HERMES_SESSION_ID key=$HERMES_SESSION_KEY p=$HERMES_SESSION_PLATFORM c=$HERMES_SESSION_CHAT_ID th=$HERMES_SESSION_THREAD_ID u=$HERMES_SESSION_USER_ID id=$HERMES_PROCESS_ID"; echo oops >&2; exit 3`,
 		NotifyOnComplete: true,
 	})
 	if !regexp.MustCompile(`^proc_[0-9a-f]{12}$`).MatchString(res.ID) {
