@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,6 +44,9 @@ func newRuntime(t testing.TB, files map[string]string, cfg Config) *Runtime {
 	}
 	if cfg.Env == nil {
 		cfg.Env = &Env{}
+	}
+	if cfg.Logger == nil && !testing.Verbose() {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Plugins == nil {
 		cfg.Plugins = map[string]Settings{}
