@@ -177,12 +177,13 @@ func (e *env) exec(q string, args ...any) {
 	}
 }
 
-func must[T any](t testing.TB, v T, err error) T {
-	t.Helper()
+// r unwraps a transition's result.
+func (e *env) r(r Route, err error) Route {
+	e.t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	return v
+	return r
 }
 
 // waitFor spins until cond holds (a goroutine parked on a lock or a flight). It is a liveness

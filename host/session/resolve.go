@@ -88,14 +88,15 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 	}
 
 	res := Resolution{Route: st.route(b.key)}
-	var endReason string // non-empty: replace the session, ending cur with it if live
+	replace := true      // start a new session, child of cur
+	var endReason string // what to end cur with, if it is live
 	switch {
 	case !cur.exists:
-		endReason, res.Reason = "-", "missing"
+		res.Reason = "missing"
 	case cur.ended && reopenable(cur.reason) && !st.suspended:
-		res.Reopened = true
+		replace, res.Reopened = false, true
 	case cur.ended:
-		endReason, res.Reason = "-", cur.reason
+		res.Reason = cur.reason
 		if st.suspended {
 			res.Reason = EndSuspended
 		}
@@ -104,12 +105,16 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 	case opt.ForceNew:
 		endReason = EndReset
 	case autoReset:
-		if r := k.opt.AutoReset.due(time.UnixMilli(st.updatedAt), now); r != "" && !b.hasLiveProcess() {
-			endReason = r
+		endReason = k.opt.AutoReset.due(time.UnixMilli(st.updatedAt), now)
+		if endReason != "" && b.hasLiveProcess() {
+			endReason = ""
 		}
+		replace = endReason != ""
+	default:
+		replace = false
 	}
-	if endReason != "" {
-		if res.Reason == "" {
+	if replace {
+		if endReason != "" {
 			res.Reason = endReason
 		}
 		prev := cur.id
@@ -156,7 +161,7 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 	if err != nil {
 		return Resolution{}, err
 	}
-	res.SessionID, res.Healed = cur.id, heal
+	res.SessionID, res.Healed = cur.id, cur.id != st.sid
 	k.cache.set(b.key, cacheEntry{sid: cur.id, gen: st.gen, live: true})
 	return res, nil
 }
