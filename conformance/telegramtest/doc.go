@@ -1,0 +1,83 @@
+// Package telegramtest is a fake Telegram Bot API server on loopback for tests and the
+// conformance suite. It behaves like api.telegram.org where adapters tend to get things wrong:
+// real error bodies and status codes, long polling with offset confirmation and 409 conflicts,
+// webhook pushes with the secret header and retries, forum topics, migrated groups, UTF-16
+// length limits, markup parsing errors and flood control.
+//
+// Typical use:
+//
+//	tg := telegramtest.New(t)                       // closed at t.Cleanup
+//	bot := tg.Bot()                                  // token telegramtest.DefaultToken
+//	chat, topics := tg.AddForum(-1001234567890, "Team", telegramtest.Topic{Name: "ops"})
+//	bot.TopicText(chat.ID, topics[0], telegramtest.Person(111, "Ada"), "@hermes_test_bot hi")
+//	// ... point the adapter at tg.URL() and bot.Token(), let it poll and answer ...
+//	sent, err := tg.WaitSent(chat.ID, topics[0], 1, 5*time.Second)
+//
+// # Protocol
+//
+// Requests are POST or GET /bot<TOKEN>/<method>, method names case-insensitive, with
+// parameters in the query string and/or a form-urlencoded, JSON or multipart body. Every answer
+// is the Bot API envelope {"ok":true,"result":...} or {"ok":false,"error_code":N,
+// "description":"...","parameters":{...}} with HTTP status N. An unknown token is 401
+// "Unauthorized"; an unknown method or a malformed path is 404 "Not Found".
+//
+// Methods: getMe, getUpdates, setWebhook, deleteWebhook, getWebhookInfo, sendMessage,
+// editMessageText, sendChatAction.
+//
+// # Updates
+//
+// Each bot (token) has its own queue; update_ids increase by one from 10000 (SetNextUpdateID
+// moves them). getUpdates returns unconfirmed updates from offset; an update is confirmed once
+// getUpdates is called with a higher offset; a negative offset keeps only the last -offset
+// updates; limit is clamped to 1..100 (0 or absent means 100). With timeout > 0 the request
+// parks until an update is injected or the timeout (in WithSecond units) ends. A second
+// getUpdates while one is parked terminates the parked (earlier) one with 409 "Conflict:
+// terminated by other getUpdates request; ...", as Telegram does; the newer one carries on.
+// While a webhook is set, getUpdates is 409 "Conflict: can't use getUpdates method while
+// webhook is active; ...", and setWebhook ends a parked poll with that error.
+//
+// In webhook mode the fake POSTs each update as JSON to the URL, one at a time in order, with
+// the X-Telegram-Bot-Api-Secret-Token header when a secret_token was set (SetWebhookSecretMode
+// sends a wrong one or none). A non-2xx answer or a transport error is retried
+// (WithWebhookRetry: 3 attempts, 20ms apart, by default); after the last attempt the update is
+// dropped and getWebhookInfo reports last_error_date and last_error_message. Plain http://
+// webhook URLs are accepted.
+//
+// # Chats and sends
+//
+// Sends go to chats the fake knows (AddPrivate, AddGroup, AddSupergroup, AddForum, AddTopic,
+// AddChannel, MigrateGroup, or any chat an injected update created); others are 400 "chat not
+// found". message_thread_id must name a topic of a forum (or of a private chat with topics);
+// anything else, including the General topic's id 1 on sendMessage, is 400 "message thread not
+// found" (sendChatAction accepts 1). A reply without message_thread_id to a topic message lands
+// in that topic. Text is parsed per parse_mode (a practical subset of MarkdownV2, Markdown and
+// HTML, reporting "can't parse entities: ..." errors), trimmed, then limited to 1..4096 UTF-16
+// code units. Message ids increase per chat, shared by inbound and sent messages.
+//
+// Transcripts are kept per (chat, thread), thread being the message_thread_id a message went to
+// (0 for none, which includes a forum's General topic): see Sent, SentTexts, AllSent, Actions.
+// Every request is recorded with its parameters, headers, body, arrival time on the server's
+// Clock and answered status: see Requests, FirstRequest, WaitRequests.
+//
+// # Faults and flood control
+//
+// InjectFault queues per-method faults, taken FIFO by matching requests: FloodWait (429 with
+// retry_after), APIError, Migrated, ServerError (HTML body), MalformedJSON (truncated body),
+// Slow (answer held back after the request took effect) and ConnectionReset (TCP RST).
+// WithFloodControl adds a real limiter on sendMessage and editMessageText (per chat: a burst,
+// then one per second; per group: 20 a minute) driven by the Clock, e.g. a ManualClock.
+//
+// # Waiting
+//
+// Nothing needs sleeps: Wait re-evaluates a condition after every state change, and
+// WaitSent, WaitRequests, Bot.WaitPolling, Bot.WaitConfirmed and Bot.WaitDeliveries wrap it.
+//
+// # Not modelled
+//
+// Media and files (multipart uploads are parsed, files are only named in Request.Files),
+// inline mode and callback queries, reply markup semantics (it is stored and echoed), bot
+// privacy mode (bots receive all group messages), chat membership and permissions, "bot was
+// blocked" (inject it with APIError), edits of inline messages, parallel webhook connections
+// (max_connections is stored), entity detection beyond mentions and commands, and the exact
+// wording of errors the reference material does not quote.
+package telegramtest
