@@ -214,3 +214,10 @@ func openSecond(t *testing.T, dir string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// flush waits until every op submitted so far is committed (the writer is FIFO).
+func (e *env) flush() {
+	if err := e.r.w.submit(&op{}).wait(); err != nil {
+		e.t.Fatal(err)
+	}
+}
