@@ -64,7 +64,7 @@ func TestRecoverPIDReuseNotAdoptedNorSignalled(t *testing.T) {
 	sleeper, st := startSleeper(t)
 	pid := sleeper.Process.Pid
 	in := storedInfo("proc_aaaaaaaaaaaa", pid, st.startTicks+1) // forged: the "old" process started a tick later
-	in.Reason = ReasonKill                                   // even a kill in progress must not signal it
+	in.Reason = ReasonKill                                      // even a kill in progress must not signal it
 	putRow(t, e.db, in)
 
 	rep := e.reopen()
