@@ -108,6 +108,7 @@ func (s *Server) PendingFaults(method string) int {
 	return len(s.faults[strings.ToLower(method)])
 }
 
+// takeFault dequeues the first fault matching r and notes it in r.Fault.
 func (s *Server) takeFault(r *Request) (Fault, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,6 +117,7 @@ func (s *Server) takeFault(r *Request) (Fault, bool) {
 		for i, f := range q {
 			if (f.chatID == 0 || f.chatID == r.ChatID) && (f.token == "" || f.token == r.Token) {
 				s.faults[m] = append(q[:i:i], q[i+1:]...)
+				r.Fault = f.String()
 				return f, true
 			}
 		}

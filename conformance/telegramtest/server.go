@@ -450,7 +450,6 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rec *Request, bo
 	}
 	var delay time.Duration
 	if f, ok := s.takeFault(rec); ok {
-		rec.Fault = f.String()
 		if f.kind != faultDelay {
 			return f.apply(w)
 		}
