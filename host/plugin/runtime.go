@@ -88,6 +88,7 @@ type Config struct {
 	CacheDir string // on-disk compilation cache; empty means in-memory only
 	Defaults Limits
 	Plugins  map[string]Settings // by plugin name
+	Other    Settings            // for plugins not named in Plugins
 	Env      *Env
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: no metrics
@@ -326,8 +327,10 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	if err != nil {
 		return nil, err
 	}
+	// Limits apply at compile time, before the plugin has said its name, so they are looked up
+	// by the file's base name (the convention is <name>.wasm); the rest by the real name.
 	base := filepath.Base(path)
-	settings := r.cfg.Plugins[strings.TrimSuffix(base, ".wasm")] // refined once the name is known
+	settings := r.settings(strings.TrimSuffix(base, ".wasm"))
 	limits := settings.Limits
 	if limits == (Limits{}) {
 		limits = r.cfg.Defaults
@@ -367,10 +370,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		return nil, err
 	}
 	// Apply the operator's settings for the plugin's real name.
-	if s, ok := r.cfg.Plugins[v.manifest.Name]; ok {
-		settings = s
-	}
-	v.settings = settings
+	v.settings = r.settings(v.manifest.Name)
 	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: settings.EgressNarrow, Extra: settings.EgressExtra}
 	v.metrics = r.cfg.Metrics.forPlugin(v.manifest.Name)
 	v.metrics.instances(float64(v.pool.size())) // the eager instance, created before metrics
@@ -379,6 +379,13 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		return nil, err
 	}
 	return v, nil
+}
+
+func (r *Runtime) settings(name string) Settings {
+	if s, ok := r.cfg.Plugins[name]; ok {
+		return s
+	}
+	return r.cfg.Other
 }
 
 // Plugin is one loaded plugin, stable across reloads: it always calls the current version.

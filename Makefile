@@ -1,0 +1,38 @@
+# hermes-host build. `make serve` and `make test` are the two set-up commands of the README.
+GO ?= go
+PLUGINS := $(notdir $(wildcard plugins/*))
+WASM := $(PLUGINS:%=build/plugins/%.wasm)
+
+.PHONY: all plugins serve test bench vet fmt clean FORCE
+
+all: bin/hermes-host plugins
+
+bin/hermes-host: FORCE
+	$(GO) build -o $@ ./cmd/hermes-host
+
+# First-party plugins are built from source with the standard Go toolchain, never committed.
+plugins: $(WASM)
+
+build/plugins/%.wasm: FORCE
+	@mkdir -p build/plugins
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@.tmp ./plugins/$*
+	@mv $@.tmp $@
+
+# Run the gateway on the embedded defaults with the first-party plugins.
+serve: all
+	./bin/hermes-host serve --plugins build/plugins
+
+vet:
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+
+# Every test, race detector on. Tests build the plugins they load (cached by source hash).
+test: all vet
+	$(GO) test -race -timeout 30m ./...
+
+bench: all
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee build/bench.txt
+
+clean:
+	rm -rf bin build

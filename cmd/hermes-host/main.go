@@ -1,0 +1,114 @@
+// Command hermes-host is the gateway that connects an agent to chat platforms through
+// WebAssembly plugins.
+//
+//	hermes-host serve [--config FILE]        run the gateway
+//	hermes-host plugins ls                   list the plugins directory and what loads
+//	hermes-host plugins inspect FILE.wasm    validate one plugin and print its manifest
+//	hermes-host conformance FILE.wasm        run the plugin contract suite
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-host/hermes-host/host/config"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a specific exit code (a failed conformance run exits 1 without an
+// additional error message).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func exitCode(err error) int {
+	if e, ok := err.(exitError); ok {
+		return e.code
+	}
+	return 2
+}
+
+type globals struct {
+	configPath string
+	dataDir    string
+	pluginsDir string
+	listen     string
+	logLevel   string
+	logJSON    bool
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "hermes-host",
+		Short:         "Gateway between an AI agent and chat platforms, with platform adapters as Wasm plugins",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.configPath, "config", "c", os.Getenv("HERMES_CONFIG"), "YAML config file merged over the embedded defaults (env HERMES_CONFIG)")
+	pf.StringVar(&g.dataDir, "data-dir", "", "data directory (database, compilation cache); overrides the config")
+	pf.StringVar(&g.pluginsDir, "plugins", "", "plugins directory; overrides the config")
+	pf.StringVar(&g.listen, "listen", "", "listen address; overrides the config")
+	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error; overrides the config")
+	pf.BoolVar(&g.logJSON, "log-json", false, "log as JSON lines")
+	root.AddCommand(serveCmd(g), pluginsCmd(g), conformanceCmd(g))
+	for _, c := range extraCommands {
+		root.AddCommand(c(g))
+	}
+	return root
+}
+
+// extraCommands are added by other files of this package (sessions, ps, deliveries).
+var extraCommands []func(*globals) *cobra.Command
+
+// load reads the configuration and applies the command-line overrides.
+func (g *globals) load() (*config.Config, *slog.Logger, error) {
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if g.dataDir != "" {
+		cfg.DataDir = g.dataDir
+		if g.pluginsDir == "" && g.configPath == "" {
+			cfg.PluginsDir = cfg.DataDir + "/plugins"
+		}
+	}
+	if g.pluginsDir != "" {
+		cfg.PluginsDir = g.pluginsDir
+	}
+	if g.listen != "" {
+		cfg.Listen = g.listen
+	}
+	if g.logLevel != "" {
+		cfg.LogLevel = g.logLevel
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, nil, fmt.Errorf("log level %q: %w", cfg.LogLevel, err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if g.logJSON {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	log := slog.New(h)
+	slog.SetDefault(log)
+	return cfg, log, nil
+}
+
+// signalContext is cancelled on SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}

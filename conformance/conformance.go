@@ -1,0 +1,222 @@
+// Package conformance is the suite plugin authors run against their plugin
+// (hermes-host conformance my-plugin.wasm) and CI runs against every first-party plugin. It
+// loads the .wasm through the production runtime and checks the contract: the ABI marker and
+// exports, a valid manifest, and that every export answers empty, malformed and oversized
+// input with an error instead of trapping.
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host/plugin"
+)
+
+// Result is the outcome of one check.
+type Result struct {
+	Name   string        `json:"name"`
+	Passed bool          `json:"passed"`
+	Detail string        `json:"detail,omitempty"`
+	Took   time.Duration `json:"took_ns"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	File     string        `json:"file"`
+	Manifest *abi.Manifest `json:"manifest,omitempty"`
+	Results  []Result      `json:"results"`
+}
+
+// Passed reports whether every check passed.
+func (r *Report) Passed() bool {
+	for _, x := range r.Results {
+		if !x.Passed {
+			return false
+		}
+	}
+	return len(r.Results) > 0
+}
+
+// Write prints the report as a table with a summary line.
+func (r *Report) Write(w io.Writer) {
+	fmt.Fprintf(w, "conformance: %s\n", r.File)
+	if r.Manifest != nil {
+		fmt.Fprintf(w, "plugin: %s %s (%s, platform %s)\n", r.Manifest.Name, r.Manifest.Version, r.Manifest.Kind, r.Manifest.Platform)
+	}
+	failed := 0
+	for _, x := range r.Results {
+		mark := "PASS"
+		if !x.Passed {
+			mark, failed = "FAIL", failed+1
+		}
+		fmt.Fprintf(w, "  %s  %-34s %s\n", mark, x.Name, x.Detail)
+	}
+	if failed == 0 {
+		fmt.Fprintf(w, "ok: %d checks passed\n", len(r.Results))
+	} else {
+		fmt.Fprintf(w, "FAILED: %d of %d checks\n", failed, len(r.Results))
+	}
+}
+
+// Options tune a run.
+type Options struct {
+	// Profiles are configurations to load the plugin with (profile → JSON object), for suites
+	// that exercise real traffic. The robustness checks need none.
+	Profiles map[string]json.RawMessage
+	// Env supplies host services (egress to a fake platform, kv). Nil: a bare host.
+	Env *plugin.Env
+	// Limits override the runtime's defaults.
+	Limits plugin.Limits
+	// CacheDir is the compilation cache; empty uses the user cache directory.
+	CacheDir string
+}
+
+// Load loads a single plugin file through the production runtime, as serve would. It returns the
+// runtime (to be closed by the caller) and the plugin, or the reason the file was rejected.
+func Load(ctx context.Context, path string, opt Options) (*plugin.Runtime, *plugin.Plugin, error) {
+	dir, err := os.MkdirTemp("", "hermes-conformance-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(path)), data, 0o644); err != nil {
+		return nil, nil, err
+	}
+	cache := opt.CacheDir
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		cache = filepath.Join(base, "hermes-host", "wazero")
+	}
+	rt, err := plugin.New(plugin.Config{
+		Dir: dir, CacheDir: cache, Env: opt.Env, Defaults: opt.Limits,
+		Other:  plugin.Settings{Limits: opt.Limits, Profiles: opt.Profiles},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if rej := rt.Scan(ctx); len(rej) > 0 {
+		rt.Close()
+		return nil, nil, errors.New(rej[0].Error)
+	}
+	ps := rt.Plugins()
+	if len(ps) != 1 {
+		rt.Close()
+		return nil, nil, fmt.Errorf("expected one plugin, loaded %d", len(ps))
+	}
+	return rt, ps[0], nil
+}
+
+// Run runs the contract checks against the plugin file at path.
+func Run(ctx context.Context, path string, opt Options) *Report {
+	rep := &Report{File: path}
+	add := func(name string, start time.Time, err error, detail string) {
+		r := Result{Name: name, Passed: err == nil, Took: time.Since(start)}
+		if err != nil {
+			r.Detail = err.Error()
+		} else {
+			r.Detail = detail
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	start := time.Now()
+	rt, p, err := Load(ctx, path, opt)
+	if err != nil {
+		add("load (marker, exports, describe)", start, err, "")
+		return rep
+	}
+	defer rt.Close()
+	info := p.Info()
+	rep.Manifest = &info.Manifest
+	add("load (marker, exports, describe)", start, nil, fmt.Sprintf("ABI %s, loaded in %v", info.ABI, time.Since(start).Round(time.Millisecond)))
+
+	// Every export, given bad input, must answer with an error, not trap.
+	exports := []string{abi.ExportConfigure, abi.ExportSend}
+	if info.Manifest.Has(abi.CapWebhook) {
+		exports = append(exports, abi.ExportWebhook)
+	}
+	if info.Manifest.Has(abi.CapPoll) {
+		exports = append(exports, abi.ExportPoll)
+	}
+	if info.Manifest.Kind == abi.KindScheduler {
+		exports = []string{abi.ExportConfigure, abi.ExportTick}
+	}
+	// A megabyte of unterminated JSON reaches the plugin; a payload over the host's input cap is
+	// refused by the host before the plugin runs.
+	huge := append([]byte(`{"profile":"conformance","config":{},"junk":"`), bytes.Repeat([]byte("A"), 1<<20)...)
+	limit := opt.Limits.MaxInput
+	if limit <= 0 {
+		limit = 4 << 20
+	}
+	inputs := []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"malformed", []byte(`{"profile": "main", "config": {`)},
+		{"wrong-types", []byte(`{"profile": 7, "message": "not an object", "wait_ms": "soon"}`)},
+		{"no-profile", []byte(`{"config": {}}`)},
+		{"huge-malformed", huge},
+		{"over-cap", bytes.Repeat([]byte(" "), limit+1)},
+	}
+	for _, export := range exports {
+		for _, in := range inputs {
+			start := time.Now()
+			_, err := p.Call(ctx, "conformance", export, in.in)
+			var crash *plugin.CrashError
+			switch {
+			case errors.As(err, &crash):
+				add(export+"/"+in.name, start, fmt.Errorf("trapped: %v", err), "")
+			case err == nil:
+				add(export+"/"+in.name, start, errors.New("accepted bad input without an error"), "")
+			default:
+				add(export+"/"+in.name, start, nil, "error: "+firstLine(err.Error()))
+			}
+		}
+	}
+	// describe ignores its input and must keep answering the same manifest.
+	start = time.Now()
+	out, err := p.Call(ctx, "", abi.ExportDescribe, []byte("garbage"))
+	var m abi.Manifest
+	if err == nil {
+		err = json.Unmarshal(out, &m)
+	}
+	if err == nil && m.Name != info.Manifest.Name {
+		err = fmt.Errorf("describe answered name %q, then %q", info.Manifest.Name, m.Name)
+	}
+	add("describe/stable", start, err, "")
+
+	// The instance must still be healthy after all that.
+	start = time.Now()
+	_, err = p.Call(ctx, "", abi.ExportDescribe, nil)
+	if err == nil && p.Info().State != "active" {
+		err = errors.New("plugin is marked failed")
+	}
+	add("still-healthy", start, err, fmt.Sprintf("%d instance(s) live", p.Info().Instances))
+	return rep
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return s
+}

@@ -1,0 +1,170 @@
+// Package config reads hermes-host's configuration: embedded defaults, then an optional YAML
+// file merged over them, then ${ENV} expansion, so secrets can stay in the environment.
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed defaults.yaml
+var defaults []byte
+
+// Config is the whole configuration.
+type Config struct {
+	Listen        string            `yaml:"listen" json:"listen"`
+	DataDir       string            `yaml:"data_dir" json:"data_dir"`
+	PluginsDir    string            `yaml:"plugins_dir" json:"plugins_dir"`
+	LogLevel      string            `yaml:"log_level" json:"log_level"`
+	Limits        Limits            `yaml:"limits" json:"limits"`
+	Agent         Agent             `yaml:"agent" json:"agent"`
+	Notifications string            `yaml:"notifications" json:"notifications"`
+	Plugins       map[string]Plugin `yaml:"plugins" json:"plugins"`
+	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
+	Processes     Processes         `yaml:"processes" json:"processes"`
+}
+
+// Limits are the default per-plugin limits.
+type Limits struct {
+	MemoryMiB     int      `yaml:"memory_mib" json:"memory_mib"`
+	CallTimeout   Duration `yaml:"call_timeout" json:"call_timeout"`
+	PoolSize      int      `yaml:"pool_size" json:"pool_size"`
+	MaxPayloadKiB int      `yaml:"max_payload_kib" json:"max_payload_kib"`
+}
+
+// Agent selects and configures the agent behind turns.
+type Agent struct {
+	Kind    string `yaml:"kind" json:"kind"`
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	Model   string `yaml:"model" json:"model"`
+	APIKey  string `yaml:"api_key" json:"-"`
+}
+
+// Plugin is the operator's settings for one plugin.
+type Plugin struct {
+	Limits       *Limits                   `yaml:"limits" json:"limits,omitempty"`
+	EgressNarrow []string                  `yaml:"egress_narrow" json:"egress_narrow,omitempty"`
+	EgressExtra  []string                  `yaml:"egress_extra" json:"egress_extra,omitempty"`
+	Profiles     map[string]map[string]any `yaml:"profiles" json:"-"`
+}
+
+// Sessions configures session keys and auto-reset.
+type Sessions struct {
+	GroupPerUser  *bool  `yaml:"group_sessions_per_user" json:"group_sessions_per_user,omitempty"`
+	ThreadPerUser bool   `yaml:"thread_sessions_per_user" json:"thread_sessions_per_user"`
+	ResetMode     string `yaml:"reset_mode" json:"reset_mode"` // none (default), idle, daily, both
+	IdleMinutes   int    `yaml:"idle_minutes" json:"idle_minutes"`
+	DailyAtHour   int    `yaml:"daily_at_hour" json:"daily_at_hour"`
+}
+
+// Processes configures the background-process registry.
+type Processes struct {
+	MaxAge Duration `yaml:"max_age" json:"max_age"`
+}
+
+// Duration is a time.Duration written as "10s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	if s == "" {
+		*d = 0
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (like 10s or 2m)", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// Load returns the defaults merged with the file at path (if not empty), with ${ENV} expanded.
+// A reference to an unset variable is an error naming it.
+func Load(path string) (*Config, error) {
+	var c Config
+	if err := decode(defaults, &c); err != nil {
+		return nil, fmt.Errorf("config: embedded defaults: %w", err)
+	}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		var missing []string
+		b = envRef.ReplaceAllFunc(b, func(m []byte) []byte {
+			name := string(envRef.FindSubmatch(m)[1])
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				missing = append(missing, name)
+			}
+			return []byte(v)
+		})
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("config %s: environment variables not set: %v", path, missing)
+		}
+		if err := decode(b, &c); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if env := os.Getenv("HERMES_DATA_DIR"); env != "" {
+		c.DataDir = env
+	}
+	if c.PluginsDir == "" {
+		c.PluginsDir = filepath.Join(c.DataDir, "plugins")
+	}
+	return &c, c.validate()
+}
+
+// decode merges YAML over c, refusing unknown keys so a typo is an error, not a silent default.
+func decode(b []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && err.Error() != "EOF" {
+		return err
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if c.Listen == "" {
+		return fmt.Errorf("config: listen is empty")
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("config: data_dir is empty")
+	}
+	switch c.Agent.Kind {
+	case "builtin", "openai":
+	default:
+		return fmt.Errorf("config: agent.kind %q: want builtin or openai", c.Agent.Kind)
+	}
+	switch c.Notifications {
+	case "concise", "all", "result", "error", "off":
+	default:
+		return fmt.Errorf("config: notifications %q: want concise, all, result, error or off", c.Notifications)
+	}
+	return nil
+}
+
+// ProfileJSON returns a profile's configuration as the JSON object plugins receive.
+func (p Plugin) ProfileJSON(profile string) (json.RawMessage, error) {
+	b, err := json.Marshal(p.Profiles[profile])
+	return b, err
+}

@@ -1,0 +1,206 @@
+// Package gateway assembles the host: it opens the store, loads the plugins, runs the poll and
+// tick loops, serves the HTTP endpoints (health, metrics, admin API, webhooks), and connects
+// inbound events to sessions and turns and outbound messages to the delivery ledger.
+package gateway
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host/config"
+	"github.com/hermes-host/hermes-host/host/egress"
+	"github.com/hermes-host/hermes-host/host/kv"
+	"github.com/hermes-host/hermes-host/host/plugin"
+	"github.com/hermes-host/hermes-host/host/store"
+)
+
+// Gateway is a running hermes-host.
+type Gateway struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	db       *sql.DB
+	kv       *kv.Store
+	egress   *egress.Client
+	env      *plugin.Env
+	runtime  *plugin.Runtime
+	registry *prometheus.Registry
+	demo     *demoChat
+
+	loopsMu sync.Mutex
+	loops   map[loopKey]*loop // poll and tick loops by plugin and profile
+}
+
+// Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
+// Plugins are loaded by Run (or by LoadPlugins, for commands that only inspect them).
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	db, err := store.Open(filepath.Join(cfg.DataDir, "hermes.db"), store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), loops: map[loopKey]*loop{}, demo: newDemoChat()}
+	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if g.kv, err = kv.Open(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	g.egress = egress.NewClient(egress.Limits{})
+	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
+	g.runtime, err = plugin.New(plugin.Config{
+		Dir:      cfg.PluginsDir,
+		CacheDir: filepath.Join(cfg.DataDir, "cache", "wazero"),
+		Defaults: limits(cfg.Limits),
+		Plugins:  pluginSettings(cfg),
+		Env:      g.env,
+		Logger:   log,
+		Metrics:  plugin.NewMetrics(g.registry),
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func limits(l config.Limits) plugin.Limits {
+	return plugin.Limits{
+		MemoryPages: uint32(l.MemoryMiB * 16),
+		CallTimeout: time.Duration(l.CallTimeout),
+		PoolSize:    l.PoolSize,
+		MaxInput:    l.MaxPayloadKiB << 10,
+		MaxOutput:   l.MaxPayloadKiB << 10,
+	}
+}
+
+func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
+	out := map[string]plugin.Settings{}
+	for name, p := range cfg.Plugins {
+		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, Profiles: map[string]json.RawMessage{}}
+		if p.Limits != nil {
+			s.Limits = limits(*p.Limits)
+		}
+		for profile := range p.Profiles {
+			b, _ := p.ProfileJSON(profile)
+			s.Profiles[profile] = b
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// Runtime is the plugin runtime.
+func (g *Gateway) Runtime() *plugin.Runtime { return g.runtime }
+
+// Close releases everything Open acquired.
+func (g *Gateway) Close() {
+	g.stopLoops()
+	g.runtime.Close()
+	g.egress.Close()
+	g.db.Close()
+}
+
+// LoadPlugins scans the plugins directory once and starts loops for what loaded.
+func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
+	rej := g.runtime.Scan(ctx)
+	g.reconcileLoops(ctx)
+	return rej
+}
+
+// Run serves until ctx is cancelled: it loads the plugins, watches the plugins directory for
+// changes, runs the poll and tick loops, and serves HTTP on cfg.Listen. ready, if not nil, is
+// called with the listening address once the server accepts connections.
+func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
+	start := time.Now()
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
+	}
+	g.LoadPlugins(ctx)
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	go g.watch(ctx)
+	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
+		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdown)
+	g.stopLoops()
+	g.log.Info("hermes-host stopped")
+	return nil
+}
+
+// watch rescans the plugins directory when it changes (and every few seconds, in case the
+// file system does not report events).
+func (g *Gateway) watch(ctx context.Context) {
+	w, err := fsnotify.NewWatcher()
+	if err == nil {
+		if err = w.Add(g.cfg.PluginsDir); err != nil {
+			w.Close()
+			w = nil
+		}
+	}
+	var events <-chan fsnotify.Event
+	if w != nil {
+		defer w.Close()
+		events = w.Events
+	} else {
+		g.log.Warn("plugins directory not watched; rescanning periodically", "dir", g.cfg.PluginsDir, "error", err)
+	}
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	var debounce <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			debounce = time.After(250 * time.Millisecond) // let a copy finish
+			continue
+		case <-debounce:
+		case <-tick.C:
+		}
+		debounce = nil
+		g.LoadPlugins(ctx)
+	}
+}
+
+// dispatch hands events from a plugin to the turn engine.
+func (g *Gateway) dispatch(ctx context.Context, c plugin.Caller, events []abi.InboundEvent) error {
+	if g.env.Dispatcher == nil {
+		for _, ev := range events {
+			g.log.Info("inbound event (no turn engine configured)", "plugin", c.Plugin, "profile", c.Profile, "id", ev.ID, "chat", ev.Source.ChatID)
+		}
+		return nil
+	}
+	for _, ev := range events {
+		ev.Source.Platform, ev.Source.Profile = c.Platform, c.Profile
+		if _, err := g.env.Dispatcher.Dispatch(ctx, c, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
