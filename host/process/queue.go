@@ -223,3 +223,12 @@ func newToken() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// ListEvents lists the queued events of a process (all when procID is empty), oldest first,
+// from any process that can open the database (the CLI).
+func ListEvents(ctx context.Context, db *sql.DB, procID string) ([]Record, error) {
+	if err := Migrate(ctx, db); err != nil {
+		return nil, err
+	}
+	return listEvents(ctx, db, procID)
+}
