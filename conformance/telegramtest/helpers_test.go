@@ -24,6 +24,28 @@ type reply struct {
 	Raw         string
 }
 
+// async POSTs params as JSON in a goroutine (no testing.TB there) and delivers the answer; a
+// transport or decoding failure comes back as Status -1 with the error in Raw.
+func async(s *Server, token, method string, params map[string]any) <-chan reply {
+	out := make(chan reply, 1)
+	go func() {
+		body, _ := json.Marshal(params)
+		resp, err := s.Client().Post(s.BotURL(token)+"/"+method, "application/json", bytes.NewReader(body))
+		if err != nil {
+			out <- reply{Status: -1, Raw: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		r := reply{Status: resp.StatusCode, Raw: string(raw)}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			r.Status = -1
+		}
+		out <- r
+	}()
+	return out
+}
+
 // api POSTs params as JSON to method with token and decodes the answer.
 func api(t testing.TB, s *Server, token, method string, params map[string]any) reply {
 	t.Helper()

@@ -88,6 +88,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every state change
+	changes  int           // how many times changed was closed
 	bots     map[string]*Bot
 	first    *Bot
 	chats    map[int64]*chat
@@ -213,6 +214,7 @@ func (s *Server) AddBot(token, username string) *Bot {
 
 // changedLocked wakes everything waiting for a state change. s.mu must be held.
 func (s *Server) changedLocked() {
+	s.changes++
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

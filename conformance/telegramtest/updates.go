@@ -205,8 +205,10 @@ func (s *Server) getUpdates(c *call) (any, *apiError) {
 			s.mu.Unlock()
 			return nonNil(out), nil
 		}
-		b.poll = me
-		s.changedLocked() // the poll is now parked
+		if b.poll != me {
+			b.poll = me
+			s.changedLocked() // the poll is now parked (announced once, or parked polls would wake each other forever)
+		}
 		ch := s.changed
 		s.mu.Unlock()
 		select {

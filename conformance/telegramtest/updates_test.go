@@ -53,9 +53,8 @@ func TestOffsetConfirmation(t *testing.T) {
 func TestLongPollWakesOnInject(t *testing.T) {
 	s := New(t) // real seconds: a 30 s poll must be woken, not timed out
 	b := s.Bot()
-	done := make(chan reply, 1)
 	start := time.Now()
-	go func() { done <- api(t, s, DefaultToken, "getUpdates", map[string]any{"timeout": 30}) }()
+	done := async(s, DefaultToken, "getUpdates", map[string]any{"timeout": 30})
 	if err := b.WaitPolling(wait); err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +91,11 @@ func TestLongPollTimesOut(t *testing.T) {
 func TestSecondPollerConflict(t *testing.T) {
 	s := New(t)
 	b := s.Bot()
-	first := make(chan reply, 1)
-	go func() { first <- api(t, s, DefaultToken, "getUpdates", map[string]any{"timeout": 30}) }()
+	first := async(s, DefaultToken, "getUpdates", map[string]any{"timeout": 30})
 	if err := b.WaitPolling(wait); err != nil {
 		t.Fatal(err)
 	}
-	second := make(chan reply, 1)
-	go func() { second <- api(t, s, DefaultToken, "getUpdates", map[string]any{"timeout": 30}) }()
+	second := async(s, DefaultToken, "getUpdates", map[string]any{"timeout": 30})
 	// The earlier request is the one terminated.
 	select {
 	case r := <-first:
@@ -123,8 +120,7 @@ func TestSecondPollerConflict(t *testing.T) {
 func TestGetUpdatesWhileWebhookSet(t *testing.T) {
 	s := New(t)
 	b := s.Bot()
-	parked := make(chan reply, 1)
-	go func() { parked <- api(t, s, DefaultToken, "getUpdates", map[string]any{"timeout": 30}) }()
+	parked := async(s, DefaultToken, "getUpdates", map[string]any{"timeout": 30})
 	if err := b.WaitPolling(wait); err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +170,30 @@ func TestCloseEndsParkedPoll(t *testing.T) {
 		case <-time.After(wait):
 			t.Fatal("Close did not end a parked long poll")
 		}
+	}
+}
+
+// Parked polls of two bots must not wake each other in a loop.
+func TestParkedPollsDoNotSpin(t *testing.T) {
+	const work = "987654321:work-profile-token"
+	s := New(t, WithBot(work, "work_bot"))
+	for _, tok := range []string{DefaultToken, work} {
+		async(s, tok, "getUpdates", map[string]any{"timeout": 30})
+	}
+	for _, tok := range []string{DefaultToken, work} {
+		if err := s.BotByToken(tok).WaitPolling(wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	before := s.changes
+	s.mu.Unlock()
+	s.AddGroup(groupID, "wake everyone once")
+	s.Wait(100*time.Millisecond, func() bool { return false })
+	s.mu.Lock()
+	after := s.changes
+	s.mu.Unlock()
+	if after-before > 5 {
+		t.Fatalf("%d state changes after one event: parked polls are spinning", after-before)
 	}
 }
