@@ -75,6 +75,8 @@ type Options struct {
 	Profiles map[string]json.RawMessage
 	// Env supplies host services (egress to a fake platform, kv). Nil: a bare host.
 	Env *plugin.Env
+	// EgressExtra grants hosts beyond the manifest's (a loopback fake).
+	EgressExtra []string
 	// Limits override the runtime's defaults.
 	Limits plugin.Limits
 	// CacheDir is the compilation cache; empty uses the user cache directory.
@@ -106,7 +108,7 @@ func Load(ctx context.Context, path string, opt Options) (*plugin.Runtime, *plug
 	}
 	rt, err := plugin.New(plugin.Config{
 		Dir: dir, CacheDir: cache, Env: opt.Env, Defaults: opt.Limits,
-		Other:  plugin.Settings{Limits: opt.Limits, Profiles: opt.Profiles},
+		Other:  plugin.Settings{Limits: opt.Limits, Profiles: opt.Profiles, EgressExtra: opt.EgressExtra},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

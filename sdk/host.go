@@ -15,9 +15,14 @@ type Transport interface {
 
 var transport Transport = wasmTransport{}
 
-// UseTransport replaces the way host functions are reached. Only in-process test hosts (package
-// sdktest) call it; plugins never do.
-func UseTransport(t Transport) { transport = t }
+// UseTransport replaces the way host functions are reached (nil restores the default). Only
+// in-process test hosts (package sdktest) call it; plugins never do.
+func UseTransport(t Transport) {
+	if t == nil {
+		t = wasmTransport{}
+	}
+	transport = t
+}
 
 // call sends req to host function fn and decodes the result into res (which may be nil).
 func call(fn string, req, res any) error {

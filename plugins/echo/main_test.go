@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk/sdktest"
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
+)
+
+// outbox is a loopback stand-in for the echo platform's outbox and inbox.
+type outbox struct {
+	mu     sync.Mutex
+	got    []Message
+	status int // answer to the next POST; 0 means 200
+	inbox  []Message
+}
+
+func (o *outbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r.Method == "GET" { // inbox: everything after the cursor
+		after := r.URL.Query().Get("after")
+		var out []Message
+		cursor := after
+		for _, m := range o.inbox {
+			if m.ID > after {
+				out = append(out, m)
+				cursor = m.ID
+			}
+		}
+		json.NewEncoder(w).Encode(map[string]any{"messages": out, "cursor": cursor})
+		return
+	}
+	var m Message
+	json.NewDecoder(r.Body).Decode(&m)
+	switch o.status {
+	case 429:
+		w.WriteHeader(429)
+		w.Write([]byte(`{"ok":false,"error":"rate_limited","retry_after":3}`))
+	case 500:
+		w.WriteHeader(500)
+		w.Write([]byte(`<html>oops</html>`))
+	case 400:
+		w.WriteHeader(400)
+		w.Write([]byte(`{"ok":false,"error":"chat_not_found"}`))
+	default:
+		o.got = append(o.got, m)
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "message_id": "m" + string(rune('0'+len(o.got)))})
+	}
+	o.status = 0
+}
+
+// hosts runs each test against the plugin natively and as Wasm.
+func hosts(t *testing.T, o sdktest.Options, f func(t *testing.T, h sdktest.Host)) {
+	t.Run("native", func(t *testing.T) { f(t, sdktest.Native(t, o)) })
+	t.Run("wasm", func(t *testing.T) { f(t, sdktest.Wasm(t, wasmbuild.MustBuild(t, "."), o)) })
+}
+
+func TestEcho(t *testing.T) {
+	ob := &outbox{inbox: []Message{{ID: "001", ChatID: "5", Text: "one"}, {ID: "002", ChatID: "5", Text: "two"}}}
+	srv := httptest.NewServer(ob)
+	defer srv.Close()
+	opts := sdktest.Options{Profiles: map[string]any{
+		"main":   map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in", "secret": "s3"},
+		"nosecr": map[string]any{"outbox_url": srv.URL + "/out"},
+	}}
+	hosts(t, opts, func(t *testing.T, h sdktest.Host) {
+		// Webhook: the secret is checked; a good request yields one event.
+		res, err := h.Webhook("main", abi.WebhookRequest{Method: "POST", Body: []byte(`{"id":"9","chat_id":"5","text":"hi"}`)})
+		if err != nil || res.Response.Status != 401 || len(res.Events) != 0 {
+			t.Fatalf("missing secret: %+v %v", res, err)
+		}
+		res, err = h.Webhook("main", abi.WebhookRequest{Method: "POST", Headers: map[string][]string{"x-echo-secret": {"s3"}},
+			Body: []byte(`{"id":"9","chat_id":"5","user_id":"u","text":"hi"}`)})
+		if err != nil || res.Response.Status != 200 || len(res.Events) != 1 || res.Events[0].Source.ChatType != abi.ChatDM || res.Events[0].Text != "hi" {
+			t.Fatalf("good webhook: %+v %v", res, err)
+		}
+		res, _ = h.Webhook("nosecr", abi.WebhookRequest{Method: "POST", Body: []byte(`{not json`)})
+		if res.Response.Status != 400 {
+			t.Fatalf("malformed body answered %d", res.Response.Status)
+		}
+
+		// Send: success, then each failure kind maps to its typed error.
+		sr, err := h.Send("main", abi.OutboundMessage{ChatID: "5", Text: "reply", DeliveryID: "d1"})
+		if err != nil || sr.Error != nil || len(sr.MessageIDs) != 1 {
+			t.Fatalf("send: %+v %v", sr, err)
+		}
+		for status, want := range map[int]abi.SendError{
+			429: {Kind: abi.SendRetryable, RetryAfterMs: 3000},
+			500: {Kind: abi.SendRetryable},
+			400: {Kind: abi.SendPermanent, Code: "chat_not_found"},
+		} {
+			ob.mu.Lock()
+			ob.status = status
+			ob.mu.Unlock()
+			sr, err := h.Send("main", abi.OutboundMessage{ChatID: "5", Text: "x"})
+			if err != nil || sr.Error == nil || sr.Error.Kind != want.Kind || sr.Error.RetryAfterMs != want.RetryAfterMs ||
+				(want.Code != "" && sr.Error.Code != want.Code) {
+				t.Fatalf("status %d: %+v %v", status, sr, err)
+			}
+		}
+
+		// Poll: the cursor lives in the host's kv, so a second poll returns nothing new.
+		pr, err := h.Poll("main", time.Second)
+		if err != nil || len(pr.Events) != 2 || pr.Events[1].Text != "two" {
+			t.Fatalf("poll: %+v %v", pr, err)
+		}
+		pr, err = h.Poll("main", time.Second)
+		if err != nil || len(pr.Events) != 0 {
+			t.Fatalf("second poll: %+v %v", pr, err)
+		}
+	})
+}
