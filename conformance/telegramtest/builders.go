@@ -12,7 +12,7 @@ import (
 // InjectMessage is the general builder: it completes m (chat from the fake's registry, a fresh
 // message_id when 0, the date, entities when nil, the replied message looked up by
 // ReplyToMessage.MessageID) and queues it as a "message" update, or "channel_post" in a channel.
-// The chat must be known (see AddChat and friends).
+// An unknown chat is created from m.Chat, so give it at least ID and Type.
 func (b *Bot) InjectMessage(m Message) Update {
 	s := b.s
 	s.mu.Lock()
@@ -162,6 +162,20 @@ func (b *Bot) EditText(chatID, messageID int64, text string) (Update, bool) {
 		return b.enqueueLocked(Update{EditedChannelPost: &cp}), true
 	}
 	return b.enqueueLocked(Update{EditedMessage: &cp}), true
+}
+
+// Migration upgrades group oldID to supergroup newID (see Server.MigrateGroup) and queues the
+// two service messages Telegram sends: migrate_to_chat_id in the old group, then
+// migrate_from_chat_id in the new supergroup.
+func (b *Bot) Migration(oldID, newID int64) (Update, Update) {
+	b.s.MigrateGroup(oldID, newID)
+	s := b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, nc := s.chats[oldID], s.chats[newID]
+	u1 := b.injectLocked(old, &Message{From: ptr(Person(777000, "Telegram")), MigrateToChatID: newID})
+	u2 := b.injectLocked(nc, &Message{From: ptr(Person(777000, "Telegram")), MigrateFromChatID: oldID})
+	return u1, u2
 }
 
 func (s *Server) groupLocked(chatID int64) *chat {

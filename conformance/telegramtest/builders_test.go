@@ -136,3 +136,21 @@ func TestDetectEntitiesUTF16Offsets(t *testing.T) {
 		}
 	}
 }
+
+func TestMigrationUpdates(t *testing.T) {
+	s := New(t)
+	b := s.Bot()
+	s.AddGroup(groupID, "Old")
+	u1, u2 := b.Migration(groupID, superID)
+	if u1.Message.Chat.ID != groupID || u1.Message.MigrateToChatID != superID ||
+		u2.Message.Chat.ID != superID || u2.Message.Chat.Type != Supergroup || u2.Message.MigrateFromChatID != groupID {
+		t.Fatalf("%+v / %+v", u1.Message, u2.Message)
+	}
+	r := api(t, s, DefaultToken, "sendMessage", map[string]any{"chat_id": groupID, "text": "x"})
+	if r.Parameters == nil || r.Parameters.MigrateToChatID != superID {
+		t.Fatalf("%s", r.Raw)
+	}
+	if c, ok := s.Chat(superID); !ok || c.Title != "Old" {
+		t.Fatalf("new chat %+v", c)
+	}
+}

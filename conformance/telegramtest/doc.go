@@ -59,6 +59,15 @@
 // Every request is recorded with its parameters, headers, body, arrival time on the server's
 // Clock and answered status: see Requests, FirstRequest, WaitRequests.
 //
+// # Inbound updates
+//
+// Bot methods build realistic updates and queue them: PrivateText, GroupText, MentionText,
+// Command ("/cmd@botname" in groups), TopicText (message_thread_id, is_topic_message and the
+// topic's creation message as reply_to_message), GeneralTopicReply and DMReply (a bogus
+// message_thread_id without is_topic_message), ChannelPost (no from), BotText (from a bot),
+// EditText (edited_message), Migration (the two migrate service messages), or the general
+// InjectMessage and Inject. Mention and command entities are filled in with UTF-16 offsets.
+//
 // # Faults and flood control
 //
 // InjectFault queues per-method faults, taken FIFO by matching requests: FloodWait (429 with
@@ -77,7 +86,8 @@
 // Media and files (multipart uploads are parsed, files are only named in Request.Files),
 // inline mode and callback queries, reply markup semantics (it is stored and echoed), bot
 // privacy mode (bots receive all group messages), chat membership and permissions, "bot was
-// blocked" (inject it with APIError), edits of inline messages, parallel webhook connections
+// blocked" (inject it with APIError), the global ~30 messages/s limit, edits of inline
+// messages, parallel webhook connections
 // (max_connections is stored), entity detection beyond mentions and commands, and the exact
 // wording of errors the reference material does not quote.
 package telegramtest
