@@ -1,0 +1,430 @@
+package session
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+)
+
+var (
+	stressScale = flag.Int("stress", 1, "scale factor for TestStressBoundaryInvariant (events and transitions)")
+	stressSeed  = flag.Uint64("stress.seed", 0, "seed for TestStressBoundaryInvariant (0: random)")
+)
+
+// outcome of one stamped event.
+type outcome struct {
+	delivered  bool
+	session    string // where it was appended
+	reason     string // drop reason
+	viaNonUser bool   // delivered to the key's current session under the non-user-end rule
+}
+
+// TestStressBoundaryInvariant runs random transitions, spawns and deliveries on a few keys from
+// many goroutines. Inside each delivery's boundary, just before the append, an independent
+// checker reads the store with its own SQL and asserts:
+//
+//   - the target is the key's current conversation (the routed session or its compression
+//     continuation): nothing is ever sent into a chat's past;
+//   - the target is the stamped session or one of its compression descendants, with no user
+//     boundary on the way — except the table's explicit rule "stamped session ended for a
+//     non-user reason (idle, timeout, suspended, …) → deliver to the key's current session",
+//     and unstamped events, which go by route;
+//
+// and at the end that every event was delivered exactly once (one original message in the
+// recorded session) or recorded as dropped, and that the routing table is consistent.
+func TestStressBoundaryInvariant(t *testing.T) {
+	seed := *stressSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -stress.seed=%d)", seed, seed)
+	events := 800 * *stressScale
+	const nKeys, nUsers, nSpawners, nDeliverers = 4, 4, 2, 3
+
+	var processLive atomic.Int32 // 0 none, 1 live, 2 error
+	e := newEnv(t, Options{
+		AutoReset: ResetPolicy{Mode: ResetIdle, IdleAfter: time.Hour},
+		Processes: liveFunc(func(ctx context.Context, key string) (bool, error) {
+			switch processLive.Load() {
+			case 1:
+				return true, nil
+			case 2:
+				return false, errors.New("registry unavailable")
+			}
+			return false, nil
+		}),
+	})
+	e.t = t
+	ctx := e.ctx
+	srcs := make([]abi.Source, nKeys)
+	keys := make([]string, nKeys)
+	for i := range srcs {
+		srcs[i] = dm(fmt.Sprintf("stress%d", i))
+		keys[i] = e.key(srcs[i])
+	}
+
+	var (
+		mu       sync.Mutex
+		results  = map[int]outcome{}
+		lastGen  = map[string]int64{}
+		nonUser  int
+		ops      atomic.Int64
+		stop     = make(chan struct{})
+		evCh     = make(chan stressEvent, 64)
+		failures atomic.Int32
+	)
+	fail := func(format string, args ...any) {
+		if failures.Add(1) <= 10 {
+			t.Errorf(format, args...)
+		}
+	}
+	// checkGen runs under the key's lock after each operation: generations never go back.
+	checkGen := func(b *Boundary) {
+		g, err := b.Generation()
+		if err != nil {
+			if !errors.Is(err, ErrNoRoute) {
+				fail("generation: %v", err)
+			}
+			return
+		}
+		mu.Lock()
+		if g < lastGen[b.Key()] {
+			fail("generation of %s went back: %d after %d", b.Key(), g, lastGen[b.Key()])
+		}
+		lastGen[b.Key()] = g
+		mu.Unlock()
+	}
+
+	// Users: random transitions.
+	var users sync.WaitGroup
+	for u := range nUsers {
+		users.Add(1)
+		go func() {
+			defer users.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(u)+100))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := rng.IntN(nKeys)
+				err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
+					defer checkGen(b)
+					var err error
+					switch op := rng.IntN(100); {
+					case op < 30:
+						_, err = b.Resolve(srcs[i], ResolveOptions{})
+					case op < 40:
+						_, err = b.Reset(fmt.Sprintf("t%d", rng.IntN(3)))
+					case op < 50:
+						target := randomSession(ctx, e.db, keys[i], rng)
+						if target != "" && rng.IntN(4) == 0 {
+							target = fmt.Sprintf("t%d", rng.IntN(3)) // by title
+						}
+						if target != "" {
+							_, err = b.Resume(target)
+						}
+					case op < 57:
+						_, err = b.Branch("")
+					case op < 67:
+						_, err = b.Stop()
+					case op < 80:
+						var r Route
+						var ok bool
+						if r, ok, err = b.Current(); ok && err == nil {
+							_, err = b.Compress(r.SessionID, "summary")
+						}
+					case op < 84:
+						_, err = b.Suspend()
+					case op < 90:
+						if r, ok, cerr := b.Current(); ok && cerr == nil {
+							reasons := []string{EndAgentClose, EndTimeout, EndUserExit, EndWSOrphan}
+							err = b.End(r.SessionID, reasons[rng.IntN(len(reasons))])
+						}
+					case op < 95:
+						e.clock.Advance(time.Duration(rng.IntN(90)) * time.Minute)
+						processLive.Store(int32(rng.IntN(3)))
+					default:
+						_, err = b.Redact(fmt.Sprintf("pm%d", rng.IntN(50)))
+					}
+					if errors.Is(err, ErrNoRoute) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+						err = nil // e.g. compressing an ended session, resuming a title not used yet
+					}
+					return err
+				})
+				if err != nil {
+					fail("transition: %v", err)
+				}
+				ops.Add(1)
+				runtime.Gosched()
+			}
+		}()
+	}
+
+	// Spawners: stamp work in the current session (or, sometimes, leave it unstamped).
+	var spawners sync.WaitGroup
+	var nextID atomic.Int64
+	for sp := range nSpawners {
+		spawners.Add(1)
+		go func() {
+			defer spawners.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(sp)+200))
+			for nextID.Load() < int64(events) {
+				i := rng.IntN(nKeys)
+				var ev stressEvent
+				err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
+					defer checkGen(b)
+					if _, err := b.Resolve(srcs[i], ResolveOptions{Internal: true}); err != nil {
+						return err
+					}
+					if _, err := b.Append(must2(b.Current()).SessionID, Message{Text: "spawn", PlatformMessageID: fmt.Sprintf("pm%d", rng.IntN(50))}); err != nil {
+						return err
+					}
+					s, err := b.Stamp(srcs[i])
+					ev = stressEvent{stamp: s}
+					return err
+				})
+				if err != nil {
+					fail("spawn: %v", err)
+					continue
+				}
+				id := int(nextID.Add(1))
+				if id > events {
+					break
+				}
+				ev.id = id
+				if rng.IntN(20) == 0 {
+					ev.stamp = Stamp{Key: ev.stamp.Key, Route: ev.stamp.Route} // legacy, unstamped
+				}
+				evCh <- ev
+			}
+		}()
+	}
+	go func() { spawners.Wait(); close(evCh) }()
+
+	// Deliverers: pre-flight, then the authoritative check-and-send inside the boundary.
+	var deliverers sync.WaitGroup
+	for range nDeliverers {
+		deliverers.Add(1)
+		go func() {
+			defer deliverers.Done()
+			for ev := range evCh {
+				_ = e.k.Classify(ctx, ev.stamp) // pre-flight: advisory only
+				var out outcome
+				for attempt := 0; ; attempt++ {
+					var v Verdict
+					err := e.k.WithBoundary(ctx, ev.stamp.Key, func(b *Boundary) error {
+						v = b.Classify(ev.stamp)
+						if !v.Deliverable() {
+							return nil
+						}
+						if v.SessionID == "" {
+							return fmt.Errorf("deliverable verdict without a session: %v", v)
+						}
+						if msg := checkTarget(ctx, e.db, ev.stamp, v.SessionID); msg != "" {
+							fail("event %d %+v: %v: %s", ev.id, ev.stamp, v, msg)
+						}
+						_, err := b.Append(v.SessionID, Message{Role: "notification", Text: fmt.Sprintf("evt-%d", ev.id)})
+						return err
+					})
+					if err != nil {
+						fail("deliver: %v", err)
+					}
+					if v.Deliverable() {
+						out = outcome{delivered: true, session: v.SessionID, viaNonUser: v.Reason == ReasonEndedNonUser}
+						break
+					}
+					if v.Kind == Stale || attempt == 2 {
+						out = outcome{reason: v.Kind.String() + ":" + v.Reason}
+						break
+					}
+					runtime.Gosched() // unverifiable: retry (the watcher backs off here)
+				}
+				mu.Lock()
+				if _, dup := results[ev.id]; dup {
+					fail("event %d handled twice", ev.id)
+				}
+				results[ev.id] = out
+				if out.viaNonUser {
+					nonUser++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	deliverers.Wait()
+	close(stop)
+	users.Wait()
+
+	// Every event ended delivered or recorded as dropped, and each delivery is in the store
+	// exactly once, in the recorded session.
+	if len(results) != events {
+		t.Fatalf("%d events accounted for, want %d", len(results), events)
+	}
+	where := map[string][]string{}
+	rows, err := e.db.Query(`SELECT text, session_id FROM session_messages WHERE role = 'notification' AND copied_from IS NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var text, sid string
+		rows.Scan(&text, &sid)
+		where[text] = append(where[text], sid)
+	}
+	rows.Close()
+	counts := map[string]int{}
+	for id, out := range results {
+		got := where[fmt.Sprintf("evt-%d", id)]
+		if !out.delivered {
+			counts["dropped "+out.reason]++
+			if len(got) != 0 {
+				fail("dropped event %d is in %v", id, got)
+			}
+			continue
+		}
+		counts["delivered"]++
+		if len(got) != 1 || got[0] != out.session {
+			fail("delivered event %d to %s, store has it in %v", id, out.session, got)
+		}
+	}
+	checkRoutingConsistent(t, e.db)
+	t.Logf("%d events, %d transitions: %v (%d to the current session after a non-user end)", events, ops.Load(), counts, nonUser)
+	if counts["delivered"] == 0 || len(counts) < 3 {
+		t.Errorf("the stress mix did not exercise delivery and drops: %v", counts)
+	}
+}
+
+type stressEvent struct {
+	id    int
+	stamp Stamp
+}
+
+func must2[T any](v T, _ bool, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func randomSession(ctx context.Context, db *sql.DB, key string, rng *rand.Rand) string {
+	rows, err := db.QueryContext(ctx, `SELECT id FROM sessions WHERE session_key = ?`, key)
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[rng.IntN(len(ids))]
+}
+
+type chkRow struct {
+	id, parent, createdBy, reason string
+	ended                         bool
+}
+
+// checkTarget is the independent oracle: it reads the committed state with its own SQL (the
+// caller holds the key's boundary, so nothing changes underneath) and returns "" if appending
+// s's event to target keeps the invariant.
+func checkTarget(ctx context.Context, db *sql.DB, s Stamp, target string) string {
+	rows, err := db.QueryContext(ctx, `SELECT id, COALESCE(parent_session_id, ''), created_by,
+		ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions WHERE session_key = ?`, s.Key)
+	if err != nil {
+		return "oracle: " + err.Error()
+	}
+	byID := map[string]chkRow{}
+	children := map[string][]string{} // compression children only
+	for rows.Next() {
+		var r chkRow
+		rows.Scan(&r.id, &r.parent, &r.createdBy, &r.ended, &r.reason)
+		byID[r.id] = r
+		if r.createdBy == createdCompression {
+			children[r.parent] = append(children[r.parent], r.id)
+		}
+	}
+	rows.Close()
+	var routed string
+	if err := db.QueryRowContext(ctx, `SELECT session_id FROM session_routes WHERE session_key = ?`, s.Key).Scan(&routed); err != nil {
+		return "oracle: route: " + err.Error()
+	}
+	// descends reports whether to is from, or reached from it through compression children
+	// whose parents all ended by compression.
+	var descends func(from, to string, depth int) bool
+	descends = func(from, to string, depth int) bool {
+		if from == to {
+			return true
+		}
+		if depth > 200 || byID[from].reason != EndCompression || !byID[from].ended {
+			return false
+		}
+		for _, c := range children[from] {
+			if descends(c, to, depth+1) {
+				return true
+			}
+		}
+		return false
+	}
+	t := byID[target]
+	if t.id == "" {
+		return "target is not a session of the key"
+	}
+	if !descends(routed, target, 0) {
+		return fmt.Sprintf("target is not the chat's current conversation (route on %s)", routed)
+	}
+	if t.ended && (UserBoundary(t.reason) || t.reason == EndCompression) {
+		// Only a routed row awaiting reopen or replacement (a non-user end) may be ended.
+		return "target ended " + t.reason
+	}
+	if !s.Stamped() {
+		return ""
+	}
+	if descends(s.SessionID, target, 0) {
+		return ""
+	}
+	// The one exception: the stamped conversation ended for a non-user reason.
+	p := byID[s.SessionID]
+	if p.ended && p.reason != EndCompression && !UserBoundary(p.reason) {
+		return ""
+	}
+	return fmt.Sprintf("stamped %s (ended=%v %q) does not lead to %s", s.SessionID, p.ended, p.reason, target)
+}
+
+// checkRoutingConsistent asserts the routing table's invariants after the run.
+func checkRoutingConsistent(t *testing.T, db *sql.DB) {
+	t.Helper()
+	var bad int
+	db.QueryRow(`SELECT COUNT(*) FROM session_routes r LEFT JOIN sessions s ON s.id = r.session_id
+		WHERE s.id IS NULL OR s.session_key != r.session_key OR s.end_reason = 'compression'`).Scan(&bad)
+	if bad != 0 {
+		t.Errorf("%d routes point at a missing, foreign or compression-ended session", bad)
+	}
+	var orphans int
+	db.QueryRow(`SELECT COUNT(*) FROM sessions c WHERE c.created_by = 'compression' AND NOT EXISTS
+		(SELECT 1 FROM sessions p WHERE p.id = c.parent_session_id AND p.session_key = c.session_key)`).Scan(&orphans)
+	if orphans != 0 {
+		t.Errorf("%d compression children without a parent of the same key", orphans)
+	}
+	var live int
+	db.QueryRow(`SELECT COUNT(*) FROM sessions s WHERE s.ended_at IS NULL AND NOT EXISTS
+		(SELECT 1 FROM session_routes r WHERE r.session_id = s.id)`).Scan(&live)
+	if live != 0 {
+		t.Errorf("%d live sessions are not routed (a transition forgot to end one)", live)
+	}
+}
