@@ -1,0 +1,185 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hermes-host/hermes-host/abi"
+)
+
+func TestTranscriptBranchRedactResume(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.t = t
+	src := dm("tr")
+	r := e.resolve(src)
+	key := r.Key
+	e.k.WithBoundary(e.ctx, key, func(b *Boundary) error {
+		b.Append(r.SessionID, Message{Text: "hello", PlatformMessageID: "m1"})
+		b.Append(r.SessionID, Message{Role: "assistant", Text: "hi"})
+		if _, err := b.Append("20200101_000000_00000000", Message{Text: "x"}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("append to an unknown session: %v", err)
+		}
+		return b.SetTitle("first")
+	})
+	other := e.resolve(dm("tr2"))
+	e.k.WithBoundary(e.ctx, key, func(b *Boundary) error {
+		if _, err := b.Append(other.SessionID, Message{Text: "x"}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("append to another key's session: %v", err)
+		}
+		return nil
+	})
+	br := e.r(e.k.Branch(e.ctx, key, "second"))
+	bm := e.transcript(br.SessionID)
+	if len(bm) != 2 || bm[0].Text != "hello" || bm[0].CopiedFrom == 0 || bm[1].Role != "assistant" {
+		t.Fatalf("branch transcript %+v", bm)
+	}
+	if s := e.session(br.SessionID); s.BranchedFrom != r.SessionID || s.ParentID != r.SessionID || s.CreatedBy != createdBranch {
+		t.Fatalf("branch row %+v", s)
+	}
+	if s := e.session(r.SessionID); s.EndReason != EndSwitch {
+		t.Fatalf("original %+v", s)
+	}
+	// A recalled message is blanked everywhere in this key, and nowhere else.
+	e.k.WithBoundary(e.ctx, other.Key, func(b *Boundary) error {
+		_, err := b.Append(other.SessionID, Message{Text: "keep", PlatformMessageID: "m1"})
+		return err
+	})
+	ok, err := e.k.Redact(e.ctx, key, "m1")
+	if err != nil || !ok {
+		t.Fatalf("redact %v %v", ok, err)
+	}
+	if m := e.transcript(r.SessionID); m[0].Text != "" || !m[0].Redacted {
+		t.Fatalf("original not redacted: %+v", m[0])
+	}
+	if m := e.transcript(br.SessionID); m[0].Text != "" || !m[0].Redacted {
+		t.Fatalf("branch copy not redacted: %+v", m[0])
+	}
+	if m := e.transcript(other.SessionID); m[0].Text != "keep" {
+		t.Fatal("redacted another key's message")
+	}
+	if ok, _ := e.k.Redact(e.ctx, key, "nope"); ok {
+		t.Fatal("redacted a missing message")
+	}
+	// /resume by title and by id; resuming the current session is a no-op.
+	back := e.r(e.k.Resume(e.ctx, key, "first"))
+	if back.SessionID != r.SessionID || back.Generation != br.Generation+1 || !e.session(r.SessionID).Live() {
+		t.Fatalf("resume by title %+v", back)
+	}
+	if e.session(br.SessionID).EndReason != EndSwitch {
+		t.Fatal("branch not ended by the switch")
+	}
+	if same := e.r(e.k.Resume(e.ctx, key, r.SessionID)); same != back {
+		t.Fatalf("resume current %+v", same)
+	}
+	if _, err := e.k.Resume(e.ctx, key, other.SessionID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("resume another key's session: %v", err)
+	}
+	if _, err := e.k.Resume(e.ctx, key, "no such title"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("resume unknown title: %v", err)
+	}
+	// Resuming a compressed session resumes its continuation; tip walks skip branches.
+	c := e.r(e.k.Compress(e.ctx, key, r.SessionID, "sum"))
+	e.r(e.k.Reset(e.ctx, key, ""))
+	res := e.r(e.k.Resume(e.ctx, key, r.SessionID))
+	if res.SessionID != c.SessionID {
+		t.Fatalf("resume of a compressed session: %+v, want tip %s", res, c.SessionID)
+	}
+	if tip, err := e.k.Tip(e.ctx, r.SessionID); err != nil || tip != c.SessionID {
+		t.Fatalf("tip %s %v", tip, err)
+	}
+	if _, err := e.k.Stop(e.ctx, e.key(dm("nobody"))); !errors.Is(err, ErrNoRoute) {
+		t.Fatalf("stop without a session: %v", err)
+	}
+}
+
+func TestListAndShow(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.t = t
+	a := e.resolve(dm("1"))
+	e.resolve(abi.Source{Platform: "telegram", Profile: "work", ChatType: abi.ChatDM, ChatID: "1"})
+	e.resolve(abi.Source{Platform: "slack", ChatType: abi.ChatGroup, ScopeID: "T1", ChatID: "C1", UserID: "U1"})
+	e.k.WithBoundary(e.ctx, a.Key, func(b *Boundary) error {
+		_, err := b.Append(a.SessionID, Message{Text: "first line\nsecond line"})
+		return err
+	})
+	c := e.r(e.k.Compress(e.ctx, a.Key, a.SessionID, "summary"))
+	n := e.r(e.k.Reset(e.ctx, a.Key, "fresh"))
+
+	all, err := e.k.List(e.ctx, "")
+	if err != nil || len(all) != 3 {
+		t.Fatalf("list all: %d %v", len(all), err)
+	}
+	main, err := e.k.List(e.ctx, "agent:main:")
+	if err != nil || len(main) != 2 || main[0].Key > main[1].Key {
+		t.Fatalf("list main: %+v %v", main, err)
+	}
+	tg, _ := e.k.List(e.ctx, "agent:main:telegram")
+	if len(tg) != 1 || tg[0].SessionID != n.SessionID || tg[0].Generation != n.Generation || tg[0].Title != "fresh" {
+		t.Fatalf("list telegram: %+v", tg)
+	}
+	var buf bytes.Buffer
+	if err := WriteList(&buf, all); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "KEY") || !strings.Contains(buf.String(), n.SessionID) || !strings.Contains(buf.String(), "agent:work:telegram:dm:1") {
+		t.Fatalf("WriteList:\n%s", buf.String())
+	}
+
+	v, err := e.k.Show(e.ctx, a.Key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Current == nil || v.Current.ID != n.SessionID || v.Focus.ID != n.SessionID || v.Generation != n.Generation {
+		t.Fatalf("show key: %+v", v)
+	}
+	if len(v.Ancestors) != 2 || v.Ancestors[0].ID != c.SessionID || v.Ancestors[1].ID != a.SessionID {
+		t.Fatalf("ancestors %+v", v.Ancestors)
+	}
+	v, err = e.k.Show(e.ctx, a.SessionID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Focus.ID != a.SessionID || len(v.Continuations) != 1 || v.Continuations[0].ID != c.SessionID || len(v.Tail) != 1 || v.Key != a.Key {
+		t.Fatalf("show id: %+v", v)
+	}
+	buf.Reset()
+	if err := WriteShow(&buf, v); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"key:         " + a.Key, "current:     " + n.SessionID, "continuations (compression):", c.SessionID, "ended", "(compression)", "second line"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("WriteShow lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := e.k.Show(e.ctx, "agent:main:telegram:dm:none", 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("show unknown key: %v", err)
+	}
+	if _, err := e.k.Show(e.ctx, "20200101_000000_00000000", 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("show unknown id: %v", err)
+	}
+}
+
+func TestCacheBounded(t *testing.T) {
+	c := newRouteCache(cacheShards * 2)
+	for i := range 10000 {
+		c.set(strings.Repeat("k", i%7)+string(rune(i)), cacheEntry{gen: int64(i)})
+	}
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].m)
+	}
+	if n > cacheShards*2 {
+		t.Fatalf("cache holds %d entries", n)
+	}
+	if newRouteCache(-1) != nil {
+		t.Fatal("negative size should disable the cache")
+	}
+	var nilCache *routeCache
+	nilCache.set("k", cacheEntry{})
+	if _, ok := nilCache.get("k"); ok {
+		t.Fatal("disabled cache returned an entry")
+	}
+}
