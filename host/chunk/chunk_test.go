@@ -121,13 +121,9 @@ func FuzzSplit(f *testing.F) {
 	f.Add("```go\nfunc main() {}\n```\ntext after", 20, uint8(0))
 	f.Add(strings.Repeat("😀", 30)+"x", 25, uint8(0))
 	f.Fuzz(func(t *testing.T, text string, max int, unit uint8) {
-		if max < 0 {
-			max = -(max + 1)
-		}
-		limit := abi.MessageLimit{
-			Max:  max % 5000,
-			Unit: []string{abi.UnitUTF16, abi.UnitCodePoint, abi.UnitByte, ""}[unit%4],
-		}
+		u := []string{abi.UnitUTF16, abi.UnitCodePoint, abi.UnitByte, ""}[unit%4]
+		// Keep the limit near the text's length so that most inputs are split; 0 is no limit.
+		limit := abi.MessageLimit{Max: int(uint(max) % uint(Len(text, u)+8)), Unit: u}
 		check(t, text, limit)
 	})
 }
