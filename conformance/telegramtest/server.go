@@ -370,6 +370,7 @@ type apiError struct {
 	params *ResponseParameters
 }
 
+// Error returns the description.
 func (e *apiError) Error() string { return e.desc }
 
 func badRequest(format string, args ...any) *apiError {
