@@ -31,6 +31,7 @@ const (
 	Stale
 )
 
+// String returns the kind's name as used in logs and drop records.
 func (v VerdictKind) String() string {
 	switch v {
 	case Deliver:
@@ -81,6 +82,7 @@ func (v Verdict) Deliverable() bool {
 // chat. Strict callers (a scheduler send pinned to a session) deliver only when Owned.
 func (v Verdict) Owned() bool { return v.Kind == Deliver || v.Kind == DeliverContinuation }
 
+// String renders the verdict for logs: kind, target and reason.
 func (v Verdict) String() string {
 	s := v.Kind.String()
 	if v.SessionID != "" {
