@@ -121,7 +121,20 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	if cfg.InboxURL == "" {
 		return &abi.PollResult{BackoffMs: 60_000}, nil
 	}
-	const cursorKey = "inbox_cursor"
+	// The cursor of the batch returned by the previous poll is committed now: the host calls
+	// poll again only after it has durably recorded that batch. A crash in between makes the
+	// host see the batch twice, and it deduplicates by event id; nothing is lost.
+	const cursorKey, nextKey = "inbox_cursor", "inbox_cursor_next"
+	if next, found, err := c.KVGet(nextKey); err != nil {
+		return nil, err
+	} else if found {
+		if err := c.KVSet(cursorKey, next); err != nil {
+			return nil, err
+		}
+		if err := c.KVDelete(nextKey); err != nil {
+			return nil, err
+		}
+	}
 	cursor, _, err := c.KVGet(cursorKey)
 	if err != nil {
 		return nil, err
@@ -150,10 +163,8 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		}
 		out.Events = append(out.Events, event(m))
 	}
-	// The cursor is committed before the events are returned. The host deduplicates events by
-	// id durably, so a crash here at worst re-reads nothing and never loses a confirmed event.
-	if batch.Cursor != "" {
-		if err := c.KVSet(cursorKey, []byte(batch.Cursor)); err != nil {
+	if batch.Cursor != "" && batch.Cursor != string(cursor) {
+		if err := c.KVSet(nextKey, []byte(batch.Cursor)); err != nil {
 			return nil, err
 		}
 	}
