@@ -1,0 +1,359 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Builtin is the deterministic agent that needs no model: the embedded default. It answers
+// plainly and understands a few commands that drive background processes through Turn.Tools, so
+// a user can see the whole notification flow from a chat. On a synthetic turn it only summarizes
+// the notification text and calls no tool at all.
+type Builtin struct {
+	shTimeout time.Duration
+}
+
+// Builtin's limits.
+const (
+	DefaultShTimeout   = 10 * time.Second  // "sh" without Config.CommandTimeout
+	DefaultWaitTimeout = 30 * time.Second  // "wait <id>" without seconds
+	MaxWaitTimeout     = 300 * time.Second // the longest "wait <id> <seconds>"
+	builtinLogBytes    = 3000
+	builtinOutputChars = 3000
+	builtinMaxCommands = 10
+	builtinEchoChars   = 200
+)
+
+// BuiltinHelp is Builtin's answer to "help".
+const BuiltinHelp = `I'm the built-in agent: no model, just a few commands to try background processes from this chat.
+run <command> - start it in the background; I'll tell you when it finishes
+watch <pattern> -- <command> - start it in the background; I'll tell you when an output line matches <pattern>
+sh <command> - run it now and show its output
+ps - list this chat's processes
+poll <id> - show a process's state and recent output
+log <id> - show the end of a process's output
+wait <id> [seconds] - wait for a process to finish (default 30s)
+kill <id> - stop a process
+help - this text
+<id> may be "last" for the newest process. Try: run sleep 3; echo done`
+
+// Builtin's fixed answers.
+const (
+	BuiltinNoTools = "Background processes are not available in this chat."
+	BuiltinEmpty   = "I got an empty message. Send help to see what I can do."
+	builtinPlain   = "I'm the built-in agent, so I can't chat like a model would. I understood: “%s”. Send help to see the commands I know."
+)
+
+// NewBuiltin returns the builtin agent. Only cfg.CommandTimeout is used (the "sh" timeout).
+func NewBuiltin(cfg Config) *Builtin {
+	b := &Builtin{shTimeout: cfg.CommandTimeout}
+	if b.shTimeout <= 0 {
+		b.shTimeout = DefaultShTimeout
+	}
+	return b
+}
+
+// Turn answers t. A synthetic turn gets a summary of its notification (no tool is called);
+// otherwise each line that starts with a command runs it, in order, and anything else gets a
+// plain answer that points to help.
+func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if t.Synthetic {
+		return &Reply{Text: summarize(t.Text)}, nil
+	}
+	text := strings.TrimSpace(strings.ReplaceAll(t.Text, "\r\n", "\n"))
+	if text == "" {
+		return &Reply{Text: BuiltinEmpty}, nil
+	}
+	// A merged message whose every line is a command runs them all; otherwise the first word
+	// decides for the whole text (a multi-line shell command, or plain chat).
+	lines := nonEmpty(strings.Split(text, "\n"))
+	cmds := []string{text}
+	if len(lines) > 1 && len(lines) <= builtinMaxCommands && allCommands(lines) {
+		cmds = lines
+	}
+	rep := &Reply{}
+	var parts []string
+	for _, c := range cmds {
+		out, calls, err := b.command(ctx, t.Tools, strings.TrimSpace(c))
+		rep.ToolCalls += calls
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, out)
+	}
+	rep.Text = strings.Join(parts, "\n\n")
+	return rep, nil
+}
+
+func allCommands(lines []string) bool {
+	for _, l := range lines {
+		if _, ok := builtinCommands[commandWord(l)]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// commandWord is the lower-cased first word of s, without a leading slash.
+func commandWord(s string) string {
+	w, _, _ := strings.Cut(strings.TrimSpace(s), " ")
+	w, _, _ = strings.Cut(w, "\n")
+	return strings.ToLower(strings.TrimPrefix(w, "/"))
+}
+
+// builtinCommands maps a command word to whether it needs Tools.
+var builtinCommands = map[string]bool{
+	"help": false, "?": false,
+	"run": true, "watch": true, "sh": true, "ps": true, "poll": true, "log": true, "wait": true, "kill": true,
+}
+
+// command runs one command line and returns its answer and the number of tool calls made. The
+// only error returned is ctx's: a tool's error is part of the answer.
+func (b *Builtin) command(ctx context.Context, tools Tools, line string) (string, int, error) {
+	word := commandWord(line)
+	needsTools, known := builtinCommands[word]
+	if !known {
+		return plainAnswer(line), 0, nil
+	}
+	if needsTools && tools == nil {
+		return BuiltinNoTools, 0, nil
+	}
+	arg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), strings.Fields(line)[0]))
+	var (
+		out   string
+		calls int
+		err   error
+	)
+	switch word {
+	case "help", "?":
+		return BuiltinHelp, 0, nil
+	case "run":
+		out, calls, err = b.run(ctx, tools, arg)
+	case "watch":
+		out, calls, err = b.watch(ctx, tools, arg)
+	case "sh":
+		out, calls, err = b.sh(ctx, tools, arg)
+	case "ps":
+		out, calls, err = b.ps(ctx, tools)
+	default:
+		out, calls, err = b.onProcess(ctx, tools, word, arg)
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return "", calls, ctxErr
+	}
+	if err != nil {
+		return "Sorry, that did not work: " + err.Error(), calls, nil
+	}
+	return out, calls, nil
+}
+
+func plainAnswer(text string) string {
+	greet := ""
+	switch strings.ToLower(strings.Trim(text, " !.?")) {
+	case "hi", "hello", "hey", "hallo", "good morning", "good evening":
+		greet = "Hello! "
+	}
+	return greet + fmt.Sprintf(builtinPlain, clip(strings.Join(strings.Fields(text), " "), builtinEchoChars))
+}
+
+func (b *Builtin) run(ctx context.Context, tools Tools, cmd string) (string, int, error) {
+	if cmd == "" {
+		return "Usage: run <command>", 0, nil
+	}
+	res, err := tools.Spawn(ctx, SpawnRequest{Command: cmd, Background: true, NotifyOnComplete: true})
+	if err != nil {
+		return "", 1, err
+	}
+	out := fmt.Sprintf("Started %s in the background: %s\nI'll tell you when it finishes.", res.ID, cmd)
+	return withNote(out, res.Note), 1, nil
+}
+
+func (b *Builtin) watch(ctx context.Context, tools Tools, arg string) (string, int, error) {
+	pattern, cmd, ok := strings.Cut(arg, " -- ")
+	if !ok && strings.HasPrefix(arg, "-- ") { // watch -- cmd: no pattern
+		pattern, cmd = "", arg[3:]
+	}
+	pattern = strings.Trim(strings.TrimSpace(pattern), `"'`)
+	cmd = strings.TrimSpace(cmd)
+	if pattern == "" || cmd == "" {
+		return "Usage: watch <pattern> -- <command>", 0, nil
+	}
+	res, err := tools.Spawn(ctx, SpawnRequest{Command: cmd, Background: true, WatchPatterns: []string{pattern}})
+	if err != nil {
+		return "", 1, err
+	}
+	out := fmt.Sprintf("Started %s in the background: %s\nI'll tell you when a line of its output matches %q.", res.ID, cmd, pattern)
+	return withNote(out, res.Note), 1, nil
+}
+
+func (b *Builtin) sh(ctx context.Context, tools Tools, cmd string) (string, int, error) {
+	if cmd == "" {
+		return "Usage: sh <command>", 0, nil
+	}
+	res, err := tools.Spawn(ctx, SpawnRequest{Command: cmd, Timeout: b.shTimeout})
+	if err != nil {
+		return "", 1, err
+	}
+	var out string
+	switch {
+	case res.ExitCode != nil:
+		out = fmt.Sprintf("Exit code %d.", *res.ExitCode)
+	case res.State == StateRunning && res.ID != "":
+		out = fmt.Sprintf("Still running after %s; it goes on in the background as %s (try: wait %s, or kill %s).", b.shTimeout, res.ID, res.ID, res.ID)
+	case res.State == StateRunning:
+		out = fmt.Sprintf("Still running after %s.", b.shTimeout)
+	default:
+		out = fmt.Sprintf("Stopped after %s.", b.shTimeout)
+	}
+	out = withOutput(out, res.Output)
+	return withNote(out, res.Note), 1, nil
+}
+
+func (b *Builtin) ps(ctx context.Context, tools Tools) (string, int, error) {
+	list, err := tools.List(ctx)
+	if err != nil {
+		return "", 1, err
+	}
+	if len(list) == 0 {
+		return "No processes in this chat yet. Try: run sleep 3; echo done", 1, nil
+	}
+	var sb strings.Builder
+	sb.WriteString("Processes:")
+	for _, p := range list {
+		fmt.Fprintf(&sb, "\n%s  %s  %s", p.ID, describeState(p), clip(p.Command, 80))
+	}
+	return sb.String(), 1, nil
+}
+
+// onProcess runs poll, log, wait or kill on the process named by arg.
+func (b *Builtin) onProcess(ctx context.Context, tools Tools, word, arg string) (string, int, error) {
+	f := strings.Fields(arg)
+	if len(f) == 0 {
+		if word == "wait" {
+			return "Usage: wait <id> [seconds]", 0, nil
+		}
+		return "Usage: " + word + " <id>", 0, nil
+	}
+	calls := 0
+	id := f[0]
+	if strings.EqualFold(id, "last") {
+		calls++
+		list, err := tools.List(ctx)
+		if err != nil {
+			return "", calls, err
+		}
+		if id = newest(list); id == "" {
+			return "No processes in this chat yet.", calls, nil
+		}
+	}
+	calls++
+	switch word {
+	case "poll":
+		p, err := tools.Poll(ctx, id)
+		if err != nil {
+			return "", calls, err
+		}
+		out := fmt.Sprintf("%s: %s\nCommand: %s", p.ID, describeState(p), p.Command)
+		return withOutput(out, p.Output), calls, nil
+	case "log":
+		ch, err := tools.Log(ctx, id, -1, builtinLogBytes)
+		if err != nil {
+			return "", calls, err
+		}
+		if ch.Total == 0 && ch.Text == "" {
+			return id + " has no output yet.", calls, nil
+		}
+		status := "still running"
+		if ch.Ended {
+			status = "ended"
+		}
+		return fmt.Sprintf("Output of %s (bytes %d-%d of %d, %s):\n%s", id, ch.Offset, ch.Next, ch.Total, status, strings.TrimRight(ch.Text, "\n")), calls, nil
+	case "wait":
+		timeout := DefaultWaitTimeout
+		if len(f) > 1 {
+			s, err := strconv.ParseFloat(strings.TrimSuffix(f[1], "s"), 64)
+			if err != nil || s <= 0 {
+				return "Usage: wait <id> [seconds]", calls - 1, nil
+			}
+			timeout = min(time.Duration(s*float64(time.Second)), MaxWaitTimeout)
+		}
+		p, err := tools.Wait(ctx, id, timeout)
+		if err != nil {
+			return "", calls, err
+		}
+		if !p.Ended() {
+			return fmt.Sprintf("%s is still running after %s.", p.ID, timeout), calls, nil
+		}
+		return fmt.Sprintf("%s finished: %s.", p.ID, describeState(p)), calls, nil
+	case "kill":
+		p, err := tools.Kill(ctx, id)
+		if err != nil {
+			return "", calls, err
+		}
+		return fmt.Sprintf("Stopped %s (%s).", p.ID, describeState(p)), calls, nil
+	}
+	return "", calls, errors.New("unknown command " + word)
+}
+
+// newest returns the id of the most recently started process in list.
+func newest(list []ProcessInfo) string {
+	var best ProcessInfo
+	for _, p := range list {
+		if best.ID == "" || p.StartedAt.After(best.StartedAt) {
+			best = p
+		}
+	}
+	return best.ID
+}
+
+// describeState renders a process's state for people.
+func describeState(p ProcessInfo) string {
+	switch {
+	case p.State == StateExited && p.ExitCode != nil:
+		return fmt.Sprintf("exited with code %d", *p.ExitCode)
+	case p.State == StateKilled && p.Signal != "":
+		return "killed (" + p.Signal + ")"
+	case p.State == StateKilled:
+		return "killed"
+	case p.State == StateLost:
+		return "lost (exit status unknown)"
+	case p.State == StateFailedStart:
+		return "failed to start"
+	case p.State == StateExited:
+		return "exited (exit status unknown)"
+	case p.State == "":
+		return "unknown state"
+	}
+	return p.State
+}
+
+func withNote(out, note string) string {
+	if note == "" {
+		return out
+	}
+	return out + "\nNote: " + note
+}
+
+func withOutput(out, output string) string {
+	output = strings.TrimRight(output, "\n")
+	if strings.TrimSpace(output) == "" {
+		return out + "\n(no output)"
+	}
+	return out + "\n" + tailChars(output, builtinOutputChars)
+}
+
+// tailChars keeps the last n runes of s, marking the cut.
+func tailChars(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
