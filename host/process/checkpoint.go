@@ -135,17 +135,38 @@ func rowArgs(in *Info, now time.Time) ([]any, error) {
 }
 
 // writeRow applies one checkpoint in tx. applied is false when the stored row is as new or newer.
-func writeRow(ctx context.Context, tx *sql.Tx, in *Info, now time.Time) (applied bool, err error) {
+func writeRow(ctx context.Context, tx *stmtTx, in *Info, now time.Time) (applied bool, err error) {
 	args, err := rowArgs(in, now)
 	if err != nil {
 		return false, err
 	}
-	res, err := tx.ExecContext(ctx, upsertRow, args...)
+	res, err := tx.exec(ctx, upsertRow, args...)
 	if err != nil {
 		return false, fmt.Errorf("process: checkpoint %s gen %d: %w", in.ID, in.Gen, err)
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
+}
+
+// stmtTx runs statements in one transaction, preparing each distinct query once: for the small
+// writes of a checkpoint, parsing the SQL is most of the cost.
+type stmtTx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func newStmtTx(tx *sql.Tx) *stmtTx { return &stmtTx{tx: tx, stmts: map[string]*sql.Stmt{}} }
+
+func (s *stmtTx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, ok := s.stmts[query]
+	if !ok {
+		var err error
+		if st, err = s.tx.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		s.stmts[query] = st // closed with the transaction
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 type scanner interface{ Scan(...any) error }
@@ -198,7 +219,7 @@ func loadRow(ctx context.Context, db *sql.DB, id string) (Info, error) {
 // insertEvent adds ev to the queue in the given queue state. A second completion for the same
 // process is ignored (unique index), which makes "one completion per process" a property of the
 // table, not only of the code paths that produce it.
-func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event, state string, now time.Time) (inserted bool, err error) {
+func insertEvent(ctx context.Context, tx *stmtTx, ev *Event, state string, now time.Time) (inserted bool, err error) {
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		return false, err
@@ -207,7 +228,7 @@ func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event, state string, now t
 	if state == qSuppressed {
 		outcome = "consumed"
 	}
-	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO process_events
+	res, err := tx.exec(ctx, `INSERT OR IGNORE INTO process_events
 		(proc_id, kind, state, payload, outcome, created_at, updated_at) VALUES (?,?,?,?,?,?,?)`,
 		ev.ProcID, string(ev.Kind), state, string(payload), outcome, now.UnixMilli(), now.UnixMilli())
 	if err != nil {
@@ -220,8 +241,8 @@ func insertEvent(ctx context.Context, tx *sql.Tx, ev *Event, state string, now t
 // suppressCompletion marks the process's undelivered completion as suppressed because the agent
 // consumed the result. A claimed one is suppressed too: Confirm and Ack then tell the delivery
 // layer not to (or that it should not have) delivered it.
-func suppressCompletion(ctx context.Context, tx *sql.Tx, id string, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `UPDATE process_events SET state = ?, outcome = 'consumed', updated_at = ?
+func suppressCompletion(ctx context.Context, tx *stmtTx, id string, now time.Time) error {
+	_, err := tx.exec(ctx, `UPDATE process_events SET state = ?, outcome = 'consumed', updated_at = ?
 		WHERE proc_id = ? AND kind = ? AND state IN (?, ?)`,
 		qSuppressed, now.UnixMilli(), id, string(EventCompletion), qPending, qClaimed)
 	return err

@@ -180,7 +180,7 @@ func (e *env) gate(name string) (string, func()) {
 }
 
 func waitGate(path string) string {
-	return `while [ ! -e '` + path + `' ]; do sleep 0.02; done; `
+	return `while [ ! -e '` + path + `' ]; do sleep 0.05; done; `
 }
 
 func testStamp(sid string) session.Stamp {

@@ -55,8 +55,14 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 
 	var ops []*op
 	now := r.now()
+	foreign := map[string]bool{} // writer identity → alive elsewhere; usually one previous host
 	for _, in := range open {
-		if r.lookup(in.ID) != nil || ownerAliveElsewhere(in.Owner) {
+		elsewhere, ok := foreign[in.Owner]
+		if !ok {
+			elsewhere = ownerAliveElsewhere(in.Owner)
+			foreign[in.Owner] = elsewhere
+		}
+		if elsewhere || r.lookup(in.ID) != nil {
 			rep.Skipped++
 			continue
 		}

@@ -119,8 +119,9 @@ func (w *writer) commit(batch []*op) {
 	ctx := context.Background()
 	now := w.now()
 	notify := false
-	err := store.WithTx(ctx, w.db, func(tx *sql.Tx) error {
+	err := store.WithTx(ctx, w.db, func(sqlTx *sql.Tx) error {
 		notify = false
+		tx := newStmtTx(sqlTx)
 		for _, o := range batch {
 			n, err := o.apply(ctx, tx, now)
 			if err != nil {
@@ -150,7 +151,7 @@ func (w *writer) commit(batch []*op) {
 }
 
 // apply runs o inside tx. It reports whether it queued a deliverable event.
-func (o *op) apply(ctx context.Context, tx *sql.Tx, now time.Time) (deliverable bool, err error) {
+func (o *op) apply(ctx context.Context, tx *stmtTx, now time.Time) (deliverable bool, err error) {
 	o.applied = true
 	if o.row != nil {
 		if o.applied, err = writeRow(ctx, tx, o.row, now); err != nil {
