@@ -124,7 +124,7 @@ type Kernel struct {
 	cache   *routeCache
 	flights flightGroup
 
-	stRoute, stRow, stChild *sql.Stmt
+	stRoute, stRow, stChild, stTouch *sql.Stmt
 
 	// failpoint, when set (tests only), runs at named stages inside transactions; an error aborts
 	// the transaction.
@@ -165,6 +165,7 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 	k.stRoute = prep(qRoute)
 	k.stRow = prep(qRow)
 	k.stChild = prep(qChild)
+	k.stTouch = prep(qTouch)
 	if err != nil {
 		k.Close()
 		return nil, fmt.Errorf("session: prepare: %w", err)
@@ -174,7 +175,7 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 
 // Close releases the kernel's prepared statements. It does not close the DB.
 func (k *Kernel) Close() error {
-	for _, s := range []*sql.Stmt{k.stRoute, k.stRow, k.stChild} {
+	for _, s := range []*sql.Stmt{k.stRoute, k.stRow, k.stChild, k.stTouch} {
 		if s != nil {
 			s.Close()
 		}
@@ -268,6 +269,7 @@ const (
 	qRow   = `SELECT session_key, ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions WHERE id = ?`
 	qChild = `SELECT id, ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions
 		WHERE parent_session_id = ? AND created_by = 'compression' ORDER BY rowid DESC LIMIT 1`
+	qTouch = `UPDATE session_routes SET updated_at = ? WHERE session_key = ? AND session_id = ? AND generation = ?`
 )
 
 // routeState is a key's routing row joined with its session row.

@@ -136,8 +136,16 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 	}
 
 	touch := !opt.Internal
-	if !heal && !touch && !res.Reopened {
-		return res, nil // b.load refreshed the cache
+	if !heal && !res.Reopened {
+		if !touch {
+			return res, nil // b.load refreshed the cache
+		}
+		// The common case, a message on a live session: one autocommitted compare-and-set.
+		if err := mustAffect(k.stTouch.ExecContext(b.ctx, now.UnixMilli(), b.key, st.sid, st.gen)); err != nil {
+			k.cache.drop(b.key)
+			return Resolution{}, err
+		}
+		return res, nil
 	}
 	err = b.tx(func(tx *sql.Tx) error {
 		if res.Reopened {
@@ -264,7 +272,8 @@ func (p ResetPolicy) due(last, now time.Time) string {
 // Resolve gets or creates src's session inside its key's boundary (see Boundary.Resolve).
 // Concurrent calls for one key with the same options are single-flight: callers arriving while
 // one is in flight share its result, so concurrent first messages create exactly one session
-// and concurrent ForceNew calls exactly one replacement.
+// and concurrent ForceNew calls exactly one replacement. A joiner shares the first caller's
+// outcome, including an error from that caller's context; its own context only bounds its wait.
 func (k *Kernel) Resolve(ctx context.Context, src abi.Source, opt ResolveOptions) (Resolution, error) {
 	if InBoundary(ctx) {
 		return Resolution{}, ErrNestedBoundary
