@@ -183,3 +183,38 @@ func TestCacheBounded(t *testing.T) {
 		t.Fatal("disabled cache returned an entry")
 	}
 }
+
+func TestObserveAndGenerationHelpers(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.t = t
+	src := abi.Source{Platform: "telegram", ChatType: abi.ChatGroup, ChatID: "-5", UserID: "u1", MessageID: "m7"}
+	res, err := e.k.Observe(e.ctx, src, ResolveOptions{Internal: true},
+		Message{Text: "seed", Role: "user", PlatformMessageID: "m7"}, Message{Text: "more"})
+	if err != nil || !res.Created {
+		t.Fatalf("observe %+v %v", res, err)
+	}
+	if m := e.transcript(res.SessionID); len(m) != 2 || m[0].PlatformMessageID != "m7" {
+		t.Fatalf("transcript %+v", m)
+	}
+	if s := e.session(res.SessionID); s.Origin.UserID != "u1" || s.Origin.ChatID != "-5" {
+		t.Fatalf("origin %+v", s.Origin)
+	}
+	if ok, err := e.k.IsCurrent(e.ctx, res.Key, res.Generation); !ok || err != nil {
+		t.Fatalf("IsCurrent %v %v", ok, err)
+	}
+	stop := e.r(e.k.Stop(e.ctx, res.Key))
+	if ok, _ := e.k.IsCurrent(e.ctx, res.Key, res.Generation); ok || stop.SessionID != res.SessionID {
+		t.Fatal("generation not bumped by /stop, or the session changed")
+	}
+	if r, ok, err := e.k.Current(e.ctx, res.Key); !ok || err != nil || r != stop {
+		t.Fatalf("Current %+v %v %v", r, ok, err)
+	}
+	// A source for another key is refused inside a boundary.
+	err = e.k.WithBoundary(e.ctx, res.Key, func(b *Boundary) error {
+		_, err := b.Resolve(dm("elsewhere"), ResolveOptions{})
+		return err
+	})
+	if !errors.Is(err, ErrKeyMismatch) {
+		t.Fatalf("foreign source: %v", err)
+	}
+}
