@@ -38,7 +38,8 @@ var (
 	reStopped    = regexp.MustCompile(`(?i)\b(killed|terminated|stopped|interrupted)\b`)
 	reUnknown    = regexp.MustCompile(`(?i)\b(unknown|lost)\b`)
 	reWatch      = regexp.MustCompile(`(?i)watch[ _-]?pattern|watch_match|\bmatched\b`)
-	reWatchOff   = regexp.MustCompile(`(?i)watch[ _-]?(?:patterns?|notifications?|ing)?\s*(?:was |were |are |is )?(?:disabled|paused)|watch_disabled`)
+	reWatchOff   = regexp.MustCompile(`(?i)watch(?:ing|[ _-]?patterns?)?\s*(?:was |were |are |is )?disabled|watch_disabled`)
+	reOverflow   = regexp.MustCompile(`(?i)watch[ _-]?notifications? (?:are |were )?(?:paused|resumed)|watch_overflow`)
 	rePattern    = regexp.MustCompile(`(?i)pattern[s]?\s*[:=]?\s*["“'` + "`" + `]([^"”'` + "`" + `\n]*)["”'` + "`" + `]`)
 	reBatch      = regexp.MustCompile(`(?i)\b(\d+) background processes\b`)
 	reOutputLine = regexp.MustCompile(`(?i)^\s*output\s*:\s*(.*)$`)
@@ -53,6 +54,7 @@ type notice struct {
 	unknown  bool
 	watch    bool
 	watchOff bool
+	overflow bool // the global watch breaker tripped or released: not about one job
 	pattern  string
 	header   []string // the lines before Output:
 	output   string
@@ -75,6 +77,8 @@ func summarize(text string) string {
 	}
 	var b strings.Builder
 	switch {
+	case n.overflow:
+		return summarizeOther(n)
 	case n.watchOff:
 		b.WriteString(SummaryWatchDisabled)
 	case n.watch && n.pattern != "":
@@ -246,7 +250,8 @@ func parseNotice(text string) notice {
 	n.stopped = reStopped.MatchString(j) || n.signal != ""
 	n.unknown = reUnknown.MatchString(j)
 	n.watchOff = reWatchOff.MatchString(j)
-	n.watch = !n.watchOff && reWatch.MatchString(j)
+	n.overflow = reOverflow.MatchString(j)
+	n.watch = !n.watchOff && !n.overflow && reWatch.MatchString(j)
 	if m := rePattern.FindStringSubmatch(j); m != nil {
 		n.pattern = m[1]
 	}
