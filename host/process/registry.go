@@ -301,7 +301,11 @@ var testHookBeforeStart func(id string)
 // wrapperScript runs the command under Shell ($0) and records its exit status in $2, so a
 // status is known even when the process ends while the host is down. The wrapper is the process
 // group leader and its pid is the process's pid.
-const wrapperScript = `"$0" -c "$1"; rc=$?; echo "$rc" > "$2"; exit "$rc"`
+//
+// The wrapper traps TERM, INT and HUP with a no-op, so a group-wide SIGTERM ends the command
+// (whose signal handling is the default, traps are not inherited) while the wrapper waits for
+// it and records its status; SIGKILL still ends the wrapper at once.
+const wrapperScript = `trap : TERM INT HUP; "$0" -c "$1"; rc=$?; echo "$rc" > "$2"; exit "$rc"`
 
 func (r *Registry) release() {
 	r.mu.Lock()
@@ -418,6 +422,10 @@ func (r *Registry) finish(p *proc, st endStatus) {
 	r.drainLocked(p, false)
 	if p.killWhy != "" && st.state == StateExited {
 		st.state, st.reason = StateKilled, p.killWhy
+		if st.signal == "" && st.code != nil && *st.code > 128 && *st.code < 128+65 {
+			// The wrapper reports a command that died of our signal as 128+n, as shells do.
+			st.signal = signalName(syscall.Signal(*st.code - 128))
+		}
 	}
 	now := r.now()
 	p.info.State, p.info.ExitCode, p.info.Signal, p.info.Reason = st.state, st.code, st.signal, st.reason
@@ -709,24 +717,61 @@ func (r *Registry) terminate(ctx context.Context, p *proc, opt KillOptions) (Inf
 		return Info{}, err
 	}
 
-	r.signal(p, syscall.SIGTERM)
-	t := time.NewTimer(r.opt.KillGrace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		r.signal(p, syscall.SIGKILL)
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			return Info{}, ctx.Err()
-		}
-	case <-ctx.Done():
-		return Info{}, ctx.Err()
+	if err := r.stopGroup(ctx, p); err != nil {
+		return Info{}, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.info, nil
+}
+
+// stopGroup sends SIGTERM to p's process group and waits until the group is empty: the leader
+// has ended and so has anything it left behind (background jobs, children that ignore SIGTERM).
+// Whatever is left when KillGrace has passed gets SIGKILL.
+func (r *Registry) stopGroup(ctx context.Context, p *proc) error {
+	p.mu.Lock()
+	pgid := p.info.PID // the wrapper is the group leader
+	p.mu.Unlock()
+	r.signal(p, syscall.SIGTERM)
+	grace := time.NewTimer(r.opt.KillGrace)
+	defer grace.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	done := p.done
+	for done != nil || groupExists(pgid) {
+		select {
+		case <-done:
+			done = nil
+		case <-poll.C:
+		case <-grace.C:
+			r.signal(p, syscall.SIGKILL) // the leader, if it still runs (checked for adopted ones)
+			// Members outliving the leader: while the group has a member its id cannot be
+			// reused, so signalling it reaches only them.
+			if groupExists(pgid) {
+				syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			// SIGKILL is delivered asynchronously: give the members another grace period to
+			// disappear (a zombie nobody reaps would keep the group, hence the bound).
+			for end := time.Now().Add(r.opt.KillGrace); groupExists(pgid) && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// groupExists reports whether process group pgid has a member (a zombie counts).
+func groupExists(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // signal sends sig to p's process group, unless p has ended. A re-adopted process is signalled

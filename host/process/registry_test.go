@@ -114,7 +114,7 @@ func TestKillTerminatesProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.State != StateKilled || in.Reason != ReasonKill || in.Signal != "SIGTERM" || !in.Consumed {
+	if in.State != StateKilled || in.Reason != ReasonKill || in.Signal != "SIGTERM" || *in.ExitCode != 143 || !in.Consumed {
 		t.Fatalf("after kill %+v", in)
 	}
 	waitFor(t, "grandchild gone", func() bool {
@@ -124,6 +124,31 @@ func TestKillTerminatesProcessGroup(t *testing.T) {
 	// Killing is what the agent did: no notification.
 	if cs := e.completions(res.ID); len(cs) != 1 || cs[0].QueueState != qSuppressed {
 		t.Fatalf("completion %+v", cs)
+	}
+}
+
+// A member of the group that ignores SIGTERM and outlives the leader is SIGKILLed too.
+func TestKillReachesMembersOutlivingTheLeader(t *testing.T) {
+	e := newEnv(t, Options{KillGrace: 300 * time.Millisecond})
+	pidFile := e.dir + "/stubborn.pid"
+	res := e.spawn(SpawnRequest{Command: `(trap '' TERM; exec sleep 300) & echo $! > ` + pidFile + `; wait`})
+	var stubborn int
+	waitFor(t, "stubborn pid", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		stubborn, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return stubborn > 0
+	})
+	st, _ := readProcStat(stubborn)
+	in, err := e.r.Kill(context.Background(), res.ID, KillOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.State != StateKilled || *in.ExitCode != 143 || in.Signal != "SIGTERM" {
+		t.Fatalf("leader %+v", in)
+	}
+	// Kill returned only once the group was empty (a zombie waiting for its reaper counts as gone).
+	if l, _ := checkLive(stubborn, st.startTicks); l == alive {
+		t.Fatal("a group member that ignores SIGTERM survived Kill")
 	}
 }
 
@@ -144,8 +169,7 @@ func TestKillEscalatesToSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The wrapper shell dies on SIGTERM at once; the child ignoring TERM is SIGKILLed with the group.
-	if in.State != StateKilled || in.Reason != "turn_stop" || in.Consumed {
+	if in.State != StateKilled || in.Reason != "turn_stop" || in.Signal != "SIGKILL" || in.Consumed {
 		t.Fatalf("after kill %+v", in)
 	}
 	if cs := e.completions(res.ID); len(cs) != 1 || cs[0].QueueState != qPending || cs[0].State != StateKilled {
