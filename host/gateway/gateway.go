@@ -21,11 +21,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host/agent"
 	"github.com/hermes-host/hermes-host/host/config"
+	"github.com/hermes-host/hermes-host/host/delivery"
 	"github.com/hermes-host/hermes-host/host/egress"
 	"github.com/hermes-host/hermes-host/host/kv"
 	"github.com/hermes-host/hermes-host/host/plugin"
+	"github.com/hermes-host/hermes-host/host/process"
+	"github.com/hermes-host/hermes-host/host/session"
 	"github.com/hermes-host/hermes-host/host/store"
+	"github.com/hermes-host/hermes-host/host/turn"
 )
 
 // Gateway is a running hermes-host.
@@ -39,6 +44,10 @@ type Gateway struct {
 	runtime  *plugin.Runtime
 	registry *prometheus.Registry
 	demo     *demoChat
+	kernel   *session.Kernel
+	procs    *process.Registry
+	ledger   *delivery.Ledger
+	engine   *turn.Engine
 
 	loopsMu sync.Mutex
 	loops   map[loopKey]*loop // poll and tick loops by plugin and profile
@@ -59,6 +68,11 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	}
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
+	g.env.Sessions, g.env.Dispatcher, g.env.Sender = sessions{g}, dispatcher{g}, sender{g}
+	if err := g.openCore(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	g.runtime, err = plugin.New(plugin.Config{
 		Dir:      cfg.PluginsDir,
 		CacheDir: filepath.Join(cfg.DataDir, "cache", "wazero"),
@@ -101,12 +115,70 @@ func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
 	return out
 }
 
+// openCore opens the session kernel, the process registry, the delivery ledger, the agent and
+// the turn engine.
+func (g *Gateway) openCore(ctx context.Context) error {
+	cfg := g.cfg
+	var err error
+	g.procs, err = process.New(ctx, g.db, process.Options{DataDir: cfg.DataDir, MaxAge: time.Duration(cfg.Processes.MaxAge), Logger: g.log})
+	if err != nil {
+		return err
+	}
+	keys := session.KeyOptions{ThreadsPerUser: cfg.Sessions.ThreadPerUser}
+	if cfg.Sessions.GroupPerUser != nil {
+		keys.SharedGroups = !*cfg.Sessions.GroupPerUser
+	}
+	reset := session.ResetPolicy{IdleAfter: time.Duration(cfg.Sessions.IdleMinutes) * time.Minute, AtHour: cfg.Sessions.DailyAtHour}
+	switch cfg.Sessions.ResetMode {
+	case "idle":
+		reset.Mode = session.ResetIdle
+	case "daily":
+		reset.Mode = session.ResetDaily
+	case "both":
+		reset.Mode = session.ResetBoth
+	}
+	g.kernel, err = session.Open(ctx, g.db, session.Options{Keys: keys, AutoReset: reset, Processes: liveProcesses{g}})
+	if err != nil {
+		return err
+	}
+	g.ledger, err = delivery.Open(ctx, g.db, g.kernel, transport{g}, delivery.Options{Logger: g.log})
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg.Agent.Kind, agent.Config{BaseURL: cfg.Agent.BaseURL, Model: cfg.Agent.Model, APIKey: cfg.Agent.APIKey})
+	if err != nil {
+		return err
+	}
+	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, a, g.procs, router{g}, turn.Options{Logger: g.log, Notifications: cfg.Notifications})
+	return err
+}
+
+// liveProcesses tells auto-reset whether a key has a running background process.
+type liveProcesses struct{ g *Gateway }
+
+func (l liveProcesses) HasLiveProcess(ctx context.Context, key string) (bool, error) {
+	list, err := l.g.procs.List(ctx)
+	if err != nil {
+		return true, err
+	}
+	for _, p := range list {
+		if p.Stamp.Key == key && !p.State.Final() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Runtime is the plugin runtime.
 func (g *Gateway) Runtime() *plugin.Runtime { return g.runtime }
 
 // Close releases everything Open acquired.
 func (g *Gateway) Close() {
 	g.stopLoops()
+	g.ledger.Stop()
+	g.engine.Wait()
+	g.procs.Close()
+	g.kernel.Close()
 	g.runtime.Close()
 	g.egress.Close()
 	g.db.Close()
@@ -129,6 +201,10 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
 	}
 	g.LoadPlugins(ctx)
+	if err := g.startCore(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -151,6 +227,27 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	g.stopLoops()
 	g.log.Info("hermes-host stopped")
 	return nil
+}
+
+// startCore recovers background processes, reconciles the ledger and starts the turn engine.
+// Plugins are loaded first, so pending deliveries find their plugin.
+func (g *Gateway) startCore(ctx context.Context) error {
+	rep, err := g.procs.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recovering background processes: %w", err)
+	}
+	if len(rep.Adopted)+rep.Exited+rep.Lost+rep.Killed > 0 {
+		g.log.Info("background processes recovered", "adopted", len(rep.Adopted), "ended_while_down", rep.Exited,
+			"lost", rep.Lost, "killed", rep.Killed, "reclaimed_events", rep.Reclaimed)
+	}
+	reconciled, err := g.ledger.Start(ctx)
+	if err != nil {
+		return fmt.Errorf("starting the delivery ledger: %w", err)
+	}
+	if len(reconciled) > 0 {
+		g.log.Warn("deliveries interrupted by the last stop were marked failed (outcome unknown), not resent", "count", len(reconciled))
+	}
+	return g.engine.Start(ctx)
 }
 
 // watch rescans the plugins directory when it changes (and every few seconds, in case the
@@ -188,17 +285,16 @@ func (g *Gateway) watch(ctx context.Context) {
 	}
 }
 
-// dispatch hands events from a plugin to the turn engine.
+// dispatch hands the events a plugin returned (from webhook or poll) to the turn engine.
 func (g *Gateway) dispatch(ctx context.Context, c plugin.Caller, events []abi.InboundEvent) error {
-	if g.env.Dispatcher == nil {
-		for _, ev := range events {
-			g.log.Info("inbound event (no turn engine configured)", "plugin", c.Plugin, "profile", c.Profile, "id", ev.ID, "chat", ev.Source.ChatID)
-		}
-		return nil
-	}
 	for _, ev := range events {
 		ev.Source.Platform, ev.Source.Profile = c.Platform, c.Profile
-		if _, err := g.env.Dispatcher.Dispatch(ctx, c, ev); err != nil {
+		if _, err := g.engine.Dispatch(ctx, c.Plugin, c.Profile, ev); err != nil {
+			if abi.CodeOf(err) == abi.CodeBadRequest {
+				// A malformed event is logged and skipped; it will not improve on retry.
+				g.log.Warn("inbound event rejected", "plugin", c.Plugin, "profile", c.Profile, "id", ev.ID, "error", err)
+				continue
+			}
 			return err
 		}
 	}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host/delivery"
 	"github.com/hermes-host/hermes-host/host/plugin"
 )
 
@@ -23,6 +25,9 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", g.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/plugins", g.apiPlugins)
+	mux.HandleFunc("GET /api/deliveries", g.apiDeliveries)
+	mux.HandleFunc("GET /api/sessions", g.apiSessions)
+	mux.HandleFunc("GET /api/processes", g.apiProcesses)
 	mux.HandleFunc("POST /hooks/{plugin}/{profile}", g.hook)
 	mux.HandleFunc("POST /demo/outbox", g.demo.post)
 	mux.HandleFunc("GET /demo/outbox", g.demo.list)
@@ -63,6 +68,46 @@ func (g *Gateway) apiPlugins(w http.ResponseWriter, r *http.Request) {
 		infos = append(infos, p.Info())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"plugins": infos, "rejected": g.runtime.Rejections()})
+}
+
+// apiDeliveries lists ledger rows: ?state=dropped&key=PREFIX&limit=N.
+func (g *Gateway) apiDeliveries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	rows, err := g.ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"), Limit: limit})
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deliveries": rows})
+}
+
+// apiSessions lists session keys (?key=PREFIX), or shows one key or session (?show=KEY|ID).
+func (g *Gateway) apiSessions(w http.ResponseWriter, r *http.Request) {
+	if show := r.URL.Query().Get("show"); show != "" {
+		v, err := g.kernel.Show(r.Context(), show, 20)
+		if err != nil {
+			writeJSON(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "%v", err))
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	keys, err := g.kernel.List(r.Context(), r.URL.Query().Get("key"))
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": keys})
+}
+
+func (g *Gateway) apiProcesses(w http.ResponseWriter, r *http.Request) {
+	list, err := g.procs.List(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"processes": list})
 }
 
 // hook routes POST /hooks/{plugin}/{profile} into the plugin's webhook export. The events it

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-host/hermes-host/host/delivery"
+	"github.com/hermes-host/hermes-host/host/process"
+	"github.com/hermes-host/hermes-host/host/session"
+	"github.com/hermes-host/hermes-host/host/store"
+)
+
+// The inspection commands read the database directly, so they work beside a serving host.
+
+func init() {
+	extraCommands = append(extraCommands, sessionsCmd, psCmd, deliveriesCmd)
+}
+
+func (g *globals) openDB() (*sql.DB, string, error) {
+	cfg, _, err := g.load()
+	if err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(cfg.DataDir, "hermes.db")
+	if _, err := os.Stat(path); err != nil {
+		return nil, "", err
+	}
+	db, err := store.Open(path, store.Options{})
+	return db, cfg.DataDir, err
+}
+
+func sessionsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "sessions", Short: "Inspect session keys and physical sessions"}
+	var prefix string
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List session keys with their current session and generation",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, closeFn, err := g.kernel()
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			keys, err := k.List(context.Background(), prefix)
+			if err != nil {
+				return err
+			}
+			return session.WriteList(cmd.OutOrStdout(), keys)
+		},
+	}
+	ls.Flags().StringVar(&prefix, "key", "", "only keys starting with this prefix")
+	var tail int
+	show := &cobra.Command{
+		Use:   "show KEY|ID",
+		Short: "Show a key's current session, its ancestors and compression continuations, and the transcript tail",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, closeFn, err := g.kernel()
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			v, err := k.Show(context.Background(), args[0], tail)
+			if err != nil {
+				return err
+			}
+			return session.WriteShow(cmd.OutOrStdout(), v)
+		},
+	}
+	show.Flags().IntVar(&tail, "tail", 10, "transcript messages to show")
+	cmd.AddCommand(ls, show)
+	return cmd
+}
+
+func (g *globals) kernel() (*session.Kernel, func(), error) {
+	db, _, err := g.openDB()
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := session.Open(context.Background(), db, session.Options{CacheSize: -1})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return k, func() { k.Close(); db.Close() }, nil
+}
+
+func psCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List background processes with their session key, spawning session, state and age",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, dataDir, err := g.openDB()
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			list, err := process.ListProcesses(context.Background(), db, dataDir)
+			if err != nil {
+				return err
+			}
+			return process.WriteList(cmd.OutOrStdout(), list, time.Now())
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "log ID",
+		Short: "Print a background process's output (also after its notification was dropped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, dataDir, err := g.openDB()
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return process.WriteLog(context.Background(), cmd.OutOrStdout(), db, dataDir, args[0])
+		},
+	})
+	return cmd
+}
+
+func deliveriesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "deliveries", Short: "Inspect the delivery ledger"}
+	var dropped bool
+	var key, state string
+	var limit int
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List outbound messages, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, _, err := g.openDB()
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if dropped {
+				state = string(delivery.Dropped)
+			}
+			rows, err := delivery.List(context.Background(), db, delivery.Filter{State: delivery.State(state), KeyPrefix: key, Limit: limit})
+			if err != nil {
+				return err
+			}
+			return delivery.WriteList(cmd.OutOrStdout(), rows, time.Now())
+		},
+	}
+	ls.Flags().BoolVar(&dropped, "dropped", false, "only dropped messages (stale notifications and the like)")
+	ls.Flags().StringVar(&state, "state", "", "only this state: pending, sending, delivered, failed, dropped")
+	ls.Flags().StringVar(&key, "key", "", "only session keys starting with this prefix")
+	ls.Flags().IntVar(&limit, "limit", 50, "at most this many")
+	cmd.AddCommand(ls)
+	return cmd
+}
