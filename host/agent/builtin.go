@@ -39,7 +39,7 @@ log <id> - show the end of a process's output
 wait <id> [seconds] - wait for a process to finish (default 30s)
 kill <id> - stop a process
 help - this text
-<id> may be "last" for the newest process. Try: run sleep 3; echo done`
+<id> is a process id (proc_…), or "last" for the newest process. Try: run sleep 3; echo done`
 
 // Builtin's fixed answers.
 const (
@@ -57,9 +57,10 @@ func NewBuiltin(cfg Config) *Builtin {
 	return b
 }
 
-// Turn answers t. A synthetic turn gets a summary of its notification (no tool is called);
-// otherwise each line that starts with a command runs it, in order, and anything else gets a
-// plain answer that points to help.
+// Turn answers t. A synthetic turn gets a summary of its notification (no tool is called).
+// Otherwise each line that starts with a command word runs that command, in order (a line
+// ending in a backslash continues on the next), and other text gets a plain answer that points
+// to help.
 func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -71,17 +72,14 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 	if text == "" {
 		return &Reply{Text: BuiltinEmpty}, nil
 	}
-	// A merged message whose every line is a command runs them all; otherwise the first word
-	// decides for the whole text (a multi-line shell command, or plain chat).
-	lines := nonEmpty(strings.Split(text, "\n"))
-	cmds := []string{text}
-	if len(lines) > 1 && len(lines) <= builtinMaxCommands && allCommands(lines) {
-		cmds = lines
-	}
 	rep := &Reply{}
 	var parts []string
-	for _, c := range cmds {
-		out, calls, err := b.command(ctx, t.Tools, strings.TrimSpace(c))
+	for i, seg := range segments(text) {
+		if i == builtinMaxCommands {
+			parts = append(parts, fmt.Sprintf("(I skipped the rest: at most %d commands per message.)", builtinMaxCommands))
+			break
+		}
+		out, calls, err := b.command(ctx, t.Tools, seg)
 		rep.ToolCalls += calls
 		if err != nil {
 			return nil, err
@@ -92,13 +90,38 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 	return rep, nil
 }
 
-func allCommands(lines []string) bool {
-	for _, l := range lines {
-		if _, ok := builtinCommands[commandWord(l)]; !ok {
-			return false
+// segments splits a (possibly merged) message into commands and chat: each line that starts
+// with a command word is one command (a line ending in a backslash continues on the next, as in
+// sh), and consecutive other lines are one piece of chat. Chat text is never run.
+func segments(text string) []string {
+	var (
+		out  []string
+		chat []string
+	)
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimSpace(lines[i])
+		if l == "" {
+			continue
 		}
+		if _, ok := builtinCommands[commandWord(l)]; !ok {
+			chat = append(chat, l)
+			continue
+		}
+		if len(chat) > 0 {
+			out, chat = append(out, strings.Join(chat, "\n")), nil
+		}
+		cmd := strings.TrimRight(lines[i], " \t")
+		for strings.HasSuffix(cmd, "\\") && i+1 < len(lines) {
+			i++
+			cmd += "\n" + strings.TrimRight(lines[i], " \t")
+		}
+		out = append(out, strings.TrimSpace(cmd))
 	}
-	return true
+	if len(chat) > 0 {
+		out = append(out, strings.Join(chat, "\n"))
+	}
+	return out
 }
 
 // commandWord is the lower-cased first word of s, without a leading slash.
@@ -243,6 +266,9 @@ func (b *Builtin) onProcess(ctx context.Context, tools Tools, word, arg string) 
 	}
 	calls := 0
 	id := f[0]
+	if !strings.HasPrefix(id, "proc_") && !strings.EqualFold(id, "last") {
+		return fmt.Sprintf("I don't know a process called “%s”. Process ids look like proc_…; send ps to see them.", clip(id, 40)), 0, nil
+	}
 	if strings.EqualFold(id, "last") {
 		calls++
 		list, err := tools.List(ctx)

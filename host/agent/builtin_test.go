@@ -174,6 +174,7 @@ func TestBuiltinCommands(t *testing.T) {
 			want:  "No processes in this chat yet.",
 			calls: []toolCallRec{{Method: "List"}},
 		},
+		{in: "kill it", want: "I don't know a process called “it”. Process ids look like proc_…; send ps to see them."},
 		{
 			in:    "kill proc_x",
 			tools: fakeTools{err: errors.New("process: no such process")},
@@ -188,11 +189,25 @@ func TestBuiltinCommands(t *testing.T) {
 			calls: []toolCallRec{{Method: "Spawn", Req: SpawnRequest{Command: "sleep 1", Background: true, NotifyOnComplete: true}}, {Method: "List"}},
 		},
 		{
-			// A multi-line shell command stays one command.
-			in:    "sh for i in 1 2; do\necho $i\ndone",
+			// A line ending in a backslash continues on the next.
+			in:    "sh for i in 1 2; do \\\n  echo $i; \\\ndone",
 			tools: fakeTools{spawn: SpawnResult{ExitCode: intp(0), Output: "1\n2\n"}},
 			want:  "Exit code 0.\n1\n2",
-			calls: []toolCallRec{{Method: "Spawn", Req: SpawnRequest{Command: "for i in 1 2; do\necho $i\ndone", Timeout: DefaultShTimeout}}},
+			calls: []toolCallRec{{Method: "Spawn", Req: SpawnRequest{Command: "for i in 1 2; do \\\n  echo $i; \\\ndone", Timeout: DefaultShTimeout}}},
+		},
+		{
+			// Chat merged after a command is answered, never run.
+			in:    "run sleep 1\nthanks!\nsee you\nps",
+			tools: fakeTools{spawn: SpawnResult{ID: "proc_1"}},
+			want: "Started proc_1 in the background: sleep 1\nI'll tell you when it finishes.\n\n" +
+				"I'm the built-in agent, so I can't chat like a model would. I understood: “thanks! see you”. Send help to see the commands I know.\n\n" +
+				"No processes in this chat yet. Try: run sleep 3; echo done",
+			calls: []toolCallRec{{Method: "Spawn", Req: SpawnRequest{Command: "sleep 1", Background: true, NotifyOnComplete: true}}, {Method: "List"}},
+		},
+		{
+			in:    strings.Repeat("ps\n", 12),
+			want:  strings.Repeat("No processes in this chat yet. Try: run sleep 3; echo done\n\n", 10) + "(I skipped the rest: at most 10 commands per message.)",
+			calls: []toolCallRec{{Method: "List"}, {Method: "List"}, {Method: "List"}, {Method: "List"}, {Method: "List"}, {Method: "List"}, {Method: "List"}, {Method: "List"}, {Method: "List"}, {Method: "List"}},
 		},
 	}
 	for i := range cases {
