@@ -126,9 +126,11 @@ func segments(text string) []string {
 
 // commandWord is the lower-cased first word of s, without a leading slash.
 func commandWord(s string) string {
-	w, _, _ := strings.Cut(strings.TrimSpace(s), " ")
-	w, _, _ = strings.Cut(w, "\n")
-	return strings.ToLower(strings.TrimPrefix(w, "/"))
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(f[0], "/"))
 }
 
 // builtinCommands maps a command word to whether it needs Tools.

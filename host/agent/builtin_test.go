@@ -72,6 +72,12 @@ func TestBuiltinCommands(t *testing.T) {
 			want:  "Started proc_3 in the background: ./job.sh\nI'll tell you when a line of its output matches \"disk full\".",
 			calls: []toolCallRec{{Method: "Spawn", Req: SpawnRequest{Command: "./job.sh", Background: true, WatchPatterns: []string{"disk full"}}}},
 		},
+		{
+			in:    "/Run\tls -l",
+			tools: fakeTools{spawn: SpawnResult{ID: "proc_5"}},
+			want:  "Started proc_5 in the background: ls -l\nI'll tell you when it finishes.",
+			calls: []toolCallRec{{Method: "Spawn", Req: SpawnRequest{Command: "ls -l", Background: true, NotifyOnComplete: true}}},
+		},
 		{in: "watch ERROR", want: "Usage: watch <pattern> -- <command>"},
 		{in: "watch -- ls", want: "Usage: watch <pattern> -- <command>"},
 		{in: "run", want: "Usage: run <command>"},

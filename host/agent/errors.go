@@ -30,6 +30,7 @@ type APIError struct {
 	RetryAfter time.Duration // from Retry-After (or retry-after-ms); 0: not given
 }
 
+// Error renders the status, the message and the retry delay.
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "agent: model endpoint: HTTP %d", e.Status)

@@ -148,9 +148,13 @@ type (
 
 func strp(s string) *string { return &s }
 
-// MaxRoundsNote ends the answer of a turn that used up its model calls on tool calls (the
-// argument is Config.MaxRounds).
-const MaxRoundsNote = "(I stopped after %d rounds of tool calls without reaching a final answer. Ask me to continue, or check on the processes with ps.)"
+// MaxRoundsNote ends the answer of a turn whose last allowed model call still asked for tools
+// (the argument is Config.MaxRounds). Those last tool calls are not run.
+const MaxRoundsNote = "(I stopped after %d steps without reaching a final answer. Ask me to continue.)"
+
+// maxCallsPerRound bounds the tool calls run from one model response; the rest are answered
+// with an error result (every call must get a result).
+const maxCallsPerRound = 16
 
 // Turn answers t; see OpenAI.
 func (o *OpenAI) Turn(ctx context.Context, t *Turn) (*Reply, error) {
@@ -178,9 +182,14 @@ func (o *OpenAI) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 			c = strp(content)
 		}
 		msgs = append(msgs, chatMessage{Role: RoleAssistant, Content: c, ToolCalls: tcs})
-		for _, tc := range tcs {
+		for i, tc := range tcs {
 			calls++
-			res := runTool(ctx, t, tc.Function.Name, tc.Function.Arguments, o.cmdTimeout)
+			var res string
+			if i < maxCallsPerRound {
+				res = runTool(ctx, t, tc.Function.Name, tc.Function.Arguments, o.cmdTimeout)
+			} else {
+				res = errorResult("not run: at most %d tool calls per response", maxCallsPerRound)
+			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}

@@ -328,7 +328,7 @@ func TestOpenAIProcessActions(t *testing.T) {
 		"h": `{"error":"id is required for action \"poll\""}`,
 		"i": `{"error":"invalid arguments for process: invalid character 'n' looking for beginning of object key string"}`,
 		"j": `{"error":"unknown tool \"browser\": the tools are terminal and process"}`,
-		"k": `{"output":"","state":"exited"}`,
+		"k": `{"output":""}`,
 		"l": `{"error":"command is empty"}`,
 	}
 	order := []string{}
@@ -691,5 +691,26 @@ func TestUserMessage(t *testing.T) {
 	}
 	if got := (&APIError{Status: 429, Message: "slow", RetryAfter: time.Second}).Error(); got != "agent: model endpoint: HTTP 429: slow (retry after 1s)" {
 		t.Errorf("Error() = %q", got)
+	}
+}
+
+func TestOpenAICallsPerRound(t *testing.T) {
+	var many []scriptedCall
+	for i := range maxCallsPerRound + 2 {
+		many = append(many, scriptedCall{fmt.Sprint("c", i), "process", `{"action":"list"}`})
+	}
+	fm := newFakeModel(t, callTools(many...), answer("ok"))
+	ft := &fakeTools{}
+	rep, err := fm.agent(t, Config{}).Turn(context.Background(), &Turn{Text: "x", Tools: ft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ToolCalls != maxCallsPerRound+2 || len(ft.Calls()) != maxCallsPerRound {
+		t.Errorf("ToolCalls %d, run %d", rep.ToolCalls, len(ft.Calls()))
+	}
+	msgs := fm.requests()[1].Body["messages"].([]any)
+	last := msgs[len(msgs)-1].(map[string]any)
+	if last["tool_call_id"] != fmt.Sprint("c", maxCallsPerRound+1) || last["content"] != `{"error":"not run: at most 16 tool calls per response"}` {
+		t.Errorf("last tool result %v", last)
 	}
 }

@@ -216,7 +216,12 @@ func terminal(ctx context.Context, tools Tools, a toolArgs, cmdTimeout time.Dura
 	if res.ExitCode != nil {
 		out["exit_code"] = *res.ExitCode
 	}
-	out["state"] = orDefault(res.State, StateExited)
+	switch {
+	case res.State != "":
+		out["state"] = res.State
+	case res.ExitCode != nil:
+		out["state"] = StateExited
+	}
 	out["output"] = tailChars(res.Output, toolOutputChars)
 	if res.ExitCode == nil && res.State == StateRunning {
 		out["timed_out"] = true
