@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Output path: the child writes stdout and stderr straight into its log file (opened O_APPEND),
@@ -28,11 +30,12 @@ const (
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
 
-// drainLocked reads new output from p's log file into its ring. When match is set and p is
-// running with watch patterns, complete lines are matched and events submitted. p.mu must be held.
-func (r *Registry) drainLocked(p *proc, match bool) {
+// drainLocked reads new output from p's log file into its ring, at most maxDrainStep bytes, and
+// reports whether more may be waiting. When match is set and p is running with watch patterns,
+// complete lines are matched and events submitted. p.mu must be held.
+func (r *Registry) drainLocked(p *proc, match bool) (more bool) {
 	if p.logf == nil {
-		return
+		return false
 	}
 	bp := chunkPool.Get().(*[]byte)
 	defer chunkPool.Put(bp)
@@ -54,12 +57,50 @@ func (r *Registry) drainLocked(p *proc, match bool) {
 			if err != nil && !errors.Is(err, io.EOF) {
 				r.log.Warn("process: read output", "id", p.id, "err", err)
 			}
+			more = false
 			break
 		}
+		more = true
 	}
 	if len(events) > 0 {
 		r.checkpointLocked(p, events) // watch counters and flags change with the events
 	}
+	r.trimLogLocked(p)
+	return more
+}
+
+// trimLogLocked keeps a log file's disk use bounded: when more than 2×LogBytes lie between the
+// punched prefix and what has been read, the older part (all but the last LogBytes, in whole
+// blocks) is deallocated with FALLOC_FL_PUNCH_HOLE. The file keeps its size and offsets, so the
+// child's O_APPEND writes and every reader's offsets are unaffected; a punched range reads as
+// zeros, which readLogFile skips. p.mu must be held.
+func (r *Registry) trimLogLocked(p *proc) {
+	max := r.opt.LogBytes
+	if max <= 0 || p.punched < 0 || p.readOff-p.punched < 2*max {
+		return
+	}
+	to := (p.readOff - max) &^ (logBlock - 1)
+	err := unix.Fallocate(int(p.logf.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, p.punched, to-p.punched)
+	if err != nil {
+		r.log.Warn("process: cannot bound log file size; it will grow", "id", p.id, "err", err)
+		p.punched = -1
+		return
+	}
+	p.punched = to
+}
+
+const logBlock = 4096
+
+// dataStart is the first offset of f that holds data (after any punched prefix).
+func dataStart(f *os.File, size int64) int64 {
+	off, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_DATA)
+	if err != nil { // ENXIO: no data at all; other errors: assume none punched
+		if errors.Is(err, unix.ENXIO) {
+			return size
+		}
+		return 0
+	}
+	return off
 }
 
 // scanLocked matches the complete lines of chunk (which starts at logical offset base) against
@@ -161,9 +202,9 @@ func fileTail(path string, chars int) (string, bool, int64) {
 		return "", false, 0
 	}
 	size := fi.Size()
-	from := size - int64(chars+1)*4
-	if from < 0 {
-		from = 0
+	from := max(size-int64(chars+1)*4, 0)
+	if start := dataStart(f, size); from < start {
+		from = start
 	}
 	b := make([]byte, size-from)
 	n, _ := f.ReadAt(b, from)
@@ -189,6 +230,9 @@ func readLogFile(path string, offset int64, limit int) (LogChunk, error) {
 	off := resolveOffset(offset, limit, total)
 	if off > total {
 		off = total
+	}
+	if start := dataStart(f, total); off < start { // the start was punched out
+		off = start
 	}
 	n := total - off
 	if n > int64(limit) {
@@ -216,9 +260,9 @@ func readExitFile(path string) (*int, bool) {
 }
 
 // refill loads the end of an existing log file into a fresh ring (a re-adopted process) and
-// returns the file opened for further reading.
+// returns the file opened for further reading (and punching).
 func refill(path string, ring *ring) (*os.File, int64, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -228,7 +272,7 @@ func refill(path string, ring *ring) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	size := fi.Size()
-	from := size - int64(ring.max)
+	from := max(size-int64(ring.max), dataStart(f, size))
 	if from < 0 {
 		from = 0
 	}

@@ -123,6 +123,9 @@ func (r *Registry) adopt(in Info) *op {
 		r.log.Warn("process: recover: log file unreadable; output before now is lost", "id", in.ID, "err", err)
 	}
 	p.logf, p.readOff = f, off
+	if f != nil {
+		p.punched = dataStart(f, off) &^ (logBlock - 1)
+	}
 	r.mu.Lock()
 	r.procs[p.id] = p
 	r.running++

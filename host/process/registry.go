@@ -32,6 +32,10 @@ type Options struct {
 	Env []string
 	// BufferBytes is the in-memory output ring per process. Default 200,000.
 	BufferBytes int
+	// LogBytes bounds the disk space of a log file: once more than twice this much has been
+	// written, the host punches out the oldest part (offsets stay valid; the start reads as
+	// gone). Default 32 MiB; negative keeps everything.
+	LogBytes int64
 	// TailChars is the default size of a completion's output tail. Default 2000.
 	TailChars int
 	// MaxRunning caps processes running at once. Default 1024.
@@ -74,6 +78,7 @@ func (o *Options) defaults() error {
 	}
 	setDefault(&o.BufferBytes, 200_000)
 	setDefault(&o.TailChars, 2000)
+	setDefault(&o.LogBytes, 32<<20)
 	setDefault(&o.MaxRunning, 1024)
 	setDefault(&o.MaxAge, 24*time.Hour)
 	setDefault(&o.KillGrace, 5*time.Second)
@@ -89,7 +94,7 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-func setDefault[T int | time.Duration](v *T, d T) {
+func setDefault[T int | int64 | time.Duration](v *T, d T) {
 	if *v == 0 {
 		*v = d
 	}
@@ -139,8 +144,9 @@ type proc struct {
 	mu      sync.Mutex
 	info    Info
 	ring    ring
-	logf    *os.File // read side of the log file; nil once ended
+	logf    *os.File // the host's handle on the log file (read, punch); nil once ended
 	readOff int64    // next byte of the log file to read
+	punched int64    // bytes at the start of the log file given back to the disk; -1: cannot
 	partial []byte   // an incomplete last line, for watch matching
 	watch   watchLimiter
 	waiters int    // Wait calls blocked on done
@@ -341,7 +347,7 @@ func (r *Registry) newProc(req SpawnRequest) (p *proc, wf *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("process: log file: %w", err)
 	}
-	if p.logf, err = os.Open(p.logPath); err != nil {
+	if p.logf, err = os.OpenFile(p.logPath, os.O_RDWR, 0); err != nil {
 		wf.Close()
 		return nil, nil, fmt.Errorf("process: log file: %w", err)
 	}
@@ -419,7 +425,8 @@ func (r *Registry) finish(p *proc, st endStatus) {
 		p.mu.Unlock()
 		return
 	}
-	r.drainLocked(p, false)
+	for r.drainLocked(p, false) { // all of it: the completion's tail is the real end
+	}
 	if p.killWhy != "" && st.state == StateExited {
 		st.state, st.reason = StateKilled, p.killWhy
 		if st.signal == "" && st.code != nil && *st.code > 128 && *st.code < 128+65 {

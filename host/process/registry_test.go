@@ -319,3 +319,45 @@ func TestSignalledExit(t *testing.T) {
 		t.Fatalf("%+v", st.Info)
 	}
 }
+
+// A chatty process cannot fill the disk: the log file's old part is punched out, offsets stay
+// valid, and readers skip what is gone.
+func TestLogFileDiskUseBounded(t *testing.T) {
+	const logBytes = 64 << 10
+	e := newEnv(t, Options{LogBytes: logBytes, PollInterval: 5 * time.Millisecond})
+	// 4 MiB in 64-byte lines, slowly enough that the host reads as it goes.
+	res := e.spawn(SpawnRequest{Command: `i=0; while [ $i -lt 64 ]; do yes 'sixty-four bytes of output, again and again and again and again.' | head -c 65536; i=$((i+1)); sleep 0.01; done`})
+	st := e.waitEnd(res.ID)
+	if st.OutputBytes != 4<<20 {
+		t.Fatalf("output %d bytes", st.OutputBytes)
+	}
+	var fs syscall.Stat_t
+	if err := syscall.Stat(e.dir+"/proc/"+res.ID+".log", &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Size != 4<<20 {
+		t.Fatalf("apparent size %d", fs.Size)
+	}
+	if used := fs.Blocks * 512; used > 2*logBytes+64<<10 {
+		t.Fatalf("log file uses %d bytes of disk, bound is about %d", used, 2*logBytes)
+	}
+	// A reader from offset 0 gets the first retained byte, never zeros.
+	db2 := openSecond(t, e.dir)
+	ch, err := ReadLog(context.Background(), db2, e.dir, res.ID, 0, 4096)
+	if err != nil || ch.Offset < (4<<20)-2*logBytes || ch.Offset%logBlock != 0 || len(ch.Data) == 0 || bytes.IndexByte(ch.Data, 0) >= 0 {
+		t.Fatalf("read from 0: offset %d, %d bytes, err %v", ch.Offset, len(ch.Data), err)
+	}
+	if strings.IndexByte(st.Output, 0) >= 0 || !strings.Contains(st.Output, "again and again") {
+		t.Fatalf("tail %q", st.Output[len(st.Output)-40:])
+	}
+}
+
+// The completion's tail is the real end of the output, however much was written at once.
+func TestCompletionTailAfterBurst(t *testing.T) {
+	e := newEnv(t, Options{PollInterval: time.Hour})
+	res := e.spawn(SpawnRequest{Command: `yes x | head -c 3000000; echo; echo THE END`})
+	st := e.waitEnd(res.ID)
+	if !strings.HasSuffix(st.Output, "\nTHE END") || st.OutputBytes != int64(3000000+len("\nTHE END\n")) {
+		t.Fatalf("tail ends %q, %d bytes", st.Output[len(st.Output)-20:], st.OutputBytes)
+	}
+}
