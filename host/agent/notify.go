@@ -19,6 +19,7 @@ const (
 	SummaryWatchMatchAny   = "Your background job printed a line you were watching for."
 	SummaryWatchDisabled   = "Your background job matched its watch pattern too often, so I stopped watching it; I'll tell you when it finishes."
 	SummaryBatch           = "%d background jobs finished: %d succeeded, %d did not."
+	SummaryBatchMixed      = "%d updates about your background jobs:"
 	SummaryUpdate          = "Update about your background jobs:"
 	SummaryOutputHeader    = "Last lines of output:"
 	SummaryFullOutputHint  = "(Full output: log %s)"
@@ -30,19 +31,20 @@ const (
 )
 
 var (
-	reProcHeader = regexp.MustCompile(`(?i)\bprocess\s+(proc_[0-9a-z]+)`)
-	reProcID     = regexp.MustCompile(`\bproc_[0-9a-zA-Z]+`)
-	reProcItem   = regexp.MustCompile(`(?i)^\s*(?:\d+[.)]|[-*•])\s.*?\b(proc_[0-9a-z]+)`)
-	reExitCode   = regexp.MustCompile(`(?i)exit(?:ed with)? (?:code|status)[ :=]*(-?\d+)`)
-	reSignal     = regexp.MustCompile(`\b(SIG[A-Z0-9]+)\b`)
-	reStopped    = regexp.MustCompile(`(?i)\b(killed|terminated|stopped|interrupted)\b`)
-	reUnknown    = regexp.MustCompile(`(?i)\b(unknown|lost)\b`)
-	reWatch      = regexp.MustCompile(`(?i)watch[ _-]?pattern|watch_match|\bmatched\b`)
-	reWatchOff   = regexp.MustCompile(`(?i)watch(?:ing|[ _-]?patterns?)?\s*(?:was |were |are |is )?disabled|watch_disabled`)
-	reOverflow   = regexp.MustCompile(`(?i)watch[ _-]?notifications? (?:are |were )?(?:paused|resumed)|watch_overflow`)
-	rePattern    = regexp.MustCompile(`(?i)pattern[s]?\s*[:=]?\s*["“'` + "`" + `]([^"”'` + "`" + `\n]*)["”'` + "`" + `]`)
-	reBatch      = regexp.MustCompile(`(?i)\b(\d+) background processes\b`)
-	reOutputLine = regexp.MustCompile(`(?i)^\s*output\s*:\s*(.*)$`)
+	reProcHeader  = regexp.MustCompile(`(?i)\bprocess\s+(proc_[0-9a-z]+)`)
+	reProcID      = regexp.MustCompile(`\bproc_[0-9a-zA-Z]+`)
+	reProcItem    = regexp.MustCompile(`(?i)^\s*(?:\d+[.)]|[-*•])\s.*?\b(proc_[0-9a-z]+)`)
+	reExitCode    = regexp.MustCompile(`(?i)exit(?:ed with)? (?:code|status)[ :=]*(-?\d+)`)
+	reSignal      = regexp.MustCompile(`\b(SIG[A-Z0-9]+)\b`)
+	reStopped     = regexp.MustCompile(`(?i)\b(killed|terminated|stopped|interrupted)\b`)
+	reUnknown     = regexp.MustCompile(`(?i)\b(unknown|lost)\b`)
+	reWatch       = regexp.MustCompile(`(?i)watch[ _-]?pattern|watch_match|\bmatched\b`)
+	reWatchOff    = regexp.MustCompile(`(?i)watch(?:ing|[ _-]?patterns?)?\s*(?:was |were |are |is )?disabled|watch_disabled`)
+	reOverflow    = regexp.MustCompile(`(?i)watch[ _-]?notifications? (?:are |were )?(?:paused|resumed)|watch_overflow`)
+	rePattern     = regexp.MustCompile(`(?i)pattern[s]?\s*[:=]?\s*["“'` + "`" + `]([^"”'` + "`" + `\n]*)["”'` + "`" + `]`)
+	reBatch       = regexp.MustCompile(`(?i)\b(\d+) background processes\b`)
+	reOtherPrefix = regexp.MustCompile(`(?i)^background process\s*(?:proc_[0-9a-z]+)?\s*:\s*`)
+	reOutputLine  = regexp.MustCompile(`(?i)^\s*output\s*:\s*(.*)$`)
 )
 
 // notice is what one notification (or one item of a batch) says.
@@ -110,19 +112,30 @@ func summarize(text string) string {
 }
 
 func summarizeBatch(items []notice) string {
-	ok := 0
+	ok, other := 0, 0
 	for _, n := range items {
-		if n.succeeded() {
+		switch {
+		case n.watch || n.watchOff || n.overflow:
+			other++
+		case n.succeeded():
 			ok++
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, SummaryBatch, len(items), ok, len(items)-ok)
+	if other > 0 {
+		fmt.Fprintf(&b, SummaryBatchMixed, len(items))
+	} else {
+		fmt.Fprintf(&b, SummaryBatch, len(items), ok, len(items)-ok)
+	}
 	for _, n := range items {
 		b.WriteString("\n- " + n.id + ": ")
 		switch {
 		case n.watch:
 			b.WriteString("printed a watched line")
+		case n.watchOff:
+			b.WriteString("matched too often; watching stopped")
+		case n.overflow:
+			b.WriteString("watch notifications paused")
 		case n.exitCode != nil && *n.exitCode == 0:
 			b.WriteString("finished successfully")
 		case n.exitCode != nil && !n.stopped:
@@ -136,8 +149,21 @@ func summarizeBatch(items []notice) string {
 	return b.String()
 }
 
+// summarizeOther quotes the first lines of a notification we cannot classify, without its
+// command line and the host's "IMPORTANT:" and "Background process <id>:" prefixes.
 func summarizeOther(n notice) string {
-	lines := nonEmpty(n.header)
+	var lines []string
+	for _, l := range nonEmpty(n.header) {
+		l = strings.TrimSpace(strings.Trim(l, "[] "))
+		if strings.HasPrefix(strings.ToLower(l), "command:") {
+			continue
+		}
+		l = strings.TrimSpace(strings.TrimPrefix(l, "IMPORTANT:"))
+		l = strings.TrimSpace(reOtherPrefix.ReplaceAllString(l, ""))
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) == 0 {
 		lines = nonEmpty(strings.Split(n.output, "\n"))
 	}
@@ -145,7 +171,7 @@ func summarizeOther(n notice) string {
 		lines = lines[:summaryUpdateLines]
 	}
 	for i, l := range lines {
-		lines[i] = clip(strings.Trim(l, "[] "), summaryTailLineChars)
+		lines[i] = clip(l, summaryTailLineChars)
 	}
 	if len(lines) == 0 {
 		return SummaryUpdate

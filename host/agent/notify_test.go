@@ -72,6 +72,55 @@ func TestSummarize(t *testing.T) {
 			in:   "[Watch notifications resumed; 4 matches were dropped while paused.]",
 			want: "Update about your background jobs:\nWatch notifications resumed; 4 matches were dropped while paused.",
 		},
+		// The shapes host/turn renders (render.go: syntheticText, batchText).
+		{
+			name: "engine: completed normally",
+			in:   "[IMPORTANT: Background process proc_0123456789ab completed normally (exit code 0).\nCommand: make test\nOutput:\nok  pkg 0.1s\n]",
+			want: "Your background job finished successfully.\nLast lines of output:\nok  pkg 0.1s\n(Full output: log proc_0123456789ab)",
+		},
+		{
+			name: "engine: no output",
+			in:   "[IMPORTANT: Background process proc_0123456789ab completed normally (exit code 0).\nCommand: true\n]",
+			want: "Your background job finished successfully.\n(Full output: log proc_0123456789ab)",
+		},
+		{
+			name: "engine: exited with exit code",
+			in:   "[IMPORTANT: Background process proc_0123456789ab exited with exit code 2.\nCommand: false\nOutput:\nboom\n]",
+			want: "Your background job failed (exit 2).\nLast lines of output:\nboom\n(Full output: log proc_0123456789ab)",
+		},
+		{
+			name: "engine: terminated",
+			in:   "[IMPORTANT: Background process proc_0123456789ab was terminated by SIGTERM (exit code -15).\nCommand: sleep 100\n]",
+			want: "Your background job was stopped (SIGTERM).\n(Full output: log proc_0123456789ab)",
+		},
+		{
+			name: "engine: lost",
+			in:   "[IMPORTANT: Background process proc_0123456789ab was lost while the host was down (exit status unknown).\nCommand: sleep 100\n]",
+			want: "Your background job ended, but its exit status is unknown.\n(Full output: log proc_0123456789ab)",
+		},
+		{
+			name: "engine: watch match",
+			in:   "[IMPORTANT: Background process proc_0123456789ab matched watch pattern \"ERROR\".\nCommand: ./serve\nOutput:\nlistening\nERROR: disk full\n]",
+			want: "Your background job printed a line matching \"ERROR\".\nLast lines of output:\nlistening\nERROR: disk full\n(Full output: log proc_0123456789ab)",
+		},
+		{
+			name: "engine: watch disabled",
+			in:   "[IMPORTANT: Background process proc_0123456789ab: Watch patterns disabled for proc_0123456789ab (3 strikes); you will be notified when it completes.\nCommand: ./serve\n]",
+			want: "Your background job matched its watch pattern too often, so I stopped watching it; I'll tell you when it finishes.\n(Full output: log proc_0123456789ab)",
+		},
+		{
+			name: "engine: overflow",
+			in:   "[IMPORTANT: Background process : More than 15 watch-pattern matches within 10s across background processes: watch notifications are paused for 30s.\nCommand: \n]",
+			want: "Update about your background jobs:\nMore than 15 watch-pattern matches within 10s across background processes: watch notifications are paused for 30s.",
+		},
+		{
+			name: "engine: batch",
+			in: "[IMPORTANT: 3 background processes completed; send at most one consolidated user-facing response.]\n" +
+				"1. Background process proc_aaaaaaaaaaaa completed normally (exit code 0).\nCommand: a\nOutput:\nx\n]\n" +
+				"2. Background process proc_bbbbbbbbbbbb exited with exit code 1.\nCommand: b\n]\n" +
+				"3. Background process proc_cccccccccccc matched watch pattern \"up\".\nCommand: c\nOutput:\nup\n]\n",
+			want: "3 updates about your background jobs:\n- proc_aaaaaaaaaaaa: finished successfully\n- proc_bbbbbbbbbbbb: failed (exit 1)\n- proc_cccccccccccc: printed a watched line",
+		},
 		{
 			name: "plain text",
 			in:   "hello there\nsecond\nthird\nfourth",
