@@ -228,6 +228,8 @@ func (b *Builtin) sh(ctx context.Context, tools Tools, cmd string) (string, int,
 	}
 	var out string
 	switch {
+	case res.State == StateKilled:
+		out = fmt.Sprintf("Stopped after %s.", b.shTimeout)
 	case res.ExitCode != nil:
 		out = fmt.Sprintf("Exit code %d.", *res.ExitCode)
 	case res.State == StateRunning && res.ID != "":

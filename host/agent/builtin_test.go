@@ -105,7 +105,7 @@ func TestBuiltinCommands(t *testing.T) {
 		},
 		{
 			in:    "sh sleep 100",
-			tools: fakeTools{spawn: SpawnResult{State: StateKilled}},
+			tools: fakeTools{spawn: SpawnResult{State: StateKilled, ExitCode: intp(-15)}},
 			want:  "Stopped after 10s.\n(no output)",
 			calls: []toolCallRec{{Method: "Spawn", Req: SpawnRequest{Command: "sleep 100", Timeout: DefaultShTimeout}}},
 		},

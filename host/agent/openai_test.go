@@ -596,6 +596,7 @@ func TestOpenAICancel(t *testing.T) {
 func TestOpenAIRealShell(t *testing.T) {
 	fm := newFakeModel(t,
 		callTools(scriptedCall{"c1", "terminal", `{"command":"echo from-sh; exit 2","timeout":30}`}),
+		callTools(scriptedCall{"c2", "terminal", `{"command":"echo start; exec sleep 60","timeout":0.2}`}),
 		answer("It printed from-sh and failed."),
 	)
 	rep, err := fm.agent(t, Config{}).Turn(context.Background(), &Turn{Text: "try it", Tools: newShellTools(t)})
@@ -605,10 +606,18 @@ func TestOpenAIRealShell(t *testing.T) {
 	if rep.Text != "It printed from-sh and failed." {
 		t.Errorf("reply %q", rep.Text)
 	}
-	msgs := fm.requests()[1].Body["messages"].([]any)
+	msgs := fm.requests()[2].Body["messages"].([]any)
+	if res := msgs[len(msgs)-3].(map[string]any)["content"].(string); res != `{"exit_code":2,"id":"proc_000000000001","output":"from-sh\n","state":"exited"}` {
+		t.Errorf("tool result %s", res)
+	}
+	// The foreground timeout kills the command (its output so far depends on timing).
+	var killed map[string]any
 	res := msgs[len(msgs)-1].(map[string]any)["content"].(string)
-	if want := `{"exit_code":2,"id":"proc_000000000001","output":"from-sh\n","state":"exited"}`; res != want {
-		t.Errorf("tool result %s, want %s", res, want)
+	if err := json.Unmarshal([]byte(res), &killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed["id"] != "proc_000000000002" || killed["state"] != "killed" || killed["timed_out"] != true || killed["exit_code"] != nil {
+		t.Errorf("tool result %s", res)
 	}
 }
 

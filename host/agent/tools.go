@@ -223,7 +223,7 @@ func terminal(ctx context.Context, tools Tools, a toolArgs, cmdTimeout time.Dura
 		out["state"] = StateExited
 	}
 	out["output"] = tailChars(res.Output, toolOutputChars)
-	if res.ExitCode == nil && res.State == StateRunning {
+	if res.State == StateRunning || res.State == StateKilled { // a foreground command is only killed on timeout
 		out["timed_out"] = true
 	}
 	return jsonResult(out)
