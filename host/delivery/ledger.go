@@ -177,6 +177,10 @@ type Options struct {
 	Lanes int
 	// Observer, if set, is called after every state change (tests and metrics).
 	Observer func(Row)
+	// Suppressed, if set, is asked inside the boundary right before a send whether the message
+	// is no longer wanted (a process notice whose result the agent already read); it answers
+	// with the reason. Such a message is dropped.
+	Suppressed func(ctx context.Context, origin string) (bool, string)
 }
 
 // Ledger is the delivery ledger and its senders.
@@ -433,7 +437,7 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
 		q = "WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, f.Limit)
-	return queryRows(ctx, db, q+" ORDER BY created_at DESC, id DESC LIMIT ?", args...)
+	return queryRows(ctx, db, q+" ORDER BY rowid DESC LIMIT ?", args...)
 }
 
 func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, error) {

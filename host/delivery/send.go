@@ -190,7 +190,7 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 func (l *Ledger) nextDue(ctx context.Context, laneID string, now time.Time) (Row, time.Duration, bool, error) {
 	rows, err := l.query(ctx, `d WHERE lane = ? AND state = ?
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
-		ORDER BY next_at > ?, created_at, grp, part LIMIT 1`, laneID, string(Pending), now.UnixMilli())
+		ORDER BY next_at > ?, d.rowid LIMIT 1`, laneID, string(Pending), now.UnixMilli())
 	if err != nil || len(rows) == 0 {
 		return Row{}, 0, false, err
 	}
@@ -225,6 +225,12 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		case !v.Deliverable():
 			l.retryUnverifiable(ctx, ln, r, v)
 			return nil
+		}
+		if l.opt.Suppressed != nil && r.Origin != "" {
+			if skip, why := l.opt.Suppressed(b.Context(), r.Origin); skip {
+				l.settle(ctx, r, Dropped, "suppressed: "+why, nil, "")
+				return nil
+			}
 		}
 		// The check and the send are in this one critical section: no transition of this key
 		// can happen between them.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,7 +142,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.ledger, err = delivery.Open(ctx, g.db, g.kernel, transport{g}, delivery.Options{Logger: g.log})
+	g.ledger, err = delivery.Open(ctx, g.db, g.kernel, transport{g}, delivery.Options{Logger: g.log, Suppressed: g.consumed})
 	if err != nil {
 		return err
 	}
@@ -151,6 +152,19 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	}
 	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, a, g.procs, router{g}, turn.Options{Logger: g.log, Notifications: cfg.Notifications})
 	return err
+}
+
+// consumed reports whether a process notice is moot because the agent already read the result
+// (with wait, log or kill) after the notice was queued.
+func (g *Gateway) consumed(ctx context.Context, origin string) (bool, string) {
+	if !strings.HasPrefix(origin, "proc_") {
+		return false, ""
+	}
+	ok, err := g.procs.Consumed(ctx, origin)
+	if err != nil || !ok {
+		return false, ""
+	}
+	return true, "the agent already read the result of " + origin
 }
 
 // liveProcesses tells auto-reset whether a key has a running background process.

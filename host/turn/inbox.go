@@ -92,7 +92,7 @@ func (e *Engine) setState(ctx context.Context, ids []string, state, outcome stri
 
 func (e *Engine) loadOpen(ctx context.Context) ([]inboxRow, []inboxRow, error) {
 	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, stamp, state, created_at
-		FROM turn_inbox WHERE state IN ('queued', 'running') ORDER BY created_at, id`)
+		FROM turn_inbox WHERE state IN ('queued', 'running') ORDER BY rowid`)
 	if err != nil {
 		return nil, nil, err
 	}

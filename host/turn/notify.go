@@ -54,6 +54,13 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		ack("dropped: no route")
 		return
 	}
+	if err := e.k.VerifyRoute(st, st.Route); err != nil {
+		// The route would take the notice somewhere the stamped key does not own (a DM/group
+		// bleed): never deliver it.
+		ack("dropped: " + session.ReasonKeyMismatch)
+		e.log.Warn("process notification dropped: route does not match its key", "proc", ev.ProcID, "error", err)
+		return
+	}
 	plugin, ok := e.router.PluginFor(st.Route.Platform, st.Profile)
 	if !ok {
 		e.retry(ctx, c, "no plugin serves "+st.Route.Platform+" for profile "+st.Profile)
