@@ -124,3 +124,44 @@ func ownerAliveElsewhere(owner string) bool {
 	l, err := checkLive(pid, ticks)
 	return err == nil && l == alive
 }
+
+// findSpawned looks through /proc for the wrappers of the given process ids: group leaders
+// whose environment carries HERMES_PROCESS_ID=<id>. Recover uses it for checkpoints left in
+// "starting" (the host stopped between starting a process and recording its pid). Processes
+// of other users are unreadable and skipped.
+func findSpawned(ids map[string]bool) map[string]spawnedProc {
+	found := map[string]spawnedProc{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return found
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readProcStat(pid)
+		if err != nil || st.pgid != pid || st.state == 'Z' {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			id, ok := bytes.CutPrefix(kv, []byte("HERMES_PROCESS_ID="))
+			if !ok || !ids[string(id)] {
+				continue
+			}
+			if prev, dup := found[string(id)]; !dup || st.startTicks < prev.startTicks {
+				found[string(id)] = spawnedProc{pid: pid, startTicks: st.startTicks}
+			}
+		}
+	}
+	return found
+}
+
+type spawnedProc struct {
+	pid        int
+	startTicks uint64
+}

@@ -19,6 +19,9 @@ type RecoverReport struct {
 
 // Recover runs once at host start. For every checkpoint still starting or running:
 //
+//   - still starting (the host stopped between starting the process and recording its pid):
+//     the process is looked for in /proc by the HERMES_PROCESS_ID of its environment, and is
+//     then treated like a running one; if it is not found it ended (exit file) or is lost;
 //   - pid alive with the recorded kernel start time: re-adopted. It is watched by polling /proc
 //     (it is not our child), its output is read on from its log file, and its end is reported
 //     with the status from its exit file, or as unknown;
@@ -53,6 +56,19 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 		return rep, fmt.Errorf("process: recover: %w", err)
 	}
 
+	// A checkpoint still "starting" may belong to a process that did start: find it by the
+	// HERMES_PROCESS_ID in its environment.
+	starting := map[string]bool{}
+	for _, in := range open {
+		if in.State == StateStarting {
+			starting[in.ID] = true
+		}
+	}
+	var orphans map[string]spawnedProc
+	if len(starting) > 0 {
+		orphans = findSpawned(starting)
+	}
+
 	var ops []*op
 	now := r.now()
 	foreign := map[string]bool{} // writer identity → alive elsewhere; usually one previous host
@@ -68,6 +84,11 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 		}
 		exitPath := filepath.Join(r.logDir, in.ID+".exit")
 		st := endStatus{state: StateLost, reason: ReasonSpawnCrash}
+		if o, ok := orphans[in.ID]; ok {
+			in.State, in.PID, in.StartTicks = StateRunning, o.pid, o.startTicks
+		} else if code, ok := readExitFile(exitPath); ok && in.State == StateStarting {
+			st = endStatus{state: StateExited, code: code, reason: ReasonExitWhileDown}
+		}
 		if in.State == StateRunning {
 			l, err := checkLive(in.PID, in.StartTicks)
 			if err != nil {

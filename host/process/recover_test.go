@@ -131,6 +131,41 @@ func TestRecoverInterruptedSpawnIsLost(t *testing.T) {
 	}
 }
 
+// The host stopped between starting a process and checkpointing its pid: Recover finds the
+// process by the id in its environment and adopts it.
+func TestRecoverFindsProcessStartedBeforeItsPidWasRecorded(t *testing.T) {
+	e := newEnv(t, Options{})
+	id := "proc_ffffffffff01"
+	cmd := exec.Command("/bin/sh", "-c", wrapperScript, e.r.opt.Shell, "sleep 300", e.dir+"/proc/"+id+".exit")
+	cmd.Env = append(cmd.Environ(), "HERMES_PROCESS_ID="+id)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited })
+	in := storedInfo(id, 0, 0)
+	in.State, in.Gen = StateStarting, 1
+	putRow(t, e.db, in)
+
+	rep := e.reopen()
+	if len(rep.Adopted) != 1 || rep.Adopted[0] != id {
+		t.Fatalf("report %+v", rep)
+	}
+	row := e.row(id)
+	if row.State != StateRunning || row.PID != cmd.Process.Pid || !row.Adopted || row.StartTicks == 0 {
+		t.Fatalf("checkpoint %+v", row)
+	}
+	if _, err := e.r.Kill(context.Background(), id, KillOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if cs := e.completions(id); len(cs) != 1 || cs[0].State != StateKilled {
+		t.Fatalf("completions %+v", cs)
+	}
+}
+
 // In-process restart: a live process is re-adopted, its output continues from the log file, its
 // end is seen by polling /proc and its exit status comes from the exit file.
 func TestRecoverAdoptsLiveProcess(t *testing.T) {
