@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
@@ -30,6 +31,12 @@ func buildHost(tb testing.TB) (bin, plugins string) {
 	return bin, plugins
 }
 
+var (
+	pidsMu    sync.Mutex
+	servePIDs = map[int]bool{}
+	lastPID   int
+)
+
 // startServe runs `hermes-host serve` and returns once it logs that it is serving (plugins
 // loaded, listener open). The process is killed when the test ends.
 func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (addr string, stop func()) {
@@ -41,6 +48,10 @@ func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (a
 		tb.Fatal(err)
 	}
 	stop = func() { cmd.Process.Kill(); cmd.Wait() }
+	pidsMu.Lock()
+	servePIDs[cmd.Process.Pid] = true
+	lastPID = cmd.Process.Pid
+	pidsMu.Unlock()
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		line := sc.Text()
