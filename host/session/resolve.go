@@ -124,7 +124,11 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 		var r Route
 		err := b.tx(func(tx *sql.Tx) error {
 			var err error
-			r, err = b.replace(tx, st, cur, endReason, createdReplace, encodeSource(src), sql.NullString{}, !opt.Internal, now)
+			createdBy := createdReplace
+			if endReason == EndReset {
+				createdBy = createdReset
+			}
+			r, err = b.replace(tx, st, cur, endReason, createdBy, encodeSource(src), sql.NullString{}, !opt.Internal, now)
 			return err
 		})
 		if err != nil {
