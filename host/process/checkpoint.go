@@ -149,9 +149,11 @@ func writeRow(ctx context.Context, tx *stmtTx, in *Info, now time.Time) (applied
 }
 
 // stmtTx runs statements in one transaction, preparing each distinct query once: for the small
-// writes of a checkpoint, parsing the SQL is most of the cost.
+// writes of a checkpoint, parsing the SQL is most of the cost. With a stmtCache the statements
+// are prepared once per connection for the life of the cache, not once per transaction.
 type stmtTx struct {
 	tx    *sql.Tx
+	cache *stmtCache // may be nil
 	stmts map[string]*sql.Stmt
 }
 
@@ -161,12 +163,47 @@ func (s *stmtTx) exec(ctx context.Context, query string, args ...any) (sql.Resul
 	st, ok := s.stmts[query]
 	if !ok {
 		var err error
-		if st, err = s.tx.PrepareContext(ctx, query); err != nil {
+		if s.cache != nil {
+			var shared *sql.Stmt
+			if shared, err = s.cache.get(ctx, query); err == nil {
+				st = s.tx.StmtContext(ctx, shared) // reuses the connection's prepared statement
+			}
+		} else {
+			st, err = s.tx.PrepareContext(ctx, query)
+		}
+		if err != nil {
 			return nil, err
 		}
 		s.stmts[query] = st // closed with the transaction
 	}
 	return st.ExecContext(ctx, args...)
+}
+
+// stmtCache holds statements prepared on the database for one user (the writer goroutine).
+type stmtCache struct {
+	db    *sql.DB
+	stmts map[string]*sql.Stmt
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := c.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if c.stmts == nil {
+		c.stmts = map[string]*sql.Stmt{}
+	}
+	c.stmts[query] = st
+	return st, nil
+}
+
+func (c *stmtCache) close() {
+	for _, st := range c.stmts {
+		st.Close()
+	}
 }
 
 type scanner interface{ Scan(...any) error }

@@ -68,6 +68,9 @@ func (r *Registry) tick(p *proc, now time.Time) {
 	r.drainLocked(p, true)
 	adopted, pid, ticks := p.info.Adopted, p.info.PID, p.info.StartTicks
 	expired := p.info.MaxAge > 0 && p.killWhy == "" && now.Sub(p.info.StartedAt) > p.info.MaxAge
+	if expired {
+		p.killWhy, p.info.Reason = ReasonMaxAge, ReasonMaxAge // once: later ticks see it
+	}
 	p.mu.Unlock()
 
 	if adopted {

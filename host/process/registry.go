@@ -261,6 +261,7 @@ func (r *Registry) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, er
 	if err := o.wait(); err != nil {
 		wf.Close()
 		p.logf.Close()
+		os.Remove(p.logPath)
 		r.release()
 		return res, err
 	}

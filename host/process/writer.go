@@ -45,6 +45,8 @@ type writer struct {
 	log  *slog.Logger
 	wake func() // called after a commit that queued deliverable events
 
+	stmts stmtCache // used by the writer goroutine only
+
 	mu      sync.Mutex // guards queue, closed and sending on or closing kick
 	queue   []*op
 	closed  bool
@@ -55,7 +57,8 @@ type writer struct {
 const maxBatch = 512
 
 func newWriter(db *sql.DB, now func() time.Time, log *slog.Logger, wake func()) *writer {
-	w := &writer{db: db, now: now, log: log, wake: wake, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	w := &writer{db: db, now: now, log: log, wake: wake, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
+		stmts: stmtCache{db: db}}
 	go w.run()
 	return w
 }
@@ -92,6 +95,7 @@ func (w *writer) close() {
 
 func (w *writer) run() {
 	defer close(w.stopped)
+	defer w.stmts.close()
 	for range w.kick {
 		for {
 			w.mu.Lock()
@@ -121,7 +125,7 @@ func (w *writer) commit(batch []*op) {
 	notify := false
 	err := store.WithTx(ctx, w.db, func(sqlTx *sql.Tx) error {
 		notify = false
-		tx := newStmtTx(sqlTx)
+		tx := &stmtTx{tx: sqlTx, cache: &w.stmts, stmts: map[string]*sql.Stmt{}}
 		for _, o := range batch {
 			n, err := o.apply(ctx, tx, now)
 			if err != nil {
