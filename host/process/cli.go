@@ -57,6 +57,7 @@ type rowWith struct {
 	more  *string
 }
 
+// Scan scans the row's columns into dst and the extra columns into the extra fields.
 func (r rowWith) Scan(dst ...any) error { return r.s.Scan(append(dst, r.extra, r.more)...) }
 
 // List is ListProcesses on this registry's database and data directory.

@@ -107,6 +107,30 @@ func (q *Queue) Claim(ctx context.Context, max int, lease time.Duration) ([]Clai
 	return out, nil
 }
 
+// Next blocks until at least one event can be claimed (or ctx is done) and claims up to max of
+// them, as Claim does. It wakes on Wake and, for Release delays and expired leases, at least
+// every poll.
+func (q *Queue) Next(ctx context.Context, max int, lease, poll time.Duration) ([]Claimed, error) {
+	if poll <= 0 {
+		poll = time.Second
+	}
+	t := time.NewTimer(poll)
+	defer t.Stop()
+	for {
+		c, err := q.Claim(ctx, max, lease)
+		if err != nil || len(c) > 0 {
+			return c, err
+		}
+		t.Reset(poll)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-q.wake:
+		case <-t.C:
+		}
+	}
+}
+
 // Ack marks a claimed event done with an outcome the CLI shows ("delivered", "dropped:
 // session_reset", …). Done is final. It fails with ErrSuppressed if the agent consumed the result
 // meanwhile (the event stays suppressed), and with ErrClaimLost if the token no longer holds it.

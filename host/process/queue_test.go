@@ -183,3 +183,31 @@ func TestQueueClaimAckReleaseAcrossRestart(t *testing.T) {
 		t.Fatalf("done events handed out again after restart: %+v", r)
 	}
 }
+
+func TestQueueNextBlocksUntilAnEvent(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, Options{})
+	q := e.r.Queue()
+	got := make(chan []Claimed, 1)
+	go func() {
+		c, err := q.Next(ctx, 10, time.Minute, time.Hour) // only a wake-up can end it
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+	}()
+	res := e.spawn(SpawnRequest{Command: "echo hi", NotifyOnComplete: true})
+	select {
+	case c := <-got:
+		if len(c) != 1 || c[0].ProcID != res.ID || c[0].Output != "hi" {
+			t.Fatalf("next %+v", c)
+		}
+	case <-time.After(long):
+		t.Fatal("Next did not wake up")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := q.Next(cctx, 1, time.Minute, time.Hour); err == nil {
+		t.Fatal("Next ignored its context")
+	}
+}
