@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk"
+)
+
+// api calls Bot API methods for one profile, with that profile's token only.
+type api struct {
+	c   *sdk.Context
+	cfg *Config
+}
+
+// reply is a Bot API answer. Envelope is false when the body was not a JSON envelope (an HTML
+// error page from the front end, a truncated body).
+type reply struct {
+	Status      int
+	Envelope    bool
+	OK          bool            `json:"ok"`
+	Result      json.RawMessage `json:"result"`
+	ErrorCode   int             `json:"error_code"`
+	Description string          `json:"description"`
+	Parameters  struct {
+		MigrateToChatID int64 `json:"migrate_to_chat_id"`
+		RetryAfter      int64 `json:"retry_after"`
+	} `json:"parameters"`
+}
+
+// call POSTs params as JSON to method. A transport failure (the host's io, timeout, denied…) is
+// returned as an *abi.Error with the token scrubbed from its message; any HTTP answer is a
+// reply.
+func (a *api) call(method string, params any, timeout time.Duration) (*reply, error) {
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeInternal, "%s: encode parameters: %v", method, err)
+	}
+	resp, err := a.c.HTTP(&abi.HTTPRequest{
+		Method:    "POST",
+		URL:       a.cfg.APIBase + "/bot" + a.cfg.Token + "/" + method,
+		Headers:   map[string][]string{"Content-Type": {"application/json"}},
+		Body:      body,
+		TimeoutMs: timeout.Milliseconds(),
+	})
+	if err != nil {
+		e := *abi.AsError(err)
+		e.Message = a.scrub(e.Message)
+		return nil, &e
+	}
+	r := &reply{Status: resp.Status}
+	if json.Unmarshal(resp.Body, r) == nil && (r.OK || r.Description != "" || r.ErrorCode != 0) {
+		r.Envelope = true
+	}
+	if r.OK && (!r.Envelope || resp.Status != 200) {
+		r.OK = false
+	}
+	return r, nil
+}
+
+// scrub removes the token from text (the host's egress errors quote the URL, which holds it).
+func (a *api) scrub(text string) string {
+	if a.cfg.Token == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, a.cfg.Token, "<token>")
+}
+
+// describe summarises a failed reply for logs and error messages.
+func (r *reply) describe() string {
+	if r.Envelope && r.Description != "" {
+		return r.Description
+	}
+	if !r.Envelope {
+		return "HTTP " + strconv.Itoa(r.Status) + " without a Bot API answer"
+	}
+	return "HTTP " + strconv.Itoa(r.Status)
+}
+
+var retryAfterRE = regexp.MustCompile(`retry after (\d+)`)
+
+// retryAfter is how long Telegram asks to wait: parameters.retry_after, else the number in the
+// description, in milliseconds (0 when neither is given).
+func (r *reply) retryAfter() int64 {
+	if r.Parameters.RetryAfter > 0 {
+		return r.Parameters.RetryAfter * 1000
+	}
+	if m := retryAfterRE.FindStringSubmatch(r.Description); m != nil {
+		if n, err := strconv.ParseInt(m[1], 10, 64); err == nil && n < 1<<31 {
+			return n * 1000
+		}
+	}
+	return 0
+}
+
+// is reports whether the reply's description contains text (case-insensitive).
+func (r *reply) is(text string) bool {
+	return strings.Contains(strings.ToLower(r.Description), text)
+}
+
+// apiError is a Bot API refusal (or a body that is not a Bot API answer).
+type apiError struct {
+	method string
+	r      *reply
+}
+
+func (e *apiError) Error() string { return e.method + ": " + e.r.describe() }
+
+// unauthorized reports a refusal that means the token is wrong or revoked.
+func (e *apiError) unauthorized() bool { return e.r.Status == 401 || e.r.Status == 404 }
+
+// do calls method and decodes its result into out (which may be nil). The error is a transport
+// *abi.Error or an *apiError.
+func (a *api) do(method string, params any, timeout time.Duration, out any) error {
+	r, err := a.call(method, params, timeout)
+	if err != nil {
+		return err
+	}
+	if !r.OK {
+		return &apiError{method, r}
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.Result, out); err != nil {
+			r.OK, r.Description = false, "malformed result: "+err.Error()
+			return &apiError{method, r}
+		}
+	}
+	return nil
+}
+
+// tokenBotID is the bot's user id as written in its token ("<id>:<secret>"), or 0.
+func tokenBotID(token string) int64 {
+	id, _, _ := strings.Cut(token, ":")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+// getMe asks Telegram who the bot is and caches the answer in the kv store under the token's
+// key.
+func (a *api) getMe() (identity, error) {
+	var me identity
+	if err := a.do("getMe", struct{}{}, 10*time.Second, &me); err != nil {
+		return identity{}, err
+	}
+	if me.Username == "" {
+		return identity{}, abi.Errorf(abi.CodeInternal, "getMe answered without a username")
+	}
+	raw, _ := json.Marshal(me)
+	return me, a.c.KVSet(a.meKey(), raw)
+}
+
+func (a *api) meKey() string { return "me:" + a.cfg.tokenKey() }
+
+// me returns the bot's identity: the configured bot_username (with the id from the token), else
+// the cached getMe answer, else a fresh getMe.
+func (a *api) me() (identity, error) {
+	if a.cfg.BotUsername != "" {
+		return identity{ID: tokenBotID(a.cfg.Token), Username: a.cfg.BotUsername}, nil
+	}
+	raw, found, err := a.c.KVGet(a.meKey())
+	if err != nil {
+		return identity{}, err
+	}
+	var me identity
+	if found && json.Unmarshal(raw, &me) == nil && me.Username != "" {
+		return me, nil
+	}
+	return a.getMe()
+}

@@ -1,0 +1,86 @@
+// Command telegram is the Telegram platform plugin: it connects a bot (one per profile, each with
+// its own token) to hermes-host through the Bot API.
+//
+// Inbound, a profile long-polls getUpdates (mode "poll", the default) or receives Telegram's
+// pushes on POST /hooks/telegram/{profile} (mode "webhook", authenticated by secret_token).
+// Updates become events with id "update:<update_id>": private chats are "dm", groups "group",
+// forum topics "forum" with the topic as thread_id (only for messages Telegram marks
+// is_topic_message), channels "channel". In groups, messages that do not address the bot (a
+// mention, a reply to it, a command) are observed, not turned, unless require_mention is false.
+//
+// Outbound, send posts plain text with sendMessage (into the topic, replying when asked), edits
+// with editMessageText and shows "typing" with sendChatAction, and maps Telegram's refusals to
+// typed errors for the host, which owns retries.
+//
+// Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o telegram.wasm .
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk"
+)
+
+// Version is the plugin's version, reported in its manifest.
+const Version = "1.0.0"
+
+func init() {
+	sdk.Register(sdk.Plugin{
+		Manifest: abi.Manifest{
+			Name:        "telegram",
+			Version:     Version,
+			Kind:        abi.KindPlatform,
+			Platform:    "telegram",
+			Description: "Telegram Bot API: long polling or webhook, forum topics, mention gating",
+			Capabilities: []string{abi.CapPoll, abi.CapWebhook, abi.CapThreads, abi.CapTyping,
+				abi.CapReplies, abi.CapEdit},
+			MessageLimit: abi.MessageLimit{Max: MaxText, Unit: abi.UnitUTF16},
+			Egress:       []string{"api.telegram.org"},
+			ConfigSchema: json.RawMessage(schema),
+		},
+		Configure: configure,
+		Webhook:   webhook,
+		Poll:      poll,
+		Send:      send,
+	})
+}
+
+func main() {}
+
+// configure validates a profile. Beyond the local checks it asks Telegram who the bot is
+// (getMe), which rejects a revoked token and caches the bot's username for mention gating; when
+// Telegram cannot be reached the profile is accepted and poll learns the identity later.
+//
+// It never registers a webhook: configure runs at every load, including for a new version that
+// may still fail validation while the old one serves. Webhook mode registers (idempotently)
+// from poll instead; see ensureWebhook.
+func configure(c *sdk.Context) ([]string, error) {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	if p := cfg.problems(); len(p) > 0 {
+		return p, nil
+	}
+	if cfg.BotUsername != "" {
+		return nil, nil
+	}
+	a := &api{c: c, cfg: cfg}
+	_, err = a.getMe()
+	var ae *apiError
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.As(err, &ae) && ae.unauthorized():
+		return []string{"Telegram rejected the token (getMe: " + ae.r.describe() + ")"}, nil
+	case abi.CodeOf(err) == abi.CodeDenied:
+		return []string{"api_base is not reachable under the egress policy (grant its host with egress_extra): " +
+			a.scrub(err.Error())}, nil
+	}
+	c.Log(abi.LevelWarn, "getMe failed; accepting the profile and retrying from poll",
+		"error", strings.TrimSpace(a.scrub(err.Error())))
+	return nil, nil
+}

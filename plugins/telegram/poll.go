@@ -1,0 +1,213 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk"
+)
+
+// allowedUpdates are the update kinds the plugin maps; Telegram drops the others for us.
+var allowedUpdates = []string{"message", "edited_message", "channel_post", "edited_channel_post"}
+
+// Back-off answers of poll (the host polls again after this long when there are no events).
+const (
+	backoffConflict = 5 * time.Second  // another getUpdates client is polling this bot
+	backoffFailure  = 3 * time.Second  // network trouble, 5xx, malformed answers
+	backoffRefused  = time.Minute      // token rejected, egress denied: needs the operator
+	webhookRecheck  = 5 * time.Minute  // webhook mode: how often poll re-checks the registration
+	pollMargin      = 4 * time.Second  // HTTP timeout beyond the long poll's own
+	minPollInterval = time.Second      // never short-poll faster than this
+	shortPollBudget = 10 * time.Second // a short getUpdates (after deleteWebhook)
+)
+
+// Cursor keys in the kv store, per token (an offset means nothing to another bot). The committed
+// offset is what getUpdates is called with; the pending one is the offset after the batch the
+// previous poll returned, committed at the start of the next poll (SPEC §2.5).
+func offsetKey(cfg *Config) string  { return "offset:" + cfg.tokenKey() }
+func pendingKey(cfg *Config) string { return "offset_next:" + cfg.tokenKey() }
+
+// poll receives updates by long polling (mode poll), or, in webhook mode, makes sure Telegram
+// pushes them to the webhook and asks to be polled again later.
+func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	if p := cfg.problems(); len(p) > 0 {
+		c.Log(abi.LevelError, "invalid configuration", "problems", strings.Join(p, "; "))
+		return backoff(backoffRefused), nil
+	}
+	a := &api{c: c, cfg: cfg}
+	if cfg.Mode == ModeWebhook {
+		return ensureWebhook(a)
+	}
+
+	// The host calls poll again only after it has durably recorded the previous batch: that
+	// batch can now be confirmed to Telegram, by asking for updates after it.
+	offset, err := commitOffset(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	me, err := a.me()
+	if err != nil {
+		return failure(a, "cannot learn the bot's identity (getMe)", err), nil
+	}
+
+	wait := time.Duration(max(req.WaitMs, 0)) * time.Millisecond
+	timeout := int64(wait / time.Second)
+	raw, err := getUpdates(a, offset, timeout, wait+pollMargin)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.r.Status == 409 && ae.r.is("webhook is active") {
+		// A webhook left over from webhook mode (or another deployment) blocks polling.
+		c.Log(abi.LevelWarn, "a webhook is set while this profile polls; deleting it")
+		if err := a.do("deleteWebhook", struct{}{}, shortPollBudget, nil); err != nil {
+			return failure(a, "deleteWebhook failed", err), nil
+		}
+		raw, err = getUpdates(a, offset, 0, shortPollBudget)
+	}
+	if errors.As(err, &ae) && ae.r.Status == 409 {
+		c.Log(abi.LevelWarn, "another client is polling this bot (getUpdates conflict); backing off",
+			"description", ae.r.describe(), "backoff_ms", strconv.FormatInt(backoffConflict.Milliseconds(), 10))
+		return backoff(backoffConflict), nil
+	}
+	if err != nil {
+		return failure(a, "getUpdates failed", err), nil
+	}
+
+	out := &abi.PollResult{}
+	next := offset
+	opts := mapOptions{Me: me, RequireMention: cfg.requireMention()}
+	for _, u := range raw {
+		id, ev, skip, err := parseUpdate(u, opts)
+		if id > 0 {
+			next = max(next, id+1)
+		}
+		switch {
+		case err != nil:
+			c.Log(abi.LevelWarn, "skipping a malformed update", "update_id", strconv.FormatInt(id, 10), "error", err.Error())
+		case ev == nil:
+			c.Log(abi.LevelDebug, "skipping update", "update_id", strconv.FormatInt(id, 10), "reason", skip)
+		default:
+			out.Events = append(out.Events, *ev)
+		}
+	}
+	if len(raw) == 0 && wait < minPollInterval {
+		out.BackoffMs = (minPollInterval - wait).Milliseconds()
+	}
+	// Last: from here the batch is handed to the host, which records it before the next poll.
+	if next > offset {
+		if err := c.KVSet(pendingKey(cfg), []byte(strconv.FormatInt(next, 10))); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// commitOffset makes the pending offset (after the batch the previous poll returned) the
+// committed one, and returns the committed offset (0 before any update).
+func commitOffset(c *sdk.Context, cfg *Config) (int64, error) {
+	pending, found, err := c.KVGet(pendingKey(cfg))
+	if err != nil {
+		return 0, err
+	}
+	if found {
+		if err := c.KVSet(offsetKey(cfg), pending); err != nil {
+			return 0, err
+		}
+		if err := c.KVDelete(pendingKey(cfg)); err != nil {
+			return 0, err
+		}
+	}
+	raw, found, err := c.KVGet(offsetKey(cfg))
+	if err != nil || !found {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n < 0 {
+		c.Log(abi.LevelError, "ignoring a corrupt stored offset", "value", string(raw))
+		return 0, nil
+	}
+	return n, nil
+}
+
+// getUpdates long-polls for up to timeout seconds and returns the raw updates, each decoded
+// separately so that one malformed update does not hide the others.
+func getUpdates(a *api, offset, timeout int64, budget time.Duration) ([]json.RawMessage, error) {
+	p := struct {
+		Offset         int64    `json:"offset,omitempty"`
+		Limit          int      `json:"limit"`
+		Timeout        int64    `json:"timeout"`
+		AllowedUpdates []string `json:"allowed_updates"`
+	}{offset, 100, timeout, allowedUpdates}
+	var raw []json.RawMessage
+	return raw, a.do("getUpdates", p, budget, &raw)
+}
+
+// ensureWebhook registers the webhook (webhook mode) when Telegram does not have it, or has it
+// with other settings than this configuration's, and asks to be polled again later. The
+// registration is checked with getWebhookInfo at every such poll and remembered (as a digest of
+// URL and secret) in the kv store, so a webhook deleted or replaced elsewhere is restored.
+func ensureWebhook(a *api) (*abi.PollResult, error) {
+	cfg := a.cfg
+	if _, err := a.me(); err != nil { // warm the identity cache the webhook export reads
+		return failure(a, "cannot learn the bot's identity (getMe)", err), nil
+	}
+	sum := sha256.Sum256([]byte(cfg.WebhookURL + "\x00" + cfg.SecretToken))
+	digest := hex.EncodeToString(sum[:])
+	key := "webhook:" + cfg.tokenKey()
+	stored, _, err := a.c.KVGet(key)
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		URL string `json:"url"`
+	}
+	if err := a.do("getWebhookInfo", struct{}{}, shortPollBudget, &info); err != nil {
+		return failure(a, "getWebhookInfo failed", err), nil
+	}
+	if info.URL == cfg.WebhookURL && string(stored) == digest {
+		return backoff(webhookRecheck), nil
+	}
+	p := struct {
+		URL            string   `json:"url"`
+		SecretToken    string   `json:"secret_token"`
+		AllowedUpdates []string `json:"allowed_updates"`
+	}{cfg.WebhookURL, cfg.SecretToken, allowedUpdates}
+	if err := a.do("setWebhook", p, shortPollBudget, nil); err != nil {
+		return failure(a, "setWebhook failed", err), nil
+	}
+	if err := a.c.KVSet(key, []byte(digest)); err != nil {
+		return nil, err
+	}
+	a.c.Log(abi.LevelInfo, "webhook registered", "url", cfg.WebhookURL)
+	return backoff(webhookRecheck), nil
+}
+
+// failure logs a failed Bot API or transport call and answers with a back-off suited to it.
+func failure(a *api, what string, err error) *abi.PollResult {
+	wait := backoffFailure
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && ae.unauthorized():
+		wait = backoffRefused
+	case errors.As(err, &ae) && ae.r.retryAfter() > 0:
+		wait = time.Duration(ae.r.retryAfter()) * time.Millisecond
+	case abi.CodeOf(err) == abi.CodeDenied:
+		wait = backoffRefused
+	}
+	level := abi.LevelWarn
+	if wait == backoffRefused {
+		level = abi.LevelError
+	}
+	a.c.Log(level, what, "error", a.scrub(err.Error()), "backoff_ms", strconv.FormatInt(wait.Milliseconds(), 10))
+	return backoff(wait)
+}
+
+func backoff(d time.Duration) *abi.PollResult { return &abi.PollResult{BackoffMs: d.Milliseconds()} }

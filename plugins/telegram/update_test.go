@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hermes-host/hermes-host/abi"
+	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
+)
+
+var (
+	ada = tgt.Person(111, "Ada")
+	bob = tgt.Person(222, "Bob")
+	me  = identity{ID: 123456789, Username: tgt.DefaultBotUsername}
+)
+
+// mapped runs an update built by the fake through the parser, as poll and webhook do.
+func mapped(t *testing.T, u tgt.Update, requireMention bool) (*abi.InboundEvent, string) {
+	t.Helper()
+	raw, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, ev, skip, err := parseUpdate(raw, mapOptions{Me: me, RequireMention: requireMention})
+	if err != nil || id != u.UpdateID {
+		t.Fatalf("parseUpdate: id %d, %v", id, err)
+	}
+	if ev != nil {
+		checkEvent(t, ev)
+	}
+	return ev, skip
+}
+
+// checkEvent asserts the invariants every event must hold.
+func checkEvent(t testing.TB, ev *abi.InboundEvent) {
+	t.Helper()
+	if !strings.HasPrefix(ev.ID, "update:") || len(ev.ID) == len("update:") {
+		t.Fatalf("event id %q", ev.ID)
+	}
+	if ev.Kind != abi.EventMessage && ev.Kind != abi.EventObserve {
+		t.Fatalf("event kind %q", ev.Kind)
+	}
+	s := ev.Source
+	switch s.ChatType {
+	case abi.ChatDM, abi.ChatGroup, abi.ChatForum, abi.ChatChannel:
+	default:
+		t.Fatalf("chat type %q", s.ChatType)
+	}
+	if s.ChatID == "" || s.ChatID == "0" || s.MessageID == "" {
+		t.Fatalf("source %+v", s)
+	}
+	if s.ThreadID != "" && s.ChatType != abi.ChatForum && s.ChatType != abi.ChatDM {
+		t.Fatalf("thread id on a %s chat: %+v", s.ChatType, s)
+	}
+	if s.ChatType == abi.ChatForum && s.ThreadID == "" {
+		t.Fatalf("forum event without a thread: %+v", s)
+	}
+	if strings.TrimSpace(ev.Text) == "" {
+		t.Fatalf("event without text: %+v", ev)
+	}
+}
+
+func TestMapChatsAndTopics(t *testing.T) {
+	tg := tgt.New(t)
+	bot := tg.Bot()
+	forum, topics := tg.AddForum(-1001000000001, "Team", tgt.Topic{Name: "ops"})
+
+	// A topic message: forum + thread, and the topic's creation message is not a reply.
+	ev, _ := mapped(t, bot.TopicText(forum.ID, topics[0], ada, "@hermes_test_bot status?"), true)
+	if ev.Source.ChatType != abi.ChatForum || ev.Source.ThreadID != itoa(topics[0]) || ev.ReplyTo != "" ||
+		ev.Kind != abi.EventMessage || !ev.Mentioned || ev.Text != "status?" {
+		t.Fatalf("topic message: %+v", ev)
+	}
+	if ev.Source.UserID != "111" || ev.Source.UserName != "ada" || ev.Source.ChatName != "Team" || ev.UnixMs == 0 {
+		t.Fatalf("topic message sender: %+v", ev)
+	}
+
+	// A reply in the General topic carries a stray message_thread_id: no thread.
+	ev, _ = mapped(t, bot.GeneralTopicReply(forum.ID, ada, 5, "@hermes_test_bot and this?"), true)
+	if ev.Source.ChatType != abi.ChatGroup || ev.Source.ThreadID != "" || ev.ReplyTo != "5" {
+		t.Fatalf("general topic reply: %+v", ev)
+	}
+
+	// A DM reply chain carries a thread id too: still a plain DM.
+	first := bot.PrivateText(ada, "hello")
+	ev, _ = mapped(t, bot.DMReply(ada, first.Message.MessageID, "again"), true)
+	if ev.Source.ChatType != abi.ChatDM || ev.Source.ThreadID != "" || ev.ReplyTo != itoa(first.Message.MessageID) ||
+		ev.Kind != abi.EventMessage || ev.Source.ChatID != "111" {
+		t.Fatalf("dm reply: %+v", ev)
+	}
+
+	// A channel post has no sender: the channel speaks.
+	ev, _ = mapped(t, bot.ChannelPost(-1002000000002, "news"), true)
+	if ev.Source.ChatType != abi.ChatChannel || ev.Source.UserID != "-1002000000002" || ev.Kind != abi.EventObserve {
+		t.Fatalf("channel post: %+v", ev)
+	}
+}
+
+func TestMapMentionGating(t *testing.T) {
+	tg := tgt.New(t)
+	bot := tg.Bot()
+	const group = -4000000001
+
+	ev, _ := mapped(t, bot.GroupText(group, ada, "just chatting"), true)
+	if ev.Kind != abi.EventObserve || ev.Mentioned || ev.Source.ChatType != abi.ChatGroup {
+		t.Fatalf("unmentioned: %+v", ev)
+	}
+	ev, _ = mapped(t, bot.GroupText(group, ada, "just chatting"), false)
+	if ev.Kind != abi.EventMessage {
+		t.Fatalf("require_mention false: %+v", ev)
+	}
+	ev, _ = mapped(t, bot.MentionText(group, ada, "what's up"), true)
+	if ev.Kind != abi.EventMessage || !ev.Mentioned || ev.Text != "what's up" {
+		t.Fatalf("mentioned: %+v", ev)
+	}
+	ev, _ = mapped(t, bot.GroupText(group, ada, "hey @HERMES_TEST_BOT look"), true)
+	if ev.Kind != abi.EventMessage || ev.Text != "hey @HERMES_TEST_BOT look" {
+		t.Fatalf("mention inside text: %+v", ev)
+	}
+	ev, _ = mapped(t, bot.GroupText(group, ada, "cc @hermes_test_bot_two"), true)
+	if ev.Kind != abi.EventObserve {
+		t.Fatalf("another bot's longer name counted as a mention: %+v", ev)
+	}
+
+	// A reply to the bot's own message is a mention.
+	botMsg := tgt.Message{MessageID: 900, From: &tgt.User{ID: me.ID, IsBot: true, Username: me.Username}, Chat: tgt.Chat{ID: group, Type: tgt.Group}, Text: "answer"}
+	bot.InjectMessage(botMsg)
+	u := bot.InjectMessage(tgt.Message{From: &ada, Chat: tgt.Chat{ID: group, Type: tgt.Group}, Text: "thanks", ReplyToMessage: &tgt.Message{MessageID: 900}})
+	ev, _ = mapped(t, u, true)
+	if ev.Kind != abi.EventMessage || !ev.Mentioned || ev.ReplyTo != "900" {
+		t.Fatalf("reply to the bot: %+v", ev)
+	}
+	// A reply to someone else is not.
+	u = bot.InjectMessage(tgt.Message{From: &bob, Chat: tgt.Chat{ID: group, Type: tgt.Group}, Text: "me too", ReplyToMessage: &tgt.Message{MessageID: u.Message.MessageID}})
+	if ev, _ = mapped(t, u, true); ev.Kind != abi.EventObserve {
+		t.Fatalf("reply to a person: %+v", ev)
+	}
+
+	// Commands: ours lose the @name, another bot's are ignored, bare ones address us.
+	ev, _ = mapped(t, bot.Command(group, ada, "new", "fresh start"), true)
+	if ev.Kind != abi.EventMessage || ev.Text != "/new fresh start" {
+		t.Fatalf("command to us: %+v", ev)
+	}
+	if ev, skip := mapped(t, bot.GroupText(group, ada, "/new@other_bot x"), true); ev != nil || !strings.Contains(skip, "another bot") {
+		t.Fatalf("command to another bot: %+v %q", ev, skip)
+	}
+	ev, _ = mapped(t, bot.GroupText(group, ada, "/stop"), true)
+	if ev.Kind != abi.EventMessage || ev.Text != "/stop" {
+		t.Fatalf("bare command: %+v", ev)
+	}
+	ev, _ = mapped(t, bot.GroupText(group, ada, "@hermes_test_bot /resume 42"), true)
+	if ev.Kind != abi.EventMessage || ev.Text != "/resume 42" {
+		t.Fatalf("mention then command: %+v", ev)
+	}
+	ev, _ = mapped(t, bot.Command(ada.ID, ada, "start", ""), true)
+	if ev.Kind != abi.EventMessage || ev.Text != "/start" || ev.Source.ChatType != abi.ChatDM {
+		t.Fatalf("dm command: %+v", ev)
+	}
+}
+
+func TestMapSkipsAndEdits(t *testing.T) {
+	tg := tgt.New(t)
+	bot := tg.Bot()
+	const group = -4000000002
+
+	if ev, skip := mapped(t, bot.BotText(group, tgt.Person(333, "Other Bot"), "@hermes_test_bot beep"), true); ev != nil || skip != "message from a bot" {
+		t.Fatalf("bot sender: %+v %q", ev, skip)
+	}
+	orig := bot.MentionText(group, ada, "typo")
+	edit, ok := bot.EditText(group, orig.Message.MessageID, "@hermes_test_bot fixed")
+	if !ok {
+		t.Fatal("edit")
+	}
+	ev, _ := mapped(t, edit, true)
+	if ev.Kind != abi.EventObserve || ev.Text != "(edited) fixed" || ev.Source.MessageID != itoa(orig.Message.MessageID) || ev.ID == "update:"+itoa(orig.UpdateID) {
+		t.Fatalf("edit: %+v", ev)
+	}
+	u1, u2 := bot.Migration(-4000000003, -1004000000003)
+	for _, u := range []tgt.Update{u1, u2} {
+		if ev, _ := mapped(t, u, true); ev != nil {
+			t.Fatalf("service message mapped: %+v", ev)
+		}
+	}
+
+	// Media: described, with the caption.
+	raw := `{"update_id": 7, "message": {"message_id": 3, "chat": {"id": 111, "type": "private"}, "from": {"id": 111, "first_name": "Ada"},
+	  "date": 1700000000, "photo": [{"file_id": "x"}], "caption": "look"}}`
+	_, ev, _, err := parseUpdate([]byte(raw), mapOptions{Me: me, RequireMention: true})
+	if err != nil || ev == nil || ev.Text != "[photo] look" || ev.Source.UserName != "Ada" || ev.UnixMs != 1700000000000 {
+		t.Fatalf("photo: %+v %v", ev, err)
+	}
+	// An anonymous admin writes as the group: not a bot.
+	raw = `{"update_id": 8, "message": {"message_id": 4, "chat": {"id": -100555, "type": "supergroup", "title": "G"},
+	  "from": {"id": 1087968824, "is_bot": true, "first_name": "Group", "username": "GroupAnonymousBot"},
+	  "sender_chat": {"id": -100555, "type": "supergroup", "title": "G"}, "date": 1, "text": "@hermes_test_bot hi"}}`
+	_, ev, _, err = parseUpdate([]byte(raw), mapOptions{Me: me, RequireMention: true})
+	if err != nil || ev == nil || ev.Kind != abi.EventMessage || ev.Source.UserID != "-100555" || ev.Source.UserName != "G" {
+		t.Fatalf("anonymous admin: %+v %v", ev, err)
+	}
+	// Malformed: a readable update_id still advances the offset.
+	id, ev, _, err := parseUpdate([]byte(`{"update_id": 9, "message": {"message_id": "x"}}`), mapOptions{Me: me})
+	if err == nil || id != 9 || ev != nil {
+		t.Fatalf("malformed: %d %+v %v", id, ev, err)
+	}
+	if id, _, _, err := parseUpdate([]byte(`[1,2]`), mapOptions{Me: me}); err == nil || id != 0 {
+		t.Fatalf("not an object: %d %v", id, err)
+	}
+	if _, ev, skip, err := parseUpdate([]byte(`{"update_id": 10, "callback_query": {}}`), mapOptions{Me: me}); err != nil || ev != nil || skip == "" {
+		t.Fatalf("callback query: %+v %q %v", ev, skip, err)
+	}
+}
+
+func TestMentionEntitiesUTF16(t *testing.T) {
+	// The mention sits after astral characters: entity offsets count UTF-16 units.
+	text := "😀😀 @hermes_test_bot go"
+	ents := []entity{{Type: "mention", Offset: 5, Length: 16}}
+	if !hasMention(text, ents, me) {
+		t.Fatal("mention after emoji not found")
+	}
+	if hasMention(text, []entity{{Type: "mention", Offset: 4, Length: 16}}, me) {
+		t.Fatal("misaligned entity matched")
+	}
+	for _, e := range []entity{{Type: "mention", Offset: -1, Length: 3}, {Type: "mention", Offset: 20, Length: 99}, {Type: "mention", Offset: 1 << 30, Length: 1 << 30}} {
+		if hasMention(text, []entity{e}, me) {
+			t.Fatalf("out-of-range entity %+v matched", e)
+		}
+	}
+	if !hasMention("hi", []entity{{Type: "text_mention", Offset: 0, Length: 2, User: &user{ID: me.ID}}}, me) {
+		t.Fatal("text_mention of the bot not found")
+	}
+	if got := utf16Len("a😀é"); got != 4 {
+		t.Fatalf("utf16Len = %d", got)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
