@@ -49,6 +49,7 @@ type Server struct {
 	faults   []Fault
 	inbox    []Inbound
 	hang     chan struct{}
+	throttle bool // every POST answers 429 retry_after=1 until turned off
 }
 
 // Fault is a scripted answer to the next outbox POST.
@@ -74,21 +75,35 @@ func (s *Server) URL() string { return s.srv.URL }
 
 // Close stops the fake (releasing any hung request).
 func (s *Server) Close() {
+	s.ReleaseHung()
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+// ReleaseHung lets requests held by a Hang fault end without an answer (the client sees the
+// connection close).
+func (s *Server) ReleaseHung() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	select {
 	case <-s.hang:
 	default:
 		close(s.hang)
 	}
-	s.mu.Unlock()
-	s.srv.CloseClientConnections()
-	s.srv.Close()
 }
 
 // Fail scripts the answers to the next outbox POSTs.
 func (s *Server) Fail(f ...Fault) {
 	s.mu.Lock()
 	s.faults = append(s.faults, f...)
+	s.mu.Unlock()
+}
+
+// Throttle makes every outbox POST answer 429 with retry_after 1 s while on: the host's lane for
+// the chat stays blocked (without holding the chat's session boundary) until it is turned off.
+func (s *Server) Throttle(on bool) {
+	s.mu.Lock()
+	s.throttle = on
 	s.mu.Unlock()
 }
 
@@ -114,6 +129,9 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 	var f Fault
 	if len(s.faults) > 0 {
 		f, s.faults = s.faults[0], s.faults[1:]
+	}
+	if s.throttle {
+		f = Fault{Status: 429, RetryAfter: 1}
 	}
 	if f.Hang {
 		hang := s.hang

@@ -287,6 +287,9 @@ func (e *Engine) interrupt(key string, keepNotifications bool) {
 			continue
 		}
 		e.setState(e.ctx, it.ids, stDropped, "superseded by /stop or /new")
+		if it.kind == kindNotification {
+			e.recordDropped(e.ctx, key, it, "cancelled: the conversation was reset before the notification turn ran")
+		}
 	}
 	kq.items = keep
 }
@@ -346,6 +349,9 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 		cancel()
 		if ctx.Err() != nil && e.ctx.Err() == nil && state == stDone {
 			state, outcome = stInterrupted, "cancelled by /stop or /new"
+		}
+		if it.kind == kindNotification && state == stDropped && strings.HasPrefix(outcome, "cancelled") {
+			e.recordDropped(e.ctx, key, it, outcome)
 		}
 		if state != "" {
 			e.setState(e.ctx, it.ids, state, outcome)
@@ -433,6 +439,18 @@ func (e *Engine) history(ctx context.Context, sessionID string, skipLast int) []
 
 func outbound(src abi.Source) abi.OutboundMessage {
 	return abi.OutboundMessage{ChatType: src.ChatType, ChatID: src.ChatID, ThreadID: src.ThreadID, UserID: src.UserID, ScopeID: src.ScopeID}
+}
+
+// recordDropped writes a notification that will not be delivered to the ledger as dropped, with
+// its text and the reason: a dropped notification is never silent.
+func (e *Engine) recordDropped(ctx context.Context, key string, it *item, reason string) {
+	for _, st := range it.stamps {
+		if _, err := e.ledger.Record(context.WithoutCancel(ctx), delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key,
+			Target: outbound(st.Route), Text: batchText(it.texts), Kind: delivery.KindNotification,
+			Guard: delivery.GuardLineage, Stamp: st}, delivery.Dropped, reason); err != nil {
+			e.log.Error("turn: recording a dropped notification failed", "key", key, "error", err)
+		}
+	}
 }
 
 // notice sends a host message into the chat (a command confirmation, an error), unguarded: it

@@ -147,15 +147,12 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) (string, s
 	}
 	switch {
 	case v.Kind == session.Stale:
-		for _, stamp := range it.stamps {
-			e.ledger.Record(ctx, delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key, Target: outbound(stamp.Route),
-				Text: batchText(it.texts), Kind: delivery.KindNotification, Guard: delivery.GuardLineage, Stamp: stamp},
-				delivery.Dropped, "stale: "+v.Reason)
-		}
+		e.recordDropped(ctx, key, it, "stale: "+v.Reason)
 		return stDropped, "stale: " + v.Reason
 	case !v.Deliverable():
 		it.attempts++
 		if it.attempts >= e.opt.MaxNotifyAttempts {
+			e.recordDropped(ctx, key, it, "unverifiable: "+v.Reason)
 			return stDropped, "unverifiable: " + v.Reason
 		}
 		// Try again later, behind whatever else the chat has queued.
