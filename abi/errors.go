@@ -17,9 +17,12 @@ const (
 	CodeConflict    = "conflict"    // a concurrent change won (retry with fresh state)
 	CodeStale       = "stale"       // the target belongs to a conversation the user has left
 	CodeUnsupported = "unsupported" // the plugin does not implement this export
-	CodeIO          = "io"          // a network or storage operation failed
-	CodeClosed      = "closed"      // the connection is closed
-	CodeInternal    = "internal"    // a bug or panic on the other side; reported, not retried blindly
+	CodeIO          = "io"          // a network or storage operation failed before anything was sent
+	// CodeUncertain: the request was sent but no answer came (connection lost, timeout): the
+	// other side may have acted on it. Retrying may duplicate the effect.
+	CodeUncertain = "uncertain"
+	CodeClosed    = "closed"   // the connection is closed
+	CodeInternal  = "internal" // a bug or panic on the other side; reported, not retried blindly
 )
 
 // Error is a failure carried as data across the boundary, in either direction.

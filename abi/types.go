@@ -168,11 +168,14 @@ type SendResult struct {
 const (
 	SendRetryable = "retryable" // try again, after RetryAfterMs if set
 	SendPermanent = "permanent" // do not try again
+	// SendUncertain: the request reached the platform but its answer was lost; it may have been
+	// accepted. The host records the outcome as unknown and does not retry (no duplicates).
+	SendUncertain = "uncertain"
 )
 
 // SendError is a typed send failure.
 type SendError struct {
-	Kind         string `json:"kind"` // SendRetryable or SendPermanent
+	Kind         string `json:"kind"` // SendRetryable, SendPermanent or SendUncertain
 	Code         string `json:"code,omitempty"`
 	Message      string `json:"message"`
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`

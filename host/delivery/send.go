@@ -253,6 +253,8 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			l.settle(ctx, r, Delivered, "", res.MessageIDs, v.SessionID)
 		case res.Error.MigrateToChatID != "":
 			l.migrate(ctx, r, res.Error.MigrateToChatID)
+		case res.Error.Kind == abi.SendUncertain:
+			l.settle(ctx, r, Failed, "outcome unknown (not resent to avoid a duplicate): "+sendErr(res.Error), res.Error.Accepted, "")
 		case res.Error.Kind == abi.SendRetryable:
 			l.retry(ctx, ln, r, time.Duration(res.Error.RetryAfterMs)*time.Millisecond, sendErr(res.Error))
 		default:

@@ -91,8 +91,13 @@ func TestHTTP(t *testing.T) {
 	if _, err := c.HTTP(ctx, allowed, &abi.HTTPRequest{URL: srv.URL + "/redirect-out"}); abi.CodeOf(err) != abi.CodeDenied {
 		t.Fatalf("redirect to an undeclared host: %v", err)
 	}
-	if _, err := c.HTTP(ctx, allowed, &abi.HTTPRequest{URL: srv.URL + "/slow", TimeoutMs: 50}); abi.CodeOf(err) != abi.CodeTimeout {
+	// The request was sent and the answer never came: the outcome is uncertain, not a plain timeout.
+	if _, err := c.HTTP(ctx, allowed, &abi.HTTPRequest{URL: srv.URL + "/slow", TimeoutMs: 50}); abi.CodeOf(err) != abi.CodeUncertain {
 		t.Fatalf("slow: %v", err)
+	}
+	// Nothing listening: nothing was sent, so it is a plain I/O error (safe to retry).
+	if _, err := c.HTTP(ctx, Policy{Manifest: []string{"127.0.0.1"}}, &abi.HTTPRequest{URL: "http://127.0.0.1:1/x"}); abi.CodeOf(err) != abi.CodeIO {
+		t.Fatalf("refused: %v", err)
 	}
 	if _, err := c.HTTP(ctx, allowed, &abi.HTTPRequest{URL: "file:///etc/passwd"}); abi.CodeOf(err) != abi.CodeBadRequest {
 		t.Fatalf("file URL: %v", err)

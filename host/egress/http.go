@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -116,14 +118,22 @@ func (c *Client) HTTP(ctx context.Context, pol Policy, req *abi.HTTPRequest) (*a
 		}
 		return pol.Check(r.URL)
 	}
+	var wrote atomic.Bool
+	hr = hr.WithContext(httptrace.WithClientTrace(hr.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	}))
 	resp, err := client.Do(hr)
 	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return nil, abi.Errorf(abi.CodeTimeout, "egress: %s %s: no answer in %v", method, u.Redacted(), c.timeout(req.TimeoutMs))
-		}
 		var denied *DeniedError
 		if errors.As(err, &denied) {
 			return nil, &abi.Error{Code: abi.CodeDenied, Message: "redirect refused: " + denied.Error()}
+		}
+		if wrote.Load() {
+			// The request went out; whether the other side acted on it is unknown.
+			return nil, abi.Errorf(abi.CodeUncertain, "egress: %s %s: sent, but no answer: %v", method, u.Redacted(), err)
+		}
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, abi.Errorf(abi.CodeTimeout, "egress: %s %s: no connection in %v", method, u.Redacted(), c.timeout(req.TimeoutMs))
 		}
 		return nil, abi.Errorf(abi.CodeIO, "egress: %s %s: %v", method, u.Redacted(), err)
 	}

@@ -187,7 +187,11 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		Body:    body,
 	})
 	if err != nil {
-		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: abi.CodeOf(err), Message: err.Error()}}, nil
+		kind := abi.SendRetryable
+		if abi.CodeOf(err) == abi.CodeUncertain {
+			kind = abi.SendUncertain // sent, answer lost: may have been accepted
+		}
+		return &abi.SendResult{Error: &abi.SendError{Kind: kind, Code: abi.CodeOf(err), Message: err.Error()}}, nil
 	}
 	var r struct {
 		OK         bool   `json:"ok"`
