@@ -75,11 +75,11 @@ func (r *Registry) drainLocked(p *proc, match bool) (more bool) {
 // child's O_APPEND writes and every reader's offsets are unaffected; a punched range reads as
 // zeros, which readLogFile skips. p.mu must be held.
 func (r *Registry) trimLogLocked(p *proc) {
-	max := r.opt.LogBytes
-	if max <= 0 || p.punched < 0 || p.readOff-p.punched < 2*max {
+	keep := r.opt.LogBytes
+	if keep <= 0 || p.punched < 0 || p.readOff-p.punched < 2*keep {
 		return
 	}
-	to := (p.readOff - max) &^ (logBlock - 1)
+	to := (p.readOff - keep) &^ (logBlock - 1)
 	err := unix.Fallocate(int(p.logf.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, p.punched, to-p.punched)
 	if err != nil {
 		r.log.Warn("process: cannot bound log file size; it will grow", "id", p.id, "err", err)

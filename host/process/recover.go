@@ -159,6 +159,9 @@ func (r *Registry) adopt(in Info) *op {
 // endStored records the end of a process that is only in the checkpoint, with its completion.
 func (r *Registry) endStored(in Info, st endStatus, now time.Time) *op {
 	in.State, in.ExitCode, in.Signal, in.Reason, in.EndedAt = st.state, st.code, st.signal, st.reason, now
+	if in.OutputChars <= 0 {
+		in.OutputChars = r.opt.TailChars
+	}
 	var tail string
 	var cut bool
 	tail, cut, in.OutputBytes = fileTail(filepath.Join(r.logDir, in.ID+".log"), in.OutputChars)

@@ -507,6 +507,9 @@ func (r *Registry) Poll(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	if in.OutputChars <= 0 {
+		in.OutputChars = r.opt.TailChars
+	}
 	st := Status{Info: in}
 	st.Output, st.OutputCut, st.OutputBytes = fileTail(filepath.Join(r.logDir, id+".log"), in.OutputChars)
 	return st, nil
