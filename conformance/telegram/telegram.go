@@ -1,0 +1,399 @@
+// Package telegram is the Telegram profile of the conformance suite. It loads a Telegram
+// adapter (.wasm) through the production runtime, points its profiles at a telegramtest fake of
+// the Bot API, and checks the behaviours adapters tend to get wrong: getUpdates offsets (and
+// their survival across a restart), forum topics, mention gating, the UTF-16 length limit,
+// the mapping of 429, migrated groups and other refusals, the "message thread not found" retry,
+// and the webhook secret.
+//
+// The adapter is configured with the first-party plugin's configuration keys, which a Telegram
+// adapter must accept to be checked: token, api_base, and for webhook mode mode="webhook",
+// webhook_url and secret_token. It must learn its username with getMe (no bot_username is given)
+// and register its webhook with setWebhook either in configure or in poll.
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/conformance"
+	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
+	"github.com/hermes-host/hermes-host/host/egress"
+	"github.com/hermes-host/hermes-host/host/kv"
+	"github.com/hermes-host/hermes-host/host/plugin"
+	"github.com/hermes-host/hermes-host/host/store"
+)
+
+// Options tune a run.
+type Options struct {
+	// Limits override the runtime's defaults.
+	Limits plugin.Limits
+	// CacheDir is the compilation cache; empty uses the user cache directory.
+	CacheDir string
+	// Timeout bounds every wait for the fake or the plugin (default 20s).
+	Timeout time.Duration
+}
+
+// Profiles the suite configures, one bot (token) each so that checks do not share state.
+const (
+	profPoll    = "poll"
+	profStray   = "stray"
+	profInbound = "inbound"
+	profSend    = "send"
+	profHook    = "hook"
+)
+
+var tokens = map[string]string{
+	profPoll:    "700000001:conformance-poll",
+	profStray:   "700000002:conformance-stray",
+	profInbound: "700000003:conformance-inbound",
+	profSend:    "700000004:conformance-send",
+	profHook:    "700000005:conformance-hook",
+}
+
+const (
+	hookSecret = "conformance_Secret-42"
+	fakeSecond = 20 * time.Millisecond // a getUpdates timeout "second" on the fake
+	pollWait   = 2 * time.Second       // the wait the suite polls with
+)
+
+// Chats of the suite (each used by one profile only).
+var (
+	ada        = tgt.Person(111001, "Ada")
+	bob        = tgt.Person(111002, "Bob")
+	forumID    = int64(-1001700000001)
+	groupID    = int64(-4700000002)
+	oldGroupID = int64(-4700000003)
+	newGroupID = int64(-1001700000003)
+	migFromID  = int64(-4700000004)
+	migToID    = int64(-1001700000004)
+	channelID  = int64(-1001700000009)
+)
+
+// suite is one run's state.
+type suite struct {
+	ctx     context.Context
+	opts    Options
+	path    string
+	rep     *conformance.Report
+	tg      *tgt.Server
+	env     *plugin.Env
+	rt      *plugin.Runtime
+	p       *plugin.Plugin
+	hook    *forwarder
+	hookURL string
+	// sendTokens maps each chat the suite sends to to the token its profile must use.
+	sendTokens map[int64]string
+}
+
+// Run checks the Telegram adapter at wasmPath against a fake Bot API and reports each behaviour
+// as a result. It never panics: a failure inside a check is that check's result.
+func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 20 * time.Second
+	}
+	s := &suite{ctx: ctx, opts: opts, path: wasmPath, rep: &conformance.Report{File: wasmPath},
+		sendTokens: map[int64]string{}}
+	var tgOpts []tgt.Option
+	tgOpts = append(tgOpts, tgt.WithoutDefaultBot(), tgt.WithSecond(fakeSecond))
+	for _, name := range sortedProfiles() {
+		tgOpts = append(tgOpts, tgt.WithBot(tokens[name], "conf_"+name+"_bot"))
+	}
+	s.tg = tgt.New(nil, tgOpts...)
+	defer s.tg.Close()
+	s.hook = &forwarder{suite: s}
+	hs := httptest.NewServer(s.hook)
+	defer hs.Close()
+	s.hookURL = hs.URL + "/hooks/telegram/" + profHook
+
+	dir, err := os.MkdirTemp("", "hermes-conformance-telegram-")
+	if err != nil {
+		s.add("load", time.Now(), err, "")
+		return s.rep
+	}
+	defer os.RemoveAll(dir)
+	env, closeEnv, err := newEnv(ctx, dir)
+	if err != nil {
+		s.add("load", time.Now(), err, "")
+		return s.rep
+	}
+	defer closeEnv()
+	s.env = env
+	defer func() {
+		if s.rt != nil {
+			s.rt.Close()
+		}
+	}()
+
+	if !s.check("load (manifest, configure)", s.load) {
+		return s.rep
+	}
+	s.check("poll: offset confirmed next poll", s.checkOffsets)
+	s.check("poll: restart, no loss or replay", s.checkRestart)
+	s.check("poll: stray webhook deleted", s.checkStrayWebhook)
+	s.check("poll: 409 conflict backs off", s.checkConflict)
+	s.check("inbound: topics and thread traps", s.checkTopics)
+	s.check("inbound: mention gating", s.checkGating)
+	s.check("inbound: /command@bot", s.checkCommands)
+	s.check("inbound: bots, edits, service", s.checkSkips)
+	s.check("send: topics, General, replies", s.checkSendTopics)
+	s.check("send: thread not found retried", s.checkThreadNotFound)
+	s.check("send: UTF-16 limit respected", s.checkUTF16)
+	s.check("send: 429 mapped to retry_after", s.checkFlood)
+	s.check("send: migrated group mapped", s.checkMigrated)
+	s.check("send: other failures typed", s.checkFailures)
+	if s.p.Manifest().Has(abi.CapEdit) {
+		s.check("send: edit, not modified is ok", s.checkEdit)
+	}
+	if s.p.Manifest().Has(abi.CapTyping) {
+		s.check("send: typing", s.checkTyping)
+	}
+	s.check("webhook: registered with secret", s.checkWebhookRegistered)
+	s.check("webhook: secret enforced", s.checkWebhookSecret)
+	s.check("profiles: own token only", s.checkTokens)
+	return s.rep
+}
+
+func sortedProfiles() []string {
+	var out []string
+	for name := range tokens {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// newEnv is a host environment with its own kv store (which outlives a plugin "restart") and
+// egress client.
+func newEnv(ctx context.Context, dir string) (*plugin.Env, func(), error) {
+	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	kvs, err := kv.Open(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	eg := egress.NewClient(egress.Limits{})
+	env := &plugin.Env{KV: kvs, Egress: eg, Logger: slog.New(slog.DiscardHandler)}
+	return env, func() { eg.Close(); db.Close() }, nil
+}
+
+// add records a result.
+func (s *suite) add(name string, start time.Time, err error, detail string) {
+	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
+	if err != nil {
+		r.Detail = err.Error()
+	} else {
+		r.Detail = detail
+	}
+	s.rep.Results = append(s.rep.Results, r)
+}
+
+// check runs one check, turning a panic into its failure, and reports whether it passed.
+func (s *suite) check(name string, f func() (string, error)) (ok bool) {
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			s.add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
+			ok = false
+		}
+	}()
+	detail, err := f()
+	s.add(name, start, err, detail)
+	return err == nil
+}
+
+// profiles are the configurations the adapter is loaded with.
+func (s *suite) profiles() map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for name, token := range tokens {
+		cfg := map[string]any{"token": token, "api_base": s.tg.URL()}
+		if name == profHook {
+			cfg["mode"], cfg["webhook_url"], cfg["secret_token"] = "webhook", s.hookURL, hookSecret
+		}
+		out[name], _ = json.Marshal(cfg)
+	}
+	return out
+}
+
+// load (re)loads the adapter over the suite's environment: a second load is a restart with the
+// same kv store.
+func (s *suite) load() (string, error) {
+	if s.rt != nil {
+		s.rt.Close()
+		s.rt = nil
+		s.setPlugin(nil)
+	}
+	start := time.Now()
+	rt, p, err := conformance.Load(s.ctx, s.path, conformance.Options{
+		Profiles: s.profiles(), Env: s.env, EgressExtra: []string{"127.0.0.1"},
+		Limits: s.opts.Limits, CacheDir: s.opts.CacheDir,
+	})
+	if err != nil {
+		return "", err
+	}
+	s.rt = rt
+	s.setPlugin(p)
+	info := p.Info()
+	m := info.Manifest
+	if s.rep.Manifest == nil {
+		s.rep.Manifest = &m
+	}
+	var errs []error
+	if m.Kind != abi.KindPlatform || m.Platform != "telegram" {
+		errs = append(errs, fmt.Errorf("kind %q platform %q, want platform plugin for \"telegram\"", m.Kind, m.Platform))
+	}
+	if m.MessageLimit != (abi.MessageLimit{Max: tgt.MaxTextLength, Unit: abi.UnitUTF16}) {
+		errs = append(errs, fmt.Errorf("message_limit %+v, want 4096 utf16", m.MessageLimit))
+	}
+	for _, c := range []string{abi.CapPoll, abi.CapWebhook, abi.CapThreads, abi.CapReplies} {
+		if !m.Has(c) {
+			errs = append(errs, fmt.Errorf("capability %q missing", c))
+		}
+	}
+	for name, problems := range info.Profiles {
+		if len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("profile %s rejected: %s", name, strings.Join(problems, "; ")))
+		}
+	}
+	return fmt.Sprintf("%s %s, capabilities %s, loaded in %v", m.Name, m.Version, strings.Join(m.Capabilities, ","),
+		time.Since(start).Round(time.Millisecond)), errors.Join(errs...)
+}
+
+func (s *suite) bot(profile string) *tgt.Bot { return s.tg.BotByToken(tokens[profile]) }
+
+// poll calls the adapter's poll export and checks the shape of the events.
+func (s *suite) poll(profile string) (*abi.PollResult, error) {
+	res, err := s.p.Poll(s.ctx, profile, pollWait)
+	if err != nil {
+		return nil, fmt.Errorf("poll %s: %w", profile, err)
+	}
+	for _, ev := range res.Events {
+		if err := wellFormed(ev); err != nil {
+			return nil, fmt.Errorf("poll %s: %w", profile, err)
+		}
+	}
+	return res, nil
+}
+
+// pollFor polls until it has an event for each update (in order, nothing else) or the timeout.
+func (s *suite) pollFor(profile string, want ...tgt.Update) ([]abi.InboundEvent, error) {
+	var got []abi.InboundEvent
+	deadline := time.Now().Add(s.opts.Timeout)
+	for len(got) < len(want) && time.Now().Before(deadline) {
+		res, err := s.poll(profile)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, res.Events...)
+	}
+	if err := sameIDs(got, want); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// wellFormed checks the invariants of any event.
+func wellFormed(ev abi.InboundEvent) error {
+	if _, err := strconv.ParseInt(strings.TrimPrefix(ev.ID, "update:"), 10, 64); err != nil || !strings.HasPrefix(ev.ID, "update:") {
+		return fmt.Errorf("event id %q: want update:<update_id>", ev.ID)
+	}
+	if ev.Kind != "" && ev.Kind != abi.EventMessage && ev.Kind != abi.EventObserve {
+		return fmt.Errorf("event %s: kind %q", ev.ID, ev.Kind)
+	}
+	if ev.Source.ChatID == "" {
+		return fmt.Errorf("event %s: no chat_id", ev.ID)
+	}
+	if ev.Source.ThreadID != "" && ev.Source.ChatType != abi.ChatForum && ev.Source.ChatType != abi.ChatDM {
+		return fmt.Errorf("event %s: thread_id %q on a %q chat", ev.ID, ev.Source.ThreadID, ev.Source.ChatType)
+	}
+	return nil
+}
+
+func sameIDs(got []abi.InboundEvent, want []tgt.Update) error {
+	var g, w []string
+	for _, e := range got {
+		g = append(g, e.ID)
+	}
+	for _, u := range want {
+		w = append(w, updateID(u))
+	}
+	if strings.Join(g, ",") != strings.Join(w, ",") {
+		return fmt.Errorf("events %v, want %v", g, w)
+	}
+	return nil
+}
+
+func updateID(u tgt.Update) string { return "update:" + strconv.FormatInt(u.UpdateID, 10) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// forwarder plays the host's POST /hooks/telegram/{profile}: it hands the fake's pushes to the
+// adapter's webhook export and keeps the events it returns.
+type forwarder struct {
+	suite  *suite
+	mu     sync.Mutex
+	events []abi.InboundEvent
+}
+
+func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	p := f.suite.current()
+	if p == nil {
+		http.Error(w, "no plugin", http.StatusServiceUnavailable)
+		return
+	}
+	res, err := p.Webhook(r.Context(), profHook, abi.WebhookRequest{
+		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Headers: r.Header, Body: body,
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	f.mu.Lock()
+	f.events = append(f.events, res.Events...)
+	f.mu.Unlock()
+	for k, vs := range res.Response.Headers {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(res.Response.Status)
+	w.Write(res.Response.Body)
+}
+
+func (f *forwarder) got() []abi.InboundEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]abi.InboundEvent(nil), f.events...)
+}
+
+// setPlugin installs the loaded plugin.
+func (s *suite) setPlugin(p *plugin.Plugin) {
+	s.hook.mu.Lock()
+	defer s.hook.mu.Unlock()
+	s.p = p
+}
+
+// current returns the loaded plugin (the forwarder runs on the fake's goroutines).
+func (s *suite) current() *plugin.Plugin {
+	s.hook.mu.Lock()
+	defer s.hook.mu.Unlock()
+	return s.p
+}
