@@ -70,6 +70,11 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		r, err = a.call("sendMessage", p, sendTimeout)
 	}
 	if res := sendFailure(a, r, err); res != nil {
+		if res.Error.Code == abi.CodeUncertain {
+			// Sent, but the answer was lost: Telegram may have posted it, and a resend could
+			// duplicate it in the chat. The host records the outcome as unknown.
+			res.Error.Kind = abi.SendUncertain
+		}
 		return res, nil
 	}
 	return &abi.SendResult{MessageIDs: sentID(r)}, nil
@@ -145,7 +150,9 @@ func sentID(r *reply) []string {
 }
 
 // sendFailure maps a failed call to a typed send failure, or returns nil on success:
-//   - transport failures (io, timeout), 5xx, and answers that are not Bot API JSON: retryable;
+//   - transport failures (io, timeout, and uncertain: sent without an answer, which send turns
+//     into SendUncertain for sendMessage, as repeating an action or an edit is harmless), 5xx,
+//     and answers that are not Bot API JSON: retryable;
 //   - 429: retryable after parameters.retry_after;
 //   - parameters.migrate_to_chat_id: permanent, with the new chat id for the host to re-address;
 //   - other 4xx: permanent, with Telegram's description.
