@@ -71,8 +71,7 @@ func (s *suite) checkStrayWebhook() (string, error) {
 	if bot.WebhookInfo().URL == "" {
 		return "", errors.New("could not set the stray webhook on the fake")
 	}
-	deadline := time.Now().Add(s.opts.Timeout)
-	for bot.WebhookInfo().URL != "" && time.Now().Before(deadline) {
+	for i, deadline := 0, time.Now().Add(s.opts.Timeout); i < maxPolls && bot.WebhookInfo().URL != "" && time.Now().Before(deadline); i++ {
 		if _, err := s.poll(profStray); err != nil {
 			return "", err
 		}
@@ -161,7 +160,7 @@ func (s *suite) checkTopics() (string, error) {
 	if e := evs[3]; e.Source.UserID != itoa(ada.ID) || e.Source.MessageID != itoa(dm.Message.MessageID) || e.Text != "root" {
 		errs = append(errs, fmt.Errorf("DM: user_id %q message_id %q text %q", e.Source.UserID, e.Source.MessageID, e.Text))
 	}
-	return "topic → forum+thread; General reply and DM chain → no thread", errors.Join(errs...)
+	return "topic → forum+thread; General reply and DM chain → no thread", joinErrors(errs)
 }
 
 // checkGating: unaddressed group messages are observed; mentions and replies to the bot are
@@ -196,7 +195,7 @@ func (s *suite) checkGating() (string, error) {
 	if evs[1].Source.ChatType != abi.ChatGroup {
 		errs = append(errs, fmt.Errorf("group message: chat_type %q", evs[1].Source.ChatType))
 	}
-	return "observe / message / message / message", errors.Join(errs...)
+	return "observe / message / message / message", joinErrors(errs)
 }
 
 // checkCommands: "/cmd@us args" becomes "/cmd args"; "/cmd@other_bot" is ignored.
@@ -228,7 +227,7 @@ func (s *suite) checkSkips() (string, error) {
 	post := bot.ChannelPost(channelID, "channel news")
 	got := map[string]abi.InboundEvent{}
 	// Poll until Telegram has confirmed everything: one poll after the last batch.
-	for deadline := time.Now().Add(s.opts.Timeout); bot.Confirmed() < post.UpdateID && time.Now().Before(deadline); {
+	for i, deadline := 0, time.Now().Add(s.opts.Timeout); i < maxPolls && bot.Confirmed() < post.UpdateID && time.Now().Before(deadline); i++ {
 		res, err := s.poll(profInbound)
 		if err != nil {
 			return "", err
@@ -252,7 +251,7 @@ func (s *suite) checkSkips() (string, error) {
 	if e, ok := got[updateID(post)]; ok && e.Source.ChatType != abi.ChatChannel {
 		errs = append(errs, fmt.Errorf("channel post: chat_type %q", e.Source.ChatType))
 	}
-	return fmt.Sprintf("%d events from 6 updates", len(got)), errors.Join(errs...)
+	return fmt.Sprintf("%d events from 6 updates", len(got)), joinErrors(errs)
 }
 
 // botSays sends text as bot into chat through the fake's API (as the bot's earlier answer) and
@@ -484,7 +483,7 @@ func (s *suite) checkFailures() (string, error) {
 			errs = append(errs, fmt.Errorf("%s: the bot token leaked into the error message", c.name))
 		}
 	}
-	return "5xx/HTML/malformed retryable; reset uncertain; 403/400 permanent", errors.Join(errs...)
+	return "5xx/HTML/malformed retryable; reset uncertain; 403/400 permanent", joinErrors(errs)
 }
 
 // checkEdit: editMessageText replaces the text; "message is not modified" is success.
@@ -526,8 +525,7 @@ func (s *suite) checkTyping() (string, error) {
 // configure, or in poll), and Telegram's pushes become events.
 func (s *suite) checkWebhookRegistered() (string, error) {
 	bot := s.bot(profHook)
-	deadline := time.Now().Add(s.opts.Timeout)
-	for bot.WebhookInfo().URL == "" && time.Now().Before(deadline) {
+	for i, deadline := 0, time.Now().Add(s.opts.Timeout); i < maxPolls && bot.WebhookInfo().URL == "" && time.Now().Before(deadline); i++ {
 		res, err := s.p.Poll(s.ctx, profHook, pollWait)
 		if err != nil {
 			return "", fmt.Errorf("poll in webhook mode: %w", err)
@@ -564,7 +562,13 @@ func (s *suite) checkWebhookSecret() (string, error) {
 	bot := s.bot(profHook)
 	before := len(s.hook.got())
 	var errs []error
+	if bot.WebhookInfo().URL == "" {
+		errs = append(errs, errors.New("no webhook registered, so no push could be checked"))
+	}
 	for _, mode := range []tgt.SecretMode{tgt.SecretWrong, tgt.SecretMissing} {
+		if bot.WebhookInfo().URL == "" {
+			break
+		}
 		bot.SetWebhookSecretMode(mode)
 		n := len(bot.Deliveries())
 		bot.PrivateText(ada, "forged")
@@ -597,7 +601,7 @@ func (s *suite) checkWebhookSecret() (string, error) {
 	if n := len(s.hook.got()) - before; n != 0 {
 		errs = append(errs, fmt.Errorf("forged pushes produced %d events", n))
 	}
-	return "wrong/missing secret → 4xx, no events", errors.Join(errs...)
+	return "wrong/missing secret → 4xx, no events", joinErrors(errs)
 }
 
 // --- profiles ---
@@ -628,7 +632,19 @@ func (s *suite) checkTokens() (string, error) {
 			errs = append(errs, fmt.Errorf("%s with an unknown token", r.Method))
 		}
 	}
-	return fmt.Sprintf("%d sends checked", n), errors.Join(errs...)
+	return fmt.Sprintf("%d sends checked", n), joinErrors(errs)
+}
+
+// joinErrors joins errs on one line (a report detail), or returns nil.
+func joinErrors(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 func parseID(s string) (int64, bool) {

@@ -14,7 +14,6 @@ package telegram
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,6 +68,7 @@ const (
 	hookSecret = "conformance_Secret-42"
 	fakeSecond = 20 * time.Millisecond // a getUpdates timeout "second" on the fake
 	pollWait   = 2 * time.Second       // the wait the suite polls with
+	maxPolls   = 10                    // polls a check makes at most while waiting for something
 )
 
 // Chats of the suite (each used by one profile only).
@@ -273,7 +273,7 @@ func (s *suite) load() (string, error) {
 		}
 	}
 	return fmt.Sprintf("%s %s, capabilities %s, loaded in %v", m.Name, m.Version, strings.Join(m.Capabilities, ","),
-		time.Since(start).Round(time.Millisecond)), errors.Join(errs...)
+		time.Since(start).Round(time.Millisecond)), joinErrors(errs)
 }
 
 func (s *suite) bot(profile string) *tgt.Bot { return s.tg.BotByToken(tokens[profile]) }
@@ -296,7 +296,7 @@ func (s *suite) poll(profile string) (*abi.PollResult, error) {
 func (s *suite) pollFor(profile string, want ...tgt.Update) ([]abi.InboundEvent, error) {
 	var got []abi.InboundEvent
 	deadline := time.Now().Add(s.opts.Timeout)
-	for len(got) < len(want) && time.Now().Before(deadline) {
+	for i := 0; i < maxPolls && len(got) < len(want) && time.Now().Before(deadline); i++ {
 		res, err := s.poll(profile)
 		if err != nil {
 			return nil, err

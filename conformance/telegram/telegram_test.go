@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
@@ -26,4 +27,32 @@ func TestOtherPlatformFails(t *testing.T) {
 	if rep.Passed() {
 		t.Fatalf("echo passed the Telegram profile:\n%s", out.String())
 	}
+}
+
+// A naive adapter (testdata/naive) makes the classic mistakes; each must fail its check.
+func TestNaiveAdapterFails(t *testing.T) {
+	// Short waits: the naive adapter makes checks wait for what never comes.
+	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: 3 * time.Second})
+	var out bytes.Buffer
+	rep.Write(&out)
+	failed := map[string]bool{}
+	for _, r := range rep.Results {
+		failed[r.Name] = !r.Passed
+	}
+	for _, name := range []string{
+		"poll: restart, no loss or replay", // offset in instance memory
+		"inbound: topics and thread traps", // every message_thread_id echoed
+		"inbound: mention gating",          // every group message a turn
+		"send: UTF-16 limit respected",     // code points counted
+		"send: 429 mapped to retry_after",  // retried inside send
+		"webhook: secret enforced",         // no secret check
+	} {
+		if !failed[name] {
+			t.Errorf("check %q did not fail", name)
+		}
+	}
+	if failed["load (manifest, configure)"] {
+		t.Errorf("the naive adapter should load")
+	}
+	t.Log(out.String())
 }
