@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 package main
 
 import (
@@ -28,7 +30,8 @@ const (
 	pollWait   = 2 * time.Second
 )
 
-// newHost starts the plugin natively or as Wasm against the given profiles.
+// newHost starts the plugin natively or as Wasm against the given profiles. (These tests need
+// the host, so this file builds only natively: the Wasm case is driven from here.)
 func newHost(t *testing.T, mode string, profiles map[string]any) sdktest.Host {
 	t.Helper()
 	o := sdktest.Options{Profiles: profiles, EgressExtra: []string{"127.0.0.1"}}
