@@ -89,22 +89,21 @@ func (s *suite) checkStrayWebhook() (string, error) {
 // checkConflict: a long poll terminated by another getUpdates client (409) returns no events
 // and a back-off.
 func (s *suite) checkConflict() (string, error) {
-	bot := s.bot(profStray)
+	bot := s.tgLive.BotByToken(tokens[profConflict])
 	type result struct {
 		res *abi.PollResult
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		// A long wait (600 fake seconds, 12 s real): the poll stays parked on the fake until
-		// the competing request ends it.
-		res, err := s.p.Poll(s.ctx, profStray, 10*time.Minute)
+		// The poll stays parked on the real-time fake until the competing request ends it.
+		res, err := s.p.Poll(s.ctx, profConflict, 30*time.Second)
 		done <- result{res, err}
 	}()
 	if err := bot.WaitPolling(s.opts.Timeout); err != nil {
 		return "", fmt.Errorf("the adapter never long-polled (getUpdates with timeout > 0): %w", err)
 	}
-	resp, err := s.tg.Client().PostForm(s.tg.BotURL(bot.Token())+"/getUpdates", url.Values{"timeout": {"0"}})
+	resp, err := s.tgLive.Client().PostForm(s.tgLive.BotURL(bot.Token())+"/getUpdates", url.Values{"timeout": {"0"}})
 	if err != nil {
 		return "", err
 	}

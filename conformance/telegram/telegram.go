@@ -54,14 +54,18 @@ const (
 	profInbound = "inbound"
 	profSend    = "send"
 	profHook    = "hook"
+	// profConflict polls a second fake that counts getUpdates timeouts in real seconds, so its
+	// long poll stays parked until another client's getUpdates terminates it.
+	profConflict = "conflict"
 )
 
 var tokens = map[string]string{
-	profPoll:    "700000001:conformance-poll",
-	profStray:   "700000002:conformance-stray",
-	profInbound: "700000003:conformance-inbound",
-	profSend:    "700000004:conformance-send",
-	profHook:    "700000005:conformance-hook",
+	profPoll:     "700000001:conformance-poll",
+	profStray:    "700000002:conformance-stray",
+	profInbound:  "700000003:conformance-inbound",
+	profSend:     "700000004:conformance-send",
+	profHook:     "700000005:conformance-hook",
+	profConflict: "700000006:conformance-conflict",
 }
 
 const (
@@ -91,6 +95,7 @@ type suite struct {
 	path    string
 	rep     *conformance.Report
 	tg      *tgt.Server
+	tgLive  *tgt.Server // real-time seconds, for profConflict
 	env     *plugin.Env
 	rt      *plugin.Runtime
 	p       *plugin.Plugin
@@ -115,6 +120,8 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	s.tg = tgt.New(nil, tgOpts...)
 	defer s.tg.Close()
+	s.tgLive = tgt.New(nil, tgt.WithoutDefaultBot(), tgt.WithBot(tokens[profConflict], "conf_conflict_bot"))
+	defer s.tgLive.Close()
 	s.hook = &forwarder{suite: s}
 	hs := httptest.NewServer(s.hook)
 	defer hs.Close()
@@ -224,7 +231,10 @@ func (s *suite) profiles() map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for name, token := range tokens {
 		cfg := map[string]any{"token": token, "api_base": s.tg.URL()}
-		if name == profHook {
+		switch name {
+		case profConflict:
+			cfg["api_base"] = s.tgLive.URL()
+		case profHook:
 			cfg["mode"], cfg["webhook_url"], cfg["secret_token"] = "webhook", s.hookURL, hookSecret
 		}
 		out[name], _ = json.Marshal(cfg)

@@ -16,15 +16,17 @@ import (
 // allowedUpdates are the update kinds the plugin maps; Telegram drops the others for us.
 var allowedUpdates = []string{"message", "edited_message", "channel_post", "edited_channel_post"}
 
-// Back-off answers of poll (the host polls again after this long when there are no events).
+// Timing of poll: back-offs (the host polls again after this long when there are no events)
+// and request budgets.
 const (
-	backoffConflict = 5 * time.Second  // another getUpdates client is polling this bot
-	backoffFailure  = 3 * time.Second  // network trouble, 5xx, malformed answers
-	backoffRefused  = time.Minute      // token rejected, egress denied: needs the operator
-	webhookRecheck  = 5 * time.Minute  // webhook mode: how often poll re-checks the registration
-	pollMargin      = 4 * time.Second  // HTTP timeout beyond the long poll's own
-	minPollInterval = time.Second      // never short-poll faster than this
-	shortPollBudget = 10 * time.Second // a short getUpdates (after deleteWebhook)
+	backoffConflict = 5 * time.Second   // another getUpdates client is polling this bot
+	backoffFailure  = 3 * time.Second   // network trouble, 5xx, malformed answers
+	backoffRefused  = time.Minute       // token rejected, egress denied: needs the operator
+	webhookRecheck  = 5 * time.Minute   // webhook mode: how often poll re-checks the registration
+	pollMargin      = 4 * time.Second   // HTTP timeout beyond the long poll's own
+	minPollInterval = time.Second       // never short-poll faster than this
+	shortPollBudget = 10 * time.Second  // a short getUpdates (after deleteWebhook)
+	maxLongPoll     = 100 * time.Second // the host's egress allows a request 120 s at most
 )
 
 // Cursor keys in the kv store, per token (an offset means nothing to another bot). The committed
@@ -60,7 +62,7 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		return failure(a, "cannot learn the bot's identity (getMe)", err), nil
 	}
 
-	wait := time.Duration(max(req.WaitMs, 0)) * time.Millisecond
+	wait := min(time.Duration(max(req.WaitMs, 0))*time.Millisecond, maxLongPoll)
 	timeout := int64(wait / time.Second)
 	raw, err := getUpdates(a, offset, timeout, wait+pollMargin)
 	var ae *apiError
