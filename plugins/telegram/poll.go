@@ -63,29 +63,52 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	}
 
 	wait := min(time.Duration(max(req.WaitMs, 0))*time.Millisecond, maxLongPoll)
-	timeout := int64(wait / time.Second)
-	raw, err := getUpdates(a, offset, timeout, wait+pollMargin)
+	raw, failed := fetch(a, offset, wait)
+	if failed != nil {
+		return failed, nil
+	}
+	events, next := mapBatch(c, raw, mapOptions{Me: me, RequireMention: cfg.requireMention()}, offset)
+	out := &abi.PollResult{Events: events}
+	if len(raw) == 0 && wait < minPollInterval {
+		out.BackoffMs = (minPollInterval - wait).Milliseconds()
+	}
+	// Last: from here the batch is handed to the host, which records it before the next poll.
+	if next > offset {
+		if err := c.KVSet(pendingKey(cfg), []byte(strconv.FormatInt(next, 10))); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// fetch long-polls getUpdates from offset for up to wait, deleting a stray webhook (409 "webhook
+// is active") once. On failure it returns the back-off to answer instead.
+func fetch(a *api, offset int64, wait time.Duration) ([]json.RawMessage, *abi.PollResult) {
+	raw, err := getUpdates(a, offset, int64(wait/time.Second), wait+pollMargin)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.r.Status == 409 && ae.r.is("webhook is active") {
 		// A webhook left over from webhook mode (or another deployment) blocks polling.
-		c.Log(abi.LevelWarn, "a webhook is set while this profile polls; deleting it")
+		a.c.Log(abi.LevelWarn, "a webhook is set while this profile polls; deleting it")
 		if err := a.do("deleteWebhook", struct{}{}, shortPollBudget, nil); err != nil {
-			return failure(a, "deleteWebhook failed", err), nil
+			return nil, failure(a, "deleteWebhook failed", err)
 		}
 		raw, err = getUpdates(a, offset, 0, shortPollBudget)
 	}
-	if errors.As(err, &ae) && ae.r.Status == 409 {
-		c.Log(abi.LevelWarn, "another client is polling this bot (getUpdates conflict); backing off",
+	switch {
+	case errors.As(err, &ae) && ae.r.Status == 409:
+		a.c.Log(abi.LevelWarn, "another client is polling this bot (getUpdates conflict); backing off",
 			"description", ae.r.describe(), "backoff_ms", strconv.FormatInt(backoffConflict.Milliseconds(), 10))
-		return backoff(backoffConflict), nil
+		return nil, backoff(backoffConflict)
+	case err != nil:
+		return nil, failure(a, "getUpdates failed", err)
 	}
-	if err != nil {
-		return failure(a, "getUpdates failed", err), nil
-	}
+	return raw, nil
+}
 
-	out := &abi.PollResult{}
-	next := offset
-	opts := mapOptions{Me: me, RequireMention: cfg.requireMention()}
+// mapBatch maps a getUpdates batch to events, logging what it skips, and returns them with the
+// offset after the batch (at least next).
+func mapBatch(c *sdk.Context, raw []json.RawMessage, opts mapOptions, next int64) ([]abi.InboundEvent, int64) {
+	var events []abi.InboundEvent
 	for _, u := range raw {
 		id, ev, skip, err := parseUpdate(u, opts)
 		if id > 0 {
@@ -97,19 +120,10 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		case ev == nil:
 			c.Log(abi.LevelDebug, "skipping update", "update_id", strconv.FormatInt(id, 10), "reason", skip)
 		default:
-			out.Events = append(out.Events, *ev)
+			events = append(events, *ev)
 		}
 	}
-	if len(raw) == 0 && wait < minPollInterval {
-		out.BackoffMs = (minPollInterval - wait).Milliseconds()
-	}
-	// Last: from here the batch is handed to the host, which records it before the next poll.
-	if next > offset {
-		if err := c.KVSet(pendingKey(cfg), []byte(strconv.FormatInt(next, 10))); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return events, next
 }
 
 // commitOffset makes the pending offset (after the batch the previous poll returned) the
