@@ -154,6 +154,7 @@ CREATE TABLE chat_migrations (
 	new_chat_id TEXT NOT NULL,
 	PRIMARY KEY (plugin, profile, chat_id)
 );`,
+	`CREATE INDEX deliveries_grp ON deliveries (grp, part);`,
 }
 
 // Transport sends one message through a platform plugin.
