@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 // Package sdktest runs a plugin's handlers against a real host, for plugin unit tests.
 //
 // The same test can drive the plugin two ways, in the manner of proxy-wasm-go-sdk's proxytest:

@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 // Package wasmbuild compiles Go plugin packages to .wasm with the standard toolchain
 // (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared), caching the result by the content of
 // every source file in the module that the package depends on. Tests use it to build the
@@ -101,6 +103,9 @@ func CopyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
 	tmp := dst + ".tmp"
 	out, err := os.Create(tmp)
 	if err != nil {
