@@ -90,8 +90,21 @@ func (g *Gateway) pollLoop(ctx context.Context, name, profile string) {
 			return
 		}
 		var wait time.Duration
-		if err == nil {
-			err = g.dispatch(ctx, plugin.Caller{Plugin: name, Kind: p.Manifest().Kind, Platform: p.Manifest().Platform, Profile: profile}, res.Events)
+		if err == nil && len(res.Events) > 0 {
+			// The plugin may confirm this batch at its next poll, so poll is not called again
+			// until every event of it is recorded.
+			caller := plugin.Caller{Plugin: name, Kind: p.Manifest().Kind, Platform: p.Manifest().Platform, Profile: profile}
+			for retry := time.Second; ; retry = min(retry*2, time.Minute) {
+				derr := g.dispatch(ctx, caller, res.Events)
+				if derr == nil || ctx.Err() != nil {
+					break
+				}
+				g.log.Error("recording polled events failed; retrying before polling again", "plugin", name, "profile", profile, "error", derr, "retry", retry)
+				select {
+				case <-ctx.Done():
+				case <-time.After(retry):
+				}
+			}
 		}
 		if err != nil {
 			g.log.Warn("poll failed; backing off", "plugin", name, "profile", profile, "error", err, "backoff", backoff)

@@ -163,6 +163,27 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		}
 		out.Events = append(out.Events, event(m))
 	}
+	// Preferred path: record each event with the host first (durable, deduplicated), then move
+	// the cursor; a crash in between replays the batch and the host ignores the repeats.
+	dispatched := false
+	for i, ev := range out.Events {
+		if _, err := c.Dispatch(ev); err != nil {
+			if i == 0 && abi.CodeOf(err) == abi.CodeUnavailable {
+				break // a host without dispatch: return the events instead
+			}
+			return nil, err
+		}
+		dispatched = true
+	}
+	if dispatched {
+		out.Events = nil
+		if batch.Cursor != "" {
+			if err := c.KVSet(cursorKey, []byte(batch.Cursor)); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	if batch.Cursor != "" && batch.Cursor != string(cursor) {
 		if err := c.KVSet(nextKey, []byte(batch.Cursor)); err != nil {
 			return nil, err

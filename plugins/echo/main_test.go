@@ -3,7 +3,10 @@
 package main
 
 import (
+	"context"
+
 	"encoding/json"
+	"github.com/hermes-host/hermes-host/host/plugin"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -116,6 +119,57 @@ func TestEcho(t *testing.T) {
 		pr, err = h.Poll("main", time.Second)
 		if err != nil || len(pr.Events) != 0 {
 			t.Fatalf("second poll: %+v %v", pr, err)
+		}
+	})
+}
+
+// recorder is a Dispatcher that records events, failing while fail is set.
+type recorder struct {
+	mu     sync.Mutex
+	events []abi.InboundEvent
+	fail   bool
+}
+
+func (r *recorder) Dispatch(_ context.Context, _ plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return abi.DispatchReply{}, abi.Errorf(abi.CodeIO, "store down")
+	}
+	r.events = append(r.events, ev)
+	return abi.DispatchReply{}, nil
+}
+
+// With a host that dispatches, poll records each event before moving its cursor: a failed
+// record leaves the cursor, so the batch comes again.
+func TestPollDispatchesBeforeCommitting(t *testing.T) {
+	ob := &outbox{inbox: []Message{{ID: "001", ChatID: "5", Text: "one"}, {ID: "002", ChatID: "5", Text: "two"}}}
+	srv := httptest.NewServer(ob)
+	defer srv.Close()
+	rec := &recorder{fail: true}
+	opts := sdktest.Options{Dispatcher: rec, Profiles: map[string]any{"main": map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in"}}}
+	hosts(t, opts, func(t *testing.T, h sdktest.Host) {
+		rec.mu.Lock()
+		rec.fail, rec.events = true, nil
+		rec.mu.Unlock()
+		if _, err := h.Poll("main", time.Second); err == nil {
+			t.Fatal("poll succeeded although the host could not record the events")
+		}
+		rec.mu.Lock()
+		rec.fail = false
+		rec.mu.Unlock()
+		pr, err := h.Poll("main", time.Second)
+		if err != nil || len(pr.Events) != 0 {
+			t.Fatalf("poll: %+v %v", pr, err)
+		}
+		pr, err = h.Poll("main", time.Second)
+		if err != nil || len(pr.Events) != 0 {
+			t.Fatalf("second poll: %+v %v", pr, err)
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.events) != 2 || rec.events[0].Text != "one" {
+			t.Fatalf("recorded %+v", rec.events)
 		}
 	})
 }

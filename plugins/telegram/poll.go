@@ -72,6 +72,20 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	if len(raw) == 0 && wait < minPollInterval {
 		out.BackoffMs = (minPollInterval - wait).Milliseconds()
 	}
+	// Preferred path: hand each event to the host now (hermes_dispatch records it durably and
+	// deduplicates it), then confirm the batch. A crash anywhere in between makes Telegram send
+	// the batch again and the host ignores the repeats: nothing lost, nothing doubled.
+	if dispatched, err := dispatchAll(c, events); err != nil {
+		return failure(a, "the host could not record the updates", err), nil
+	} else if dispatched {
+		out.Events = nil
+		if next > offset {
+			if err := c.KVSet(offsetKey(cfg), []byte(strconv.FormatInt(next, 10))); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	// Last: from here the batch is handed to the host, which records it before the next poll.
 	if next > offset {
 		if err := c.KVSet(pendingKey(cfg), []byte(strconv.FormatInt(next, 10))); err != nil {
@@ -79,6 +93,20 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// dispatchAll hands events to the host one by one. It reports false (and dispatches nothing)
+// when the host offers no dispatch function; then the events are returned from poll instead.
+func dispatchAll(c *sdk.Context, events []abi.InboundEvent) (bool, error) {
+	for i, ev := range events {
+		if _, err := c.Dispatch(ev); err != nil {
+			if i == 0 && abi.CodeOf(err) == abi.CodeUnavailable {
+				return false, nil
+			}
+			return true, err
+		}
+	}
+	return len(events) > 0, nil
 }
 
 // fetch long-polls getUpdates from offset for up to wait, deleting a stray webhook (409 "webhook
