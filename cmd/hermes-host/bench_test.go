@@ -13,7 +13,7 @@ import (
 )
 
 // firstParty are the first-party plugins a default installation serves.
-var firstParty = []string{"echo"}
+var firstParty = []string{"echo", "telegram"}
 
 // buildHost builds the hermes-host binary and a plugins directory with the first-party plugins.
 func buildHost(tb testing.TB) (bin, plugins string) {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/conformance"
+	telegramconf "github.com/hermes-host/hermes-host/conformance/telegram"
 	"github.com/hermes-host/hermes-host/host/gateway"
 )
 
@@ -83,12 +84,24 @@ func pluginsCmd(g *globals) *cobra.Command {
 
 func conformanceCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var platform string
 	cmd := &cobra.Command{
 		Use:   "conformance FILE.wasm",
 		Short: "Run the plugin contract suite against a plugin (exit status 1 on failure)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Runs the contract checks every plugin must pass (load-time validation; every export answers
+empty, malformed and oversized input with an error instead of trapping). With --platform, also runs
+that platform's behavioural profile against a loopback fake of the platform (telegram).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep := conformance.Run(context.Background(), args[0], conformance.Options{})
+			switch platform {
+			case "":
+			case "telegram":
+				tg := telegramconf.Run(context.Background(), args[0], telegramconf.Options{})
+				rep.Results = append(rep.Results, tg.Results...)
+			default:
+				return fmt.Errorf("no conformance profile for platform %q (known: telegram)", platform)
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -103,6 +116,7 @@ func conformanceCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&platform, "platform", "", "also run a platform profile: telegram")
 	return cmd
 }
 

@@ -30,6 +30,10 @@ type Config struct {
 	Plugins       map[string]Plugin `yaml:"plugins" json:"plugins"`
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
+
+	// EnvRefs are the environment variables the config file referenced (${NAME}): secrets, as a
+	// rule. Background processes do not inherit them.
+	EnvRefs []string `yaml:"-" json:"-"`
 }
 
 // Limits are the default per-plugin limits.
@@ -115,6 +119,7 @@ func Load(path string) (*Config, error) {
 			if !ok {
 				missing = append(missing, name)
 			}
+			c.EnvRefs = append(c.EnvRefs, name)
 			return []byte(v)
 		})
 		if len(missing) > 0 {

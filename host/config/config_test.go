@@ -44,6 +44,9 @@ plugins:
 	if string(b) != `{"token":"123:abc"}` {
 		t.Fatalf("profile json %s", b)
 	}
+	if len(c.EnvRefs) != 1 || c.EnvRefs[0] != "TEST_TG_TOKEN" {
+		t.Fatalf("env refs %v", c.EnvRefs)
+	}
 	if _, ok := c.Plugins["echo"]; !ok {
 		t.Fatal("default echo plugin settings lost by merging")
 	}

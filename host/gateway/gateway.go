@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,7 +122,8 @@ func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
 func (g *Gateway) openCore(ctx context.Context) error {
 	cfg := g.cfg
 	var err error
-	g.procs, err = process.New(ctx, g.db, process.Options{DataDir: cfg.DataDir, MaxAge: time.Duration(cfg.Processes.MaxAge), Logger: g.log})
+	g.procs, err = process.New(ctx, g.db, process.Options{DataDir: cfg.DataDir, MaxAge: time.Duration(cfg.Processes.MaxAge),
+		Env: childEnv(os.Environ(), cfg.EnvRefs), Logger: g.log})
 	if err != nil {
 		return err
 	}
@@ -165,6 +167,25 @@ func (g *Gateway) consumed(ctx context.Context, origin string) (bool, string) {
 		return false, ""
 	}
 	return true, "the agent already read the result of " + origin
+}
+
+// childEnv is the environment background processes start with: the host's, without the
+// variables the configuration references (platform tokens, API keys) and without the per-process
+// HERMES_SESSION_* variables the registry sets itself.
+func childEnv(env, secrets []string) []string {
+	drop := map[string]bool{}
+	for _, name := range secrets {
+		drop[name] = true
+	}
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if drop[name] || strings.HasPrefix(name, "HERMES_SESSION_") || name == "HERMES_PROCESS_ID" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // liveProcesses tells auto-reset whether a key has a running background process.
