@@ -203,3 +203,9 @@ func TestProcessCrashRecovery(t *testing.T) {
 		}
 	}
 }
+
+// runCLI runs an inspection command of the binary against a data directory.
+func runCLI(bin, data string, args ...string) (string, error) {
+	out, err := exec.Command(bin, append([]string{"--data-dir", data}, args...)...).CombinedOutput()
+	return string(out), err
+}
