@@ -57,6 +57,8 @@ type Fault struct {
 	Status     int // 429, 500, 400…
 	RetryAfter int // seconds, for 429
 	Hang       bool
+	// Delay accepts the message but answers only after this long.
+	Delay time.Duration
 }
 
 // New starts the fake on loopback.
@@ -158,6 +160,7 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 	id := len(s.got)
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	time.Sleep(f.Delay)
 	json.NewEncoder(w).Encode(map[string]any{"ok": true, "message_id": strconv.Itoa(id)})
 }
 

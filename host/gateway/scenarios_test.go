@@ -32,7 +32,10 @@ type world struct {
 	n    atomic.Int64
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
+
+// newWorldWith also loads the given extra plugins (file name → package dir → profile config).
+func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 	t.Helper()
 	dir := t.TempDir()
 	fake := echotest.New()
@@ -44,6 +47,10 @@ func newWorld(t *testing.T) *world {
 	cfg.DataDir, cfg.PluginsDir = dir, filepath.Join(dir, "plugins")
 	cfg.Plugins = map[string]config.Plugin{"echo": {Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}}}}
 	wasmbuild.CopyTo(t, "../../plugins/echo", filepath.Join(cfg.PluginsDir, "echo.wasm"))
+	for name, p := range extra {
+		wasmbuild.CopyTo(t, p.dir, filepath.Join(cfg.PluginsDir, name+".wasm"))
+		cfg.Plugins[name] = config.Plugin{Profiles: map[string]map[string]any{"main": p.config}}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g, err := Open(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -58,6 +65,11 @@ func newWorld(t *testing.T) *world {
 	w := &world{t: t, g: g, fake: fake, srv: httptest.NewServer(g.Handler())}
 	t.Cleanup(func() { w.srv.Close(); cancel(); g.Close() })
 	return w
+}
+
+type extraPlugin struct {
+	dir    string
+	config map[string]any
 }
 
 // say sends a chat message through the echo plugin's webhook (the Wasm plugin parses it).
