@@ -338,3 +338,24 @@ func TestStopDuringSyntheticTurn(t *testing.T) {
 		t.Fatalf("transcript lost: %q", tr)
 	}
 }
+
+// The other order: /stop while a notification waits behind a foreground turn. The foreground
+// turn is cancelled; the queued notification survives the /stop and is answered after it.
+func TestStopBeforeSyntheticTurn(t *testing.T) {
+	a := newBlocking()
+	h := newHarness(t, a, Options{})
+	h.say(dm, "busy work")
+	a.next(t)
+	p := h.spawn(dm, "echo kept-job", true)
+	h.eventDone(p.ID)
+	h.say(dm, "/stop")
+	if got := <-a.cancelled; got != "busy work" {
+		t.Fatalf("cancelled %q", got)
+	}
+	synth := a.next(t)
+	if !synth.Synthetic || !strings.Contains(synth.Text, "kept-job") {
+		t.Fatalf("turn after /stop %+v", synth)
+	}
+	a.release <- "kept job summary"
+	h.chat.waitFor(t, "the summary", has("kept job summary"))
+}
