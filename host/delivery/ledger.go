@@ -22,7 +22,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -155,6 +154,9 @@ CREATE TABLE chat_migrations (
 	PRIMARY KEY (plugin, profile, chat_id)
 );`,
 	`CREATE INDEX deliveries_grp ON deliveries (grp, part);`,
+	// Entries of an index are ordered by rowid within equal keys: a lane's pending rows come out
+	// in enqueue order without a sort.
+	`CREATE INDEX deliveries_lane ON deliveries (lane, state);`,
 }
 
 // Transport sends one message through a platform plugin.
@@ -192,6 +194,12 @@ type Ledger struct {
 	opt    Options
 	log    *slog.Logger
 
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt // prepared once: parsing SQL costs more than running it here
+
+	migMu sync.RWMutex
+	moved map[string]string // lane → new chat id (chat_migrations, loaded at Open)
+
 	mu      sync.Mutex
 	lanes   map[string]*lane
 	sem     chan struct{}
@@ -224,8 +232,56 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 	if opt.Lanes <= 0 {
 		opt.Lanes = 64
 	}
-	return &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger,
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}}, nil
+	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}}
+	rows, err := db.QueryContext(ctx, `SELECT plugin, profile, chat_id, new_chat_id FROM chat_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var plugin, profile, chat, to string
+		if err := rows.Scan(&plugin, &profile, &chat, &to); err != nil {
+			return nil, err
+		}
+		l.moved[laneOf(plugin, profile, chat)] = to
+	}
+	return l, rows.Err()
+}
+
+// migrated returns the chat id a migrated chat moved to.
+func (l *Ledger) migrated(plugin, profile, chat string) (string, bool) {
+	l.migMu.RLock()
+	defer l.migMu.RUnlock()
+	to, ok := l.moved[laneOf(plugin, profile, chat)]
+	return to, ok
+}
+
+// stmt returns the prepared statement for q, preparing it on first use.
+func (l *Ledger) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	l.stmtMu.Lock()
+	defer l.stmtMu.Unlock()
+	if s := l.stmts[q]; s != nil {
+		return s, nil
+	}
+	s, err := l.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	l.stmts[q] = s
+	return s, nil
+}
+
+// exec runs a prepared statement (inside tx when tx is not nil).
+func (l *Ledger) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	s, err := l.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil {
+		s = tx.StmtContext(ctx, s)
+	}
+	return s.ExecContext(ctx, args...)
 }
 
 func newID(prefix string) string {
@@ -268,17 +324,13 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 		b, _ := json.Marshal(m.Stamp)
 		stamp = string(b)
 	}
+	// A chat that migrated (Telegram group → supergroup) is re-addressed before sending.
+	if moved, ok := l.migrated(m.Plugin, m.Profile, m.Target.ChatID); ok {
+		m.Target.ChatID = moved
+	}
 	var rows []Row
-	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+	write := func(tx *sql.Tx) error {
 		rows = rows[:0]
-		// A chat that migrated (Telegram group → supergroup) is re-addressed before sending.
-		var moved string
-		if err := tx.QueryRowContext(ctx, `SELECT new_chat_id FROM chat_migrations WHERE plugin = ? AND profile = ? AND chat_id = ?`,
-			m.Plugin, m.Profile, m.Target.ChatID).Scan(&moved); err == nil {
-			m.Target.ChatID = moved
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
 		for i, text := range parts {
 			id := group
 			if len(parts) > 1 {
@@ -294,9 +346,7 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 			if m.Transcript && i == 0 {
 				transcript = m.Text
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
-				session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := l.exec(ctx, tx, qInsert,
 				id, group, i+1, len(parts), m.Plugin, m.Profile, laneOf(m.Plugin, m.Profile, m.Target.ChatID),
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
 				m.Origin, now.UnixMilli(), now.UnixMilli()); err != nil {
@@ -307,7 +357,13 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript})
 		}
 		return nil
-	})
+	}
+	var err error
+	if len(parts) == 1 {
+		err = write(nil) // one statement is atomic on its own
+	} else {
+		err = store.WithTx(ctx, l.db, write) // all parts or none
+	}
 	if err != nil {
 		return "", fmt.Errorf("delivery: record: %w", err)
 	}
@@ -321,6 +377,18 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 	}
 	return group, nil
 }
+
+const (
+	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qNextDue = `SELECT ` + rowColumns + ` FROM deliveries d INDEXED BY deliveries_lane WHERE lane = ? AND state = 'pending' AND next_at <= ?
+		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
+		ORDER BY d.rowid LIMIT 1`
+	qNextAt   = `SELECT MIN(next_at) FROM deliveries WHERE lane = ? AND state = 'pending'`
+	qSetState = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, updated_at = ? WHERE id = ?`
+	qSettle   = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ?`
+)
 
 // Wait blocks until every part of group is final (or ctx ends) and returns the last part's row.
 func (l *Ledger) Wait(ctx context.Context, group string) (Row, error) {

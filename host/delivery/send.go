@@ -188,17 +188,30 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 // nextDue returns the lane's oldest pending row that may be sent now (no earlier part of its
 // message still open), or how long until one may be.
 func (l *Ledger) nextDue(ctx context.Context, laneID string, now time.Time) (Row, time.Duration, bool, error) {
-	rows, err := l.query(ctx, `d WHERE lane = ? AND state = ?
-		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
-		ORDER BY next_at > ?, d.rowid LIMIT 1`, laneID, string(Pending), now.UnixMilli())
-	if err != nil || len(rows) == 0 {
+	sel, err := l.stmt(ctx, qNextDue)
+	if err != nil {
 		return Row{}, 0, false, err
 	}
-	r := rows[0]
-	if r.NextAttempt.After(now) {
-		return Row{}, r.NextAttempt.Sub(now), false, nil
+	r, err := scanRow(sel.QueryRowContext(ctx, laneID, now.UnixMilli()))
+	switch {
+	case err == nil:
+		return r, 0, true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Row{}, 0, false, err
 	}
-	return r, 0, true, nil
+	// Nothing due: how long until the first retry is?
+	var next sql.NullInt64
+	at, err := l.stmt(ctx, qNextAt)
+	if err != nil {
+		return Row{}, 0, false, err
+	}
+	if err := at.QueryRowContext(ctx, laneID).Scan(&next); err != nil {
+		return Row{}, 0, false, err
+	}
+	if !next.Valid {
+		return Row{}, 0, false, nil
+	}
+	return Row{}, max(time.UnixMilli(next.Int64).Sub(now), time.Millisecond), false, nil
 }
 
 func (l *Ledger) backoff(attempts int) time.Duration {
@@ -360,8 +373,7 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 func (r Row) laneID() string { return laneOf(r.Plugin, r.Profile, r.Target.ChatID) }
 
 func (l *Ledger) setState(ctx context.Context, r Row, s State, reason string) error {
-	_, err := l.db.ExecContext(ctx, `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, updated_at = ? WHERE id = ?`,
-		string(s), reason, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
+	_, err := l.exec(ctx, nil, qSetState, string(s), reason, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
 	if err == nil {
 		r.State, r.Reason = s, reason
 		l.observe(r)
@@ -377,9 +389,7 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 		idsJSON = string(b)
 	}
 	ctx = context.WithoutCancel(ctx) // an outcome that happened is recorded even while stopping
-	if _, err := l.db.ExecContext(ctx, `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?,
-		session_id = ?, updated_at = ? WHERE id = ?`,
-		string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID); err != nil {
+	if _, err := l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID); err != nil {
 		l.log.Error("delivery: recording an outcome failed", "id", r.ID, "state", s, "error", err)
 		return
 	}
@@ -429,6 +439,9 @@ func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 		l.log.Error("delivery: recording a chat migration failed", "id", r.ID, "error", err)
 		return
 	}
+	l.migMu.Lock()
+	l.moved[r.laneID()] = newChat
+	l.migMu.Unlock()
 	l.log.Info("chat migrated; re-addressing its messages", "plugin", r.Plugin, "from", old, "to", newChat)
 	l.wake(laneOf(r.Plugin, r.Profile, newChat))
 }
