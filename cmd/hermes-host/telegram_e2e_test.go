@@ -16,24 +16,11 @@ import (
 // 42 while the user talks in topic 7; after /new an old completion is dropped and recorded; after
 // /compress one arrives in the continuation.
 func TestTelegramEndToEnd(t *testing.T) {
-	tg := telegramtest.New(t)
 	const forum = -1001234
-	tg.AddForum(forum, "Ops", telegramtest.Topic{ID: 42, Name: "builds"}, telegramtest.Topic{ID: 7, Name: "chat"})
+	tg, bot, bin, data := startTelegramHost(t, func(tg *telegramtest.Server) {
+		tg.AddForum(forum, "Ops", telegramtest.Topic{ID: 42, Name: "builds"}, telegramtest.Topic{ID: 7, Name: "chat"})
+	})
 	ann := telegramtest.User{ID: 111, FirstName: "Ann", Username: "ann"}
-	bot := tg.Bot()
-
-	bin, plugins := buildHost(t)
-	data := t.TempDir()
-	cfg := filepath.Join(data, "hermes.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-plugins:
-  telegram:
-    egress_extra: ["127.0.0.1"]
-    profiles:
-      main: {token: "%s", api_base: "%s", require_mention: false}
-`, bot.Token(), tg.URL())), 0o600)
-	_, stop := startServe(t, bin, plugins, data, "--config", cfg)
-	defer stop()
 
 	topicHas := func(thread int64, sub string) func() bool {
 		return func() bool {
@@ -84,4 +71,48 @@ plugins:
 		out, err := runCLI(bin, data, "deliveries", "ls", "--dropped")
 		return err == nil && strings.Contains(out, "stale: user_boundary")
 	})
+}
+
+// startTelegramHost runs the binary with telegram.wasm pointed at a fresh Bot API fake.
+func startTelegramHost(t *testing.T, setup func(*telegramtest.Server)) (*telegramtest.Server, *telegramtest.Bot, string, string) {
+	t.Helper()
+	tg := telegramtest.New(t)
+	setup(tg)
+	bot := tg.Bot()
+	bin, plugins := buildHost(t)
+	data := t.TempDir()
+	cfg := filepath.Join(data, "hermes.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+plugins:
+  telegram:
+    egress_extra: ["127.0.0.1"]
+    profiles:
+      main: {token: "%s", api_base: "%s", require_mention: false}
+`, bot.Token(), tg.URL())), 0o600)
+	_, stop := startServe(t, bin, plugins, data, "--config", cfg)
+	t.Cleanup(stop)
+	return tg, bot, bin, data
+}
+
+// TestTelegramFloodWaitHonoured: a 429 with retry_after holds the chat: no sendMessage reaches
+// the fake before retry_after has passed, and the message is then delivered once.
+func TestTelegramFloodWaitHonoured(t *testing.T) {
+	ann := telegramtest.User{ID: 222, FirstName: "Bo"}
+	tg, bot, _, _ := startTelegramHost(t, func(tg *telegramtest.Server) { tg.AddPrivate(ann) })
+	tg.InjectFault("sendMessage", telegramtest.FloodWait(2))
+	bot.PrivateText(ann, "help")
+	if err := tg.Wait(60*time.Second, func() bool { return len(tg.Requests("sendMessage", ann.ID)) >= 1 }); err != nil {
+		t.Fatal(err)
+	}
+	flooded := tg.Requests("sendMessage", ann.ID)[0].Time
+	if err := tg.Wait(60*time.Second, func() bool { return len(tg.SentTexts(ann.ID, 0)) >= 1 }); err != nil {
+		t.Fatal(err)
+	}
+	reqs := tg.Requests("sendMessage", ann.ID)
+	if len(reqs) != 2 || reqs[1].Time.Sub(flooded) < 2*time.Second {
+		t.Fatalf("sendMessage at %v then %v; want the retry ≥ 2 s after the 429", flooded, reqs[len(reqs)-1].Time)
+	}
+	if n := len(tg.SentTexts(ann.ID, 0)); n != 1 {
+		t.Fatalf("%d messages delivered", n)
+	}
 }
