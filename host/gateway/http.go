@@ -46,7 +46,7 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
 	var failed []string
 	plugins := g.runtime.Plugins()
 	for _, p := range plugins {
-		if p.Info().State != "active" {
+		if !p.Active() {
 			failed = append(failed, p.Name())
 		}
 	}

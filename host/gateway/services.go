@@ -33,7 +33,7 @@ func (t transport) Send(ctx context.Context, name, profile string, msg abi.Outbo
 
 func (t transport) Limit(name string) (abi.MessageLimit, bool) {
 	p := t.g.runtime.Get(name)
-	if p == nil || p.Info().State != "active" {
+	if p == nil || !p.Active() {
 		return abi.MessageLimit{}, false
 	}
 	return p.Manifest().MessageLimit, true

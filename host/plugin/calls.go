@@ -137,6 +137,13 @@ func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.
 	})
 }
 
+// Active reports whether the plugin is loaded and its breaker has not tripped. It is cheap
+// enough for every send (Info copies the manifest and profiles).
+func (p *Plugin) Active() bool {
+	v := p.current()
+	return v != nil && v.breaker.check(p.name) == nil
+}
+
 // Info describes a loaded plugin for the admin API and the CLI.
 type Info struct {
 	Name      string              `json:"name"`
