@@ -75,14 +75,16 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 	} else {
 		msg.Text = noticeText(ev, e.opt.Notifications)
 	}
+	// A drop is recorded with the full notification even when the mode would show nothing.
+	dropped := msg
+	if dropped.Text == "" {
+		dropped.Text = syntheticText(ev)
+	}
 	v := e.k.Classify(ctx, st)
 	switch {
 	case v.Kind == session.Stale:
 		// Recorded, never silent; the process's output stays readable with `hermes-host ps log`.
-		if msg.Text == "" {
-			msg.Text = syntheticText(ev)
-		}
-		if _, err := e.ledger.Record(ctx, msg, delivery.Dropped, "stale: "+v.Reason); err != nil {
+		if _, err := e.ledger.Record(ctx, dropped, delivery.Dropped, "stale: "+v.Reason); err != nil {
 			e.retry(ctx, c, "recording the drop failed: "+err.Error())
 			return
 		}
@@ -90,10 +92,7 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		return
 	case !v.Deliverable():
 		if c.Attempt >= e.opt.MaxNotifyAttempts {
-			if msg.Text == "" {
-				msg.Text = syntheticText(ev)
-			}
-			e.ledger.Record(ctx, msg, delivery.Dropped, "unverifiable: "+v.Reason)
+			e.ledger.Record(ctx, dropped, delivery.Dropped, "unverifiable: "+v.Reason)
 			ack("dropped: unverifiable " + v.Reason)
 			return
 		}
