@@ -23,6 +23,7 @@ serve: all
 	./bin/hermes-host serve --plugins build/plugins
 
 vet:
+	@$(GO) mod tidy -diff >/dev/null || ($(GO) mod tidy -diff; echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1)
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)

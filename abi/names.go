@@ -42,14 +42,27 @@ const (
 	HostSend           = "hermes_send"            // HostSendRequest → HostSendReply
 )
 
-// HostFunctions lists every host function of this ABI version, in a stable order.
-var HostFunctions = []string{
-	HostLog, HostClock,
-	HostKVGet, HostKVSet, HostKVDelete,
-	HostHTTP,
-	HostWSOpen, HostWSSend, HostWSRecv, HostWSClose,
-	HostSessionResolve, HostSessionObserve, HostSessionRedact, HostSessionSeed,
-	HostDispatch, HostSend,
+// HostFunctions returns every host function of this ABI version, in a stable order. Each call
+// returns a new slice, so no caller can change what another sees.
+func HostFunctions() []string {
+	return []string{
+		HostLog, HostClock,
+		HostKVGet, HostKVSet, HostKVDelete,
+		HostHTTP,
+		HostWSOpen, HostWSSend, HostWSRecv, HostWSClose,
+		HostSessionResolve, HostSessionObserve, HostSessionRedact, HostSessionSeed,
+		HostDispatch, HostSend,
+	}
+}
+
+// IsHostFunction reports whether name is a host function of this ABI version.
+func IsHostFunction(name string) bool {
+	for _, f := range HostFunctions() {
+		if f == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Kinds of plugin.

@@ -26,8 +26,8 @@ type Version struct {
 	Major, Minor int
 }
 
-// Current is the ABI version of this build.
-var Current = Version{Major, Minor}
+// Current returns the ABI version of this build.
+func Current() Version { return Version{Major, Minor} }
 
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/host/plugin"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
 // Result is the outcome of one check.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-host/hermes-host/host/plugin"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -26,7 +26,7 @@ func TestFirstPartyPluginsConform(t *testing.T) {
 }
 
 func TestHostilePluginsFail(t *testing.T) {
-	const hostile = "../host/plugin/testdata/hostile/"
+	const hostile = "../internal/plugin/testdata/hostile/"
 	for name, want := range map[string]string{
 		"panicky":   "panic: panicky: describe",
 		"wrongabi":  "ABI 2.0",

@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermes-host/hermes-host/host/delivery"
-	"github.com/hermes-host/hermes-host/host/process"
-	"github.com/hermes-host/hermes-host/host/session"
-	"github.com/hermes-host/hermes-host/host/store"
+	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // The inspection commands read the database directly, so they work beside a serving host.

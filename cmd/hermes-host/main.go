@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermes-host/hermes-host/host/config"
+	"github.com/hermes-host/hermes-host/internal/config"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/conformance"
 	telegramconf "github.com/hermes-host/hermes-host/conformance/telegram"
-	"github.com/hermes-host/hermes-host/host/gateway"
+	"github.com/hermes-host/hermes-host/internal/gateway"
 )
 
 func pluginsCmd(g *globals) *cobra.Command {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermes-host/hermes-host/host/gateway"
+	"github.com/hermes-host/hermes-host/internal/gateway"
 )
 
 func serveCmd(g *globals) *cobra.Command {

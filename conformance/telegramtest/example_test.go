@@ -11,7 +11,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance/telegramtest"
-	"github.com/hermes-host/hermes-host/host/chunk"
+	"github.com/hermes-host/hermes-host/internal/chunk"
 )
 
 // A minimal adapter loop against the fake: long-poll, then answer in the same topic.
@@ -42,7 +42,7 @@ func Example() {
 	// Output: all green true
 }
 
-// Scenario 32 end to end: a 5000-unit reply split by host/chunk is accepted by the fake as
+// Scenario 32 end to end: a 5000-unit reply split by internal/chunk is accepted by the fake as
 // two messages, while the unsplit text is refused.
 func TestScenario32ThroughFake(t *testing.T) {
 	tg := telegramtest.New(t)

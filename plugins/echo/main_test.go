@@ -6,7 +6,7 @@ import (
 	"context"
 
 	"encoding/json"
-	"github.com/hermes-host/hermes-host/host/plugin"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 	"net/http"
 	"net/http/httptest"
 	"sync"

@@ -16,8 +16,8 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
-	"github.com/hermes-host/hermes-host/host/kv"
-	"github.com/hermes-host/hermes-host/host/store"
+	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/sdk/sdktest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )

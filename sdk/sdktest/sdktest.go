@@ -22,10 +22,10 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
-	"github.com/hermes-host/hermes-host/host/egress"
-	"github.com/hermes-host/hermes-host/host/kv"
-	"github.com/hermes-host/hermes-host/host/plugin"
-	"github.com/hermes-host/hermes-host/host/store"
+	"github.com/hermes-host/hermes-host/internal/egress"
+	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/sdk"
 )
 

@@ -1,0 +1,198 @@
+// Package agent provides the agents behind turns, behind one interface: Agent.
+//
+// Two agents exist. Builtin is deterministic and needs no model: it is the embedded default,
+// answers plainly, and offers chat commands (run, watch, sh, ps, log, wait, kill) so a user can
+// watch the whole background-process notification flow. OpenAI talks to an OpenAI-compatible
+// chat-completions endpoint and lets the model use two tools, terminal and process, through the
+// Tools a turn carries.
+//
+// The package imports neither the session store nor the process registry: the turn engine adapts
+// the real registry to Tools, bound to the turn's session.
+//
+// A synthetic turn (Turn.Synthetic) answers a background-process notification. It takes the
+// narrow, side-effect-free path: no command is started or killed (approvals are denied
+// automatically) and no media is returned.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+)
+
+// Agent answers one turn. Turn returns promptly when ctx is cancelled (/stop, /new), with an
+// error satisfying errors.Is(err, context.Canceled) (or DeadlineExceeded). Errors are values the
+// engine can show the user through UserMessage.
+type Agent interface {
+	Turn(ctx context.Context, t *Turn) (*Reply, error)
+}
+
+// Func adapts a function to Agent.
+type Func func(ctx context.Context, t *Turn) (*Reply, error)
+
+// Turn calls f.
+func (f Func) Turn(ctx context.Context, t *Turn) (*Reply, error) { return f(ctx, t) }
+
+// Turn is the input of one turn.
+type Turn struct {
+	Key       string     // session key
+	SessionID string     // physical session id
+	Source    abi.Source // where the message came from
+	// Text is the user's (possibly merged) message, or the notification text for a synthetic turn.
+	Text string
+	// History is the prior transcript, oldest first, without Text.
+	History []Message
+	// Synthetic marks a background-process notification turn: the narrow, side-effect-free path.
+	Synthetic bool
+	// Tools are the process tools bound to this turn's session; nil: none.
+	Tools Tools
+}
+
+// Roles of a Message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleSystem    = "system"
+	RoleTool      = "tool"
+)
+
+// Message is one entry of a transcript.
+type Message struct {
+	Role string // Role* values
+	Text string
+}
+
+// Reply is what a turn answers.
+type Reply struct {
+	// Text is the answer to send. It may be empty: nothing to send.
+	Text string
+	// Media are file paths or URLs to attach (from "MEDIA:<path>" lines of a model's answer).
+	// Always empty on synthetic turns; the engine drops them there too.
+	Media []string
+	// ToolCalls counts the tool calls the agent made, refused ones included.
+	ToolCalls int
+}
+
+// Tools are the process tools of one turn, bound to its session. Implementations must honour ctx
+// (a /stop cancels it). Errors are shown to the agent (or the user) as text.
+type Tools interface {
+	// Spawn starts a command (sh -c). In the background it returns at once with the process id;
+	// in the foreground it runs to completion or Timeout and returns the output.
+	Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, error)
+	// List returns the session's processes, running and recently ended.
+	List(ctx context.Context) ([]ProcessInfo, error)
+	// Poll returns a process's state and recent output without consuming its result.
+	Poll(ctx context.Context, id string) (ProcessInfo, error)
+	// Log reads up to limit bytes of output from offset; a negative offset reads the last limit
+	// bytes. Reading an ended process's log consumes its result (no notification follows).
+	Log(ctx context.Context, id string, offset int64, limit int) (LogChunk, error)
+	// Wait blocks until the process ends, timeout passes or ctx is done. A Wait that sees the end
+	// consumes the result.
+	Wait(ctx context.Context, id string, timeout time.Duration) (ProcessInfo, error)
+	// Kill stops a process and returns its final state. It consumes the result.
+	Kill(ctx context.Context, id string) (ProcessInfo, error)
+}
+
+// SpawnRequest asks Tools.Spawn for a command.
+type SpawnRequest struct {
+	Command    string // run as sh -c Command
+	Background bool   // start it and return; false: run in the foreground until it ends or Timeout
+	// NotifyOnComplete asks for a notification turn when a background process ends.
+	NotifyOnComplete bool
+	// WatchPatterns ask for a notification when an output line matches one (the registry's
+	// matching rules apply: internal/process matches substrings). Background only.
+	WatchPatterns []string
+	// Timeout bounds a foreground command; 0: the implementation's default.
+	Timeout time.Duration
+}
+
+// SpawnResult is what Tools.Spawn returns.
+type SpawnResult struct {
+	ID    string // the process id (proc_…); may be empty for a foreground command
+	State string // State* values; a foreground command that hit Timeout is StateRunning or StateKilled
+	// ExitCode is the foreground command's exit code; nil while running or when unknown.
+	ExitCode *int
+	Output   string // a foreground command's output (tail)
+	Note     string // a remark for the agent, e.g. that watch patterns were dropped
+}
+
+// Process states, as internal/process names them.
+const (
+	StateStarting    = "starting"
+	StateRunning     = "running"
+	StateExited      = "exited"
+	StateKilled      = "killed"
+	StateLost        = "lost"
+	StateFailedStart = "failed_start"
+)
+
+// ProcessInfo is a snapshot of one process.
+type ProcessInfo struct {
+	ID        string    `json:"id"`
+	Command   string    `json:"command"`
+	State     string    `json:"state"`               // State* values
+	ExitCode  *int      `json:"exit_code,omitempty"` // nil while running or when unknown
+	Signal    string    `json:"signal,omitempty"`    // e.g. SIGTERM when a signal ended it
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// NotifyOnComplete and WatchPatterns are the process's notification settings.
+	NotifyOnComplete bool     `json:"notify_on_complete,omitempty"`
+	WatchPatterns    []string `json:"watch_patterns,omitempty"`
+	// Output is the recent output tail (filled by Poll; optional elsewhere).
+	Output string `json:"output,omitempty"`
+}
+
+// Ended reports whether the process has ended.
+func (p ProcessInfo) Ended() bool {
+	return p.State != "" && p.State != StateRunning && p.State != StateStarting
+}
+
+// LogChunk is a range of a process's output.
+type LogChunk struct {
+	Text   string // the output, as text
+	Offset int64  // where Text starts (may be later than asked: older output is gone)
+	Next   int64  // the offset to ask for next
+	Total  int64  // bytes produced so far
+	Ended  bool   // the process has ended: Total is final
+}
+
+// Config configures New.
+type Config struct {
+	// BaseURL is the OpenAI-compatible API root, e.g. "http://127.0.0.1:8080/v1"; requests go to
+	// BaseURL+"/chat/completions". Default "https://api.openai.com/v1".
+	BaseURL string
+	Model   string // the model name; required by "openai"
+	// APIKey is sent as a bearer token; empty: none (local servers). When empty and APIKeyEnv
+	// names an environment variable, the key is read from it.
+	APIKey    string
+	APIKeyEnv string
+	// Timeout bounds each HTTP request to the model. Default 120s.
+	Timeout time.Duration
+	// MaxRounds bounds the model calls of one turn. Default 8.
+	MaxRounds int
+	// SystemPrompt replaces the default opening of the system prompt; the description of the
+	// tools is always appended.
+	SystemPrompt string
+	// CommandTimeout is the default timeout of a foreground command (builtin "sh", terminal
+	// without timeout). Default 60s for "openai", 10s for "builtin".
+	CommandTimeout time.Duration
+}
+
+// Kinds accepted by New.
+const (
+	KindBuiltin = "builtin"
+	KindOpenAI  = "openai"
+)
+
+// New returns the agent of kind ("builtin" or "openai"; "" means builtin) configured by cfg.
+func New(kind string, cfg Config) (Agent, error) {
+	switch kind {
+	case "", KindBuiltin:
+		return NewBuiltin(cfg), nil
+	case KindOpenAI:
+		return NewOpenAI(cfg)
+	}
+	return nil, fmt.Errorf("agent: unknown kind %q: want %s or %s", kind, KindBuiltin, KindOpenAI)
+}

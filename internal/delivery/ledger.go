@@ -1,0 +1,562 @@
+// Package delivery is the outbound path: a durable ledger of every message the host sends
+// (replies, process notifications, scheduled messages), and the workers that send them through
+// the platform plugins.
+//
+// A message is written to the ledger before it is sent and moves
+//
+//	pending → sending → delivered (with the platform's message ids)
+//	                  → failed (permanent refusal, retries exhausted, or outcome unknown)
+//	        → dropped (reason: the conversation it belonged to is gone)
+//
+// Messages to one chat go out in order, one at a time, through that chat's lane; a platform's
+// retry_after blocks the lane, not the host. A guarded message is re-validated inside the
+// session key's boundary lock immediately before the plugin's send, in the same critical
+// section, so a /new that lands between the check and the send is impossible. A message left
+// "sending" by a crash is reconciled at start-up as failed(outcome unknown), never resent: a
+// duplicate in the user's chat is worse than a gap the operator can see.
+package delivery
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/chunk"
+	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// State is a ledger row's state.
+type State string
+
+// Ledger states.
+const (
+	Pending   State = "pending"
+	Sending   State = "sending"
+	Delivered State = "delivered"
+	Failed    State = "failed"
+	Dropped   State = "dropped"
+)
+
+// Final reports whether s is a final state.
+func (s State) Final() bool { return s == Delivered || s == Failed || s == Dropped }
+
+// Kinds of message, for display.
+const (
+	KindReply        = "reply"        // the answer to a user's turn
+	KindNotification = "notification" // a background process notice or synthetic-turn answer
+	KindScheduled    = "scheduled"    // sent by a scheduler plugin (cron)
+	KindNotice       = "notice"       // a host notice (/new confirmation, errors)
+)
+
+// GuardMode says what must still hold for a guarded message to be sent.
+type GuardMode string
+
+// Guard modes.
+const (
+	// GuardNone: deliver by route (an unstamped message, a command confirmation).
+	GuardNone GuardMode = ""
+	// GuardLineage: the stamped session or its compression continuation must own the chat; a
+	// session that ended for a non-user reason delivers to the current one (ARCHITECTURE §3).
+	GuardLineage GuardMode = "lineage"
+	// GuardWork: GuardLineage, and the key's generation must still be the one the work started
+	// at: /stop, /new and the other transitions cancel a turn's answer.
+	GuardWork GuardMode = "work"
+	// GuardOwned: the stamped session or its continuation must own the chat (a scheduler send
+	// pinned to a session); ended-for-non-user-reason is not enough.
+	GuardOwned GuardMode = "owned"
+)
+
+// Message is what callers hand to Enqueue.
+type Message struct {
+	Plugin, Profile string // the platform plugin and profile that send it
+	Key             string // session key of the chat: whose boundary lock guards the send
+	Target          abi.OutboundMessage
+	Text            string
+	Kind            string
+	Guard           GuardMode
+	Stamp           session.Stamp // the owner, for guarded messages
+	Generation      int64         // GuardWork: the generation the work started at
+	// Transcript, when true, appends Text as an assistant message to the session the verdict
+	// names, in the same critical section as the first part's successful send.
+	Transcript bool
+	Origin     string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
+}
+
+// Row is one ledger entry (one part of a message).
+type Row struct {
+	ID          string              `json:"id"`
+	Group       string              `json:"group"` // the message this part belongs to
+	Part        int                 `json:"part"`
+	Parts       int                 `json:"parts"`
+	Plugin      string              `json:"plugin"`
+	Profile     string              `json:"profile"`
+	Key         string              `json:"key"`
+	Target      abi.OutboundMessage `json:"target"`
+	Kind        string              `json:"kind"`
+	Guard       GuardMode           `json:"guard,omitempty"`
+	Stamp       session.Stamp       `json:"stamp,omitempty"`
+	Generation  int64               `json:"generation,omitempty"`
+	State       State               `json:"state"`
+	Reason      string              `json:"reason,omitempty"`
+	Attempts    int                 `json:"attempts"`
+	MessageIDs  []string            `json:"message_ids,omitempty"`
+	SessionID   string              `json:"session_id,omitempty"` // where it was delivered
+	Origin      string              `json:"origin,omitempty"`
+	CreatedAt   time.Time           `json:"created_at"`
+	UpdatedAt   time.Time           `json:"updated_at"`
+	NextAttempt time.Time           `json:"next_attempt,omitempty"`
+	transcript  string
+}
+
+var migrations = []string{`
+CREATE TABLE deliveries (
+	id          TEXT PRIMARY KEY,
+	grp         TEXT NOT NULL,
+	part        INTEGER NOT NULL,
+	parts       INTEGER NOT NULL,
+	plugin      TEXT NOT NULL,
+	profile     TEXT NOT NULL,
+	lane        TEXT NOT NULL,
+	session_key TEXT NOT NULL,
+	target      TEXT NOT NULL,
+	kind        TEXT NOT NULL,
+	guard       TEXT NOT NULL DEFAULT '',
+	stamp       TEXT NOT NULL DEFAULT '',
+	generation  INTEGER NOT NULL DEFAULT 0,
+	transcript  TEXT NOT NULL DEFAULT '',
+	state       TEXT NOT NULL,
+	reason      TEXT NOT NULL DEFAULT '',
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	message_ids TEXT NOT NULL DEFAULT '',
+	session_id  TEXT NOT NULL DEFAULT '',
+	origin      TEXT NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	next_at     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX deliveries_open ON deliveries (state, lane, created_at) WHERE state IN ('pending', 'sending');
+CREATE INDEX deliveries_key ON deliveries (session_key, created_at);
+CREATE INDEX deliveries_time ON deliveries (created_at);
+CREATE TABLE chat_migrations (
+	plugin  TEXT NOT NULL,
+	profile TEXT NOT NULL,
+	chat_id TEXT NOT NULL,
+	new_chat_id TEXT NOT NULL,
+	PRIMARY KEY (plugin, profile, chat_id)
+);`,
+	`CREATE INDEX deliveries_grp ON deliveries (grp, part);`,
+	// Entries of an index are ordered by rowid within equal keys: a lane's pending rows come out
+	// in enqueue order without a sort.
+	`CREATE INDEX deliveries_lane ON deliveries (lane, state);`,
+}
+
+// Transport sends one message through a platform plugin.
+type Transport interface {
+	Send(ctx context.Context, plugin, profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
+	// Limit is the plugin's message length limit (false if the plugin is not loaded).
+	Limit(plugin string) (abi.MessageLimit, bool)
+}
+
+// Options tune a Ledger.
+type Options struct {
+	Logger *slog.Logger
+	Now    func() time.Time
+	// MaxAttempts bounds retries of one part (retryable failures and unverifiable guards).
+	// Default 8.
+	MaxAttempts int
+	// Backoff is the first retry delay without a retry_after; it doubles up to MaxBackoff.
+	// Defaults 1s and 5m.
+	Backoff, MaxBackoff time.Duration
+	// Lanes bounds how many chats are sent to concurrently. Default 64.
+	Lanes int
+	// Observer, if set, is called after every state change (tests and metrics).
+	Observer func(Row)
+	// Suppressed, if set, is asked inside the boundary right before a send whether the message
+	// is no longer wanted (a process notice whose result the agent already read); it answers
+	// with the reason. Such a message is dropped.
+	Suppressed func(ctx context.Context, origin string) (bool, string)
+}
+
+// Ledger is the delivery ledger and its senders.
+type Ledger struct {
+	db     *sql.DB
+	kernel *session.Kernel
+	tr     Transport
+	opt    Options
+	log    *slog.Logger
+
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt // prepared once: parsing SQL costs more than running it here
+
+	migMu sync.RWMutex
+	moved map[string]string // lane → new chat id (chat_migrations, loaded at Open)
+
+	mu      sync.Mutex
+	lanes   map[string]*lane
+	sem     chan struct{}
+	waiters map[string][]chan Row // group → waiters for its final state
+	running bool
+	ctx     context.Context
+	wg      sync.WaitGroup
+}
+
+// Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
+func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt Options) (*Ledger, error) {
+	if err := store.Migrate(ctx, db, "delivery", migrations); err != nil {
+		return nil, err
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.MaxAttempts <= 0 {
+		opt.MaxAttempts = 8
+	}
+	if opt.Backoff <= 0 {
+		opt.Backoff = time.Second
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = 5 * time.Minute
+	}
+	if opt.Lanes <= 0 {
+		opt.Lanes = 64
+	}
+	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}}
+	rows, err := db.QueryContext(ctx, `SELECT plugin, profile, chat_id, new_chat_id FROM chat_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var plugin, profile, chat, to string
+		if err := rows.Scan(&plugin, &profile, &chat, &to); err != nil {
+			return nil, err
+		}
+		l.moved[laneOf(plugin, profile, chat)] = to
+	}
+	return l, rows.Err()
+}
+
+// migrated returns the chat id a migrated chat moved to.
+func (l *Ledger) migrated(plugin, profile, chat string) (string, bool) {
+	l.migMu.RLock()
+	defer l.migMu.RUnlock()
+	to, ok := l.moved[laneOf(plugin, profile, chat)]
+	return to, ok
+}
+
+// stmt returns the prepared statement for q, preparing it on first use.
+func (l *Ledger) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	l.stmtMu.Lock()
+	defer l.stmtMu.Unlock()
+	if s := l.stmts[q]; s != nil {
+		return s, nil
+	}
+	s, err := l.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	l.stmts[q] = s
+	return s, nil
+}
+
+// exec runs a prepared statement (inside tx when tx is not nil).
+func (l *Ledger) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	s, err := l.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil {
+		s = tx.StmtContext(ctx, s)
+	}
+	return s.ExecContext(ctx, args...)
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func laneOf(plugin, profile, chatID string) string {
+	return plugin + "\x00" + profile + "\x00" + chatID
+}
+
+// Enqueue splits m by the plugin's message limit and records the parts as pending, in one
+// transaction, then wakes the chat's lane. It returns the message's group id.
+func (l *Ledger) Enqueue(ctx context.Context, m Message) (string, error) {
+	parts := []string{m.Text}
+	if limit, ok := l.tr.Limit(m.Plugin); ok && limit.Max > 0 && m.Target.Action == "" {
+		parts = chunk.Split(m.Text, limit)
+	}
+	return l.insert(ctx, m, parts, Pending, "")
+}
+
+// Record writes m straight to a final state (Dropped with reason, typically): a notification
+// classified stale at pickup is recorded, never silently discarded.
+func (l *Ledger) Record(ctx context.Context, m Message, state State, reason string) (string, error) {
+	return l.insert(ctx, m, []string{m.Text}, state, reason)
+}
+
+func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state State, reason string) (string, error) {
+	if m.Target.ChatID == "" {
+		return "", fmt.Errorf("delivery: message has no chat id")
+	}
+	if m.Key == "" {
+		return "", fmt.Errorf("delivery: message has no session key")
+	}
+	now := l.opt.Now()
+	group := newID("dlv_")
+	stamp := ""
+	if m.Guard != GuardNone {
+		b, _ := json.Marshal(m.Stamp)
+		stamp = string(b)
+	}
+	// A chat that migrated (Telegram group → supergroup) is re-addressed before sending.
+	if moved, ok := l.migrated(m.Plugin, m.Profile, m.Target.ChatID); ok {
+		m.Target.ChatID = moved
+	}
+	var rows []Row
+	write := func(tx *sql.Tx) error {
+		rows = rows[:0]
+		for i, text := range parts {
+			id := group
+			if len(parts) > 1 {
+				id = fmt.Sprintf("%s.%d", group, i+1)
+			}
+			t := m.Target
+			t.Text, t.Part, t.Parts, t.DeliveryID = text, i+1, len(parts), id
+			if len(parts) == 1 {
+				t.Part, t.Parts = 0, 0
+			}
+			tb, _ := json.Marshal(t)
+			transcript := ""
+			if m.Transcript && i == 0 {
+				transcript = m.Text
+			}
+			if _, err := l.exec(ctx, tx, qInsert,
+				id, group, i+1, len(parts), m.Plugin, m.Profile, laneOf(m.Plugin, m.Profile, m.Target.ChatID),
+				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
+				m.Origin, now.UnixMilli(), now.UnixMilli()); err != nil {
+				return err
+			}
+			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
+				Key: m.Key, Target: t, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
+				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript})
+		}
+		return nil
+	}
+	var err error
+	if len(parts) == 1 {
+		err = write(nil) // one statement is atomic on its own
+	} else {
+		err = store.WithTx(ctx, l.db, write) // all parts or none
+	}
+	if err != nil {
+		return "", fmt.Errorf("delivery: record: %w", err)
+	}
+	for _, r := range rows {
+		l.observe(r)
+	}
+	if state == Pending {
+		l.wake(laneOf(m.Plugin, m.Profile, m.Target.ChatID))
+	} else {
+		l.finish(rows[len(rows)-1])
+	}
+	return group, nil
+}
+
+const (
+	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qNextDue = `SELECT ` + rowColumns + ` FROM deliveries d INDEXED BY deliveries_lane WHERE lane = ? AND state = 'pending' AND next_at <= ?
+		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
+		ORDER BY d.rowid LIMIT 1`
+	qNextAt   = `SELECT MIN(next_at) FROM deliveries WHERE lane = ? AND state = 'pending'`
+	qSetState = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, updated_at = ? WHERE id = ?`
+	qSettle   = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ?`
+)
+
+// Wait blocks until every part of group is final (or ctx ends) and returns the last part's row.
+func (l *Ledger) Wait(ctx context.Context, group string) (Row, error) {
+	ch := make(chan Row, 1)
+	l.mu.Lock()
+	l.waiters[group] = append(l.waiters[group], ch)
+	l.mu.Unlock()
+	// It may have finished before we registered.
+	if r, done, err := l.groupDone(ctx, group); err != nil || done {
+		l.dropWaiter(group, ch)
+		return r, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		l.dropWaiter(group, ch)
+		return Row{}, ctx.Err()
+	}
+}
+
+func (l *Ledger) dropWaiter(group string, ch chan Row) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ws := l.waiters[group]
+	for i, w := range ws {
+		if w == ch {
+			l.waiters[group] = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(l.waiters[group]) == 0 {
+		delete(l.waiters, group)
+	}
+}
+
+func (l *Ledger) groupDone(ctx context.Context, group string) (Row, bool, error) {
+	rows, err := l.query(ctx, `WHERE grp = ? ORDER BY part`, group)
+	if err != nil {
+		return Row{}, false, err
+	}
+	if len(rows) == 0 {
+		return Row{}, false, fmt.Errorf("delivery: no message %s", group)
+	}
+	for _, r := range rows {
+		if !r.State.Final() {
+			return Row{}, false, nil
+		}
+	}
+	// The group's outcome is its worst part.
+	out := rows[len(rows)-1]
+	for _, r := range rows {
+		if r.State != Delivered {
+			out = r
+			break
+		}
+	}
+	return out, true, nil
+}
+
+// finish notifies waiters when r's group may have become final.
+func (l *Ledger) finish(r Row) {
+	l.mu.Lock()
+	ws := l.waiters[r.Group]
+	l.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	out, done, err := l.groupDone(context.Background(), r.Group)
+	if err != nil || !done {
+		return
+	}
+	l.mu.Lock()
+	ws = l.waiters[r.Group]
+	delete(l.waiters, r.Group)
+	l.mu.Unlock()
+	for _, w := range ws {
+		w <- out
+	}
+}
+
+func (l *Ledger) observe(r Row) {
+	if l.opt.Observer != nil {
+		l.opt.Observer(r)
+	}
+}
+
+// Filter selects rows for List.
+type Filter struct {
+	State     State  // "" for all
+	KeyPrefix string // "" for all
+	Limit     int    // default 100
+}
+
+// List returns ledger rows, newest first.
+func (l *Ledger) List(ctx context.Context, f Filter) ([]Row, error) { return List(ctx, l.db, f) }
+
+// List reads ledger rows from db directly (the CLI runs beside a serving host).
+func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
+	var where []string
+	var args []any
+	if f.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, string(f.State))
+	}
+	if f.KeyPrefix != "" {
+		where = append(where, "substr(session_key, 1, ?) = ?")
+		args = append(args, len(f.KeyPrefix), f.KeyPrefix)
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	q := ""
+	if len(where) > 0 {
+		q = "WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, f.Limit)
+	return queryRows(ctx, db, q+" ORDER BY rowid DESC LIMIT ?", args...)
+}
+
+func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, error) {
+	return queryRows(ctx, l.db, tail, args...)
+}
+
+const rowColumns = `id, grp, part, parts, plugin, profile, session_key, target, kind, guard, stamp, generation,
+	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at`
+
+func queryRows(ctx context.Context, db *sql.DB, tail string, args ...any) ([]Row, error) {
+	rows, err := db.QueryContext(ctx, `SELECT `+rowColumns+` FROM deliveries `+tail, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanRow(s scanner) (Row, error) {
+	var (
+		r                         Row
+		target, stamp, ids, guard string
+		state                     string
+		created, updated, nextAt  int64
+	)
+	if err := s.Scan(&r.ID, &r.Group, &r.Part, &r.Parts, &r.Plugin, &r.Profile, &r.Key, &target, &r.Kind, &guard, &stamp,
+		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt); err != nil {
+		return r, err
+	}
+	r.Guard, r.State = GuardMode(guard), State(state)
+	json.Unmarshal([]byte(target), &r.Target)
+	if stamp != "" {
+		json.Unmarshal([]byte(stamp), &r.Stamp)
+	}
+	if ids != "" {
+		json.Unmarshal([]byte(ids), &r.MessageIDs)
+	}
+	r.CreatedAt, r.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	if nextAt > 0 {
+		r.NextAttempt = time.UnixMilli(nextAt)
+	}
+	return r, nil
+}

@@ -1,0 +1,413 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// platform is an in-process stand-in for a platform plugin, recording what it was asked to send
+// (the end-to-end tests drive real Wasm plugins; these test the ledger's logic).
+type platform struct {
+	mu      sync.Mutex
+	sent    []abi.OutboundMessage
+	at      []time.Time
+	answers []func(abi.OutboundMessage) (*abi.SendResult, error) // scripted, FIFO; then success
+	block   chan chan struct{}                                   // if set, Send announces itself and waits
+	limit   abi.MessageLimit
+	gone    bool
+}
+
+func (p *platform) Send(ctx context.Context, plugin, profile string, m abi.OutboundMessage) (*abi.SendResult, error) {
+	if p.block != nil {
+		release := make(chan struct{})
+		p.block <- release
+		<-release
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.at = append(p.at, time.Now())
+	if len(p.answers) > 0 {
+		f := p.answers[0]
+		p.answers = p.answers[1:]
+		if res, err := f(m); err != nil || res.Error != nil {
+			return res, err
+		}
+	}
+	p.sent = append(p.sent, m)
+	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(p.sent))}}, nil
+}
+
+func (p *platform) Limit(string) (abi.MessageLimit, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.limit.Max == 0 {
+		return abi.MessageLimit{Max: 1000, Unit: abi.UnitCodePoint}, !p.gone
+	}
+	return p.limit, !p.gone
+}
+
+func (p *platform) texts() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, m := range p.sent {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+type fixture struct {
+	t      *testing.T
+	k      *session.Kernel
+	l      *Ledger
+	p      *platform
+	db     string
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	final  map[string]Row
+	cond   *sync.Cond
+}
+
+func newFixture(t *testing.T, p *platform, opt Options) *fixture {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "h.db")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	k, err := session.Open(context.Background(), db, session.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, k: k, p: p, db: path, final: map[string]Row{}}
+	f.cond = sync.NewCond(&f.mu)
+	opt.Logger = slog.New(slog.DiscardHandler)
+	if opt.Backoff == 0 {
+		opt.Backoff = 10 * time.Millisecond
+	}
+	opt.Observer = func(r Row) {
+		f.mu.Lock()
+		if r.State.Final() {
+			f.final[r.ID] = r
+		}
+		f.cond.Broadcast()
+		f.mu.Unlock()
+	}
+	f.l, err = Open(context.Background(), db, k, p, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	if _, err := f.l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); f.l.Stop() })
+	return f
+}
+
+// waitFinal waits until the row id is final and returns it.
+func (f *fixture) waitFinal(id string) Row {
+	f.t.Helper()
+	done := make(chan Row, 1)
+	go func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for {
+			if r, ok := f.final[id]; ok {
+				done <- r
+				return
+			}
+			f.cond.Wait()
+		}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(20 * time.Second):
+		f.t.Fatalf("row %s never became final", id)
+		return Row{}
+	}
+}
+
+var chat = abi.Source{Platform: "echo", Profile: "main", ChatType: abi.ChatDM, ChatID: "42", UserID: "u1"}
+
+// resolve creates (or gets) the chat's session and returns a stamp for work started now.
+func (f *fixture) stamp() session.Stamp {
+	f.t.Helper()
+	key, _ := f.k.Key(chat)
+	var st session.Stamp
+	err := f.k.WithBoundary(context.Background(), key, func(b *session.Boundary) error {
+		if _, err := b.Resolve(chat, session.ResolveOptions{}); err != nil {
+			return err
+		}
+		var err error
+		st, err = b.Stamp(chat)
+		return err
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return st
+}
+
+func (f *fixture) msg(st session.Stamp, text string, guard GuardMode) Message {
+	return Message{Plugin: "echo", Profile: "main", Key: st.Key, Target: abi.OutboundMessage{ChatID: chat.ChatID},
+		Text: text, Kind: KindReply, Guard: guard, Stamp: st, Generation: st.Generation, Transcript: true}
+}
+
+func (f *fixture) transcript(id string) []string {
+	msgs, err := f.k.Transcript(context.Background(), id, 100)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.Role+":"+m.Text)
+	}
+	return out
+}
+
+func TestDeliverAppendsToTranscript(t *testing.T) {
+	f := newFixture(t, &platform{}, Options{})
+	st := f.stamp()
+	id, err := f.l.Enqueue(context.Background(), f.msg(st, "hello", GuardWork))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.waitFinal(id)
+	if r.State != Delivered || r.SessionID != st.SessionID || len(r.MessageIDs) != 1 {
+		t.Fatalf("row %+v", r)
+	}
+	if got := f.transcript(st.SessionID); len(got) != 1 || got[0] != "assistant:hello" {
+		t.Fatalf("transcript %q", got)
+	}
+	w, err := f.l.Wait(context.Background(), id)
+	if err != nil || w.State != Delivered {
+		t.Fatalf("wait %+v %v", w, err)
+	}
+}
+
+func TestLongMessagesAreSplitAndSentInOrder(t *testing.T) {
+	p := &platform{limit: abi.MessageLimit{Max: 40, Unit: abi.UnitCodePoint}}
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	text := strings.Repeat("word ", 30) // 150 code points
+	id, _ := f.l.Enqueue(context.Background(), f.msg(st, text, GuardLineage))
+	r, err := f.l.Wait(context.Background(), id)
+	if err != nil || r.State != Delivered {
+		t.Fatalf("%+v %v", r, err)
+	}
+	got := p.texts()
+	if len(got) < 4 {
+		t.Fatalf("parts %q", got)
+	}
+	for i, s := range got {
+		if !strings.HasSuffix(s, fmt.Sprintf("(%d/%d)", i+1, len(got))) || len([]rune(s)) > 40 {
+			t.Fatalf("part %d %q", i, s)
+		}
+	}
+}
+
+func TestStaleAfterNewIsDroppedAndRecorded(t *testing.T) {
+	p := &platform{}
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	if _, err := f.k.Reset(context.Background(), st.Key, ""); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.l.Enqueue(context.Background(), f.msg(st, "old output", GuardLineage))
+	r := f.waitFinal(id)
+	if r.State != Dropped || !strings.Contains(r.Reason, session.ReasonUserBoundary) || len(p.texts()) != 0 {
+		t.Fatalf("row %+v, sent %q", r, p.texts())
+	}
+	rows, _ := f.l.List(context.Background(), Filter{State: Dropped})
+	if len(rows) != 1 || rows[0].ID != id {
+		t.Fatalf("dropped list %+v", rows)
+	}
+}
+
+func TestStopSupersedesWorkButNotLineage(t *testing.T) {
+	p := &platform{}
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	if _, err := f.k.Stop(context.Background(), st.Key); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ := f.l.Enqueue(context.Background(), f.msg(st, "turn answer", GuardWork))
+	proc, _ := f.l.Enqueue(context.Background(), f.msg(st, "process done", GuardLineage))
+	if r := f.waitFinal(turn); r.State != Dropped || !strings.Contains(r.Reason, session.ReasonSuperseded) {
+		t.Fatalf("turn answer after /stop: %+v", r)
+	}
+	if r := f.waitFinal(proc); r.State != Delivered {
+		t.Fatalf("completion after /stop: %+v", r)
+	}
+}
+
+func TestCompressionDeliversToContinuation(t *testing.T) {
+	f := newFixture(t, &platform{}, Options{})
+	st := f.stamp()
+	route, err := f.k.Compress(context.Background(), st.Key, st.SessionID, "summary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.l.Enqueue(context.Background(), f.msg(st, "done", GuardLineage))
+	r := f.waitFinal(id)
+	if r.State != Delivered || r.SessionID != route.SessionID || route.SessionID == st.SessionID {
+		t.Fatalf("row %+v, route %+v", r, route)
+	}
+	if got := f.transcript(route.SessionID); got[len(got)-1] != "assistant:done" {
+		t.Fatalf("continuation transcript %q", got)
+	}
+}
+
+func TestRetryAfterBlocksTheChat(t *testing.T) {
+	p := &platform{}
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: "flood", RetryAfterMs: 300}}, nil
+	})
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	start := time.Now()
+	a, _ := f.l.Enqueue(context.Background(), f.msg(st, "first", GuardNone))
+	b, _ := f.l.Enqueue(context.Background(), f.msg(st, "second", GuardNone))
+	ra, rb := f.waitFinal(a), f.waitFinal(b)
+	if ra.State != Delivered || rb.State != Delivered || ra.Attempts != 2 {
+		t.Fatalf("%+v %+v", ra, rb)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The flood answer came first; nothing reached the platform again before retry_after.
+	if len(p.at) != 3 || p.at[1].Sub(start) < 300*time.Millisecond || p.at[2].Before(p.at[1]) {
+		t.Fatalf("send times %v (start %v)", p.at, start)
+	}
+	if got := []string{p.sent[0].Text, p.sent[1].Text}; got[0] != "first" || got[1] != "second" {
+		t.Fatalf("order %q", got)
+	}
+}
+
+func TestPermanentFailureAndMigration(t *testing.T) {
+	p := &platform{}
+	p.answers = append(p.answers,
+		func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Code: "chat_not_found", Message: "no"}}, nil
+		},
+		func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Code: "migrated", MigrateToChatID: "-100777"}}, nil
+		})
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	a, _ := f.l.Enqueue(context.Background(), f.msg(st, "a", GuardNone))
+	if r := f.waitFinal(a); r.State != Failed || !strings.Contains(r.Reason, "chat_not_found") {
+		t.Fatalf("%+v", r)
+	}
+	b, _ := f.l.Enqueue(context.Background(), f.msg(st, "b", GuardNone))
+	if r := f.waitFinal(b); r.State != Delivered || r.Target.ChatID != "-100777" {
+		t.Fatalf("%+v", r)
+	}
+	// Later messages to the old chat id go to the new one.
+	c, _ := f.l.Enqueue(context.Background(), f.msg(st, "c", GuardNone))
+	if r := f.waitFinal(c); r.Target.ChatID != "-100777" {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestOutcomeUnknownIsNotRetried(t *testing.T) {
+	p := &platform{}
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return nil, fmt.Errorf("%w: plugin crashed mid-send", ErrOutcomeUnknown)
+	})
+	f := newFixture(t, p, Options{})
+	id, _ := f.l.Enqueue(context.Background(), f.msg(f.stamp(), "x", GuardNone))
+	if r := f.waitFinal(id); r.State != Failed || r.Attempts != 1 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestSendingRowsAreReconciledNotResent(t *testing.T) {
+	p := &platform{}
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	// Simulate a crash between "sending" and the platform's answer.
+	f.cancel()
+	f.l.Stop()
+	m := f.msg(st, "in flight", GuardNone)
+	id, err := f.l.insert(context.Background(), m, []string{m.Text}, Sending, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, _ := Open(context.Background(), f.l.db, f.k, p, Options{Logger: slog.New(slog.DiscardHandler)})
+	rec, err := l2.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Stop()
+	if len(rec) != 1 || rec[0].ID != id || rec[0].State != Failed || rec[0].Reason != ReasonInterrupted {
+		t.Fatalf("reconciled %+v", rec)
+	}
+	if len(p.texts()) != 0 {
+		t.Fatal("an in-flight message was resent")
+	}
+}
+
+// The two orders of a delivery and a /new on one key, forced with barriers.
+func TestBoundaryOrders(t *testing.T) {
+	t.Run("delivery-first", func(t *testing.T) {
+		p := &platform{block: make(chan chan struct{})}
+		f := newFixture(t, p, Options{})
+		st := f.stamp()
+		id, _ := f.l.Enqueue(context.Background(), f.msg(st, "answer", GuardWork))
+		release := <-p.block // the send is in progress, inside the boundary
+		resetDone := make(chan session.Route, 1)
+		go func() {
+			r, _ := f.k.Reset(context.Background(), st.Key, "")
+			resetDone <- r
+		}()
+		// The reset cannot complete while the send holds the boundary.
+		select {
+		case <-resetDone:
+			t.Fatal("/new overtook a send in progress")
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(release)
+		r := f.waitFinal(id)
+		newRoute := <-resetDone
+		if r.State != Delivered || r.SessionID != st.SessionID || newRoute.SessionID == st.SessionID {
+			t.Fatalf("row %+v route %+v", r, newRoute)
+		}
+		if len(f.transcript(newRoute.SessionID)) != 0 {
+			t.Fatal("the old answer leaked into the new session")
+		}
+	})
+	t.Run("reset-first", func(t *testing.T) {
+		p := &platform{}
+		f := newFixture(t, p, Options{})
+		st := f.stamp()
+		inReset := make(chan struct{})
+		finishReset := make(chan struct{})
+		go f.k.WithBoundary(context.Background(), st.Key, func(b *session.Boundary) error {
+			close(inReset)
+			<-finishReset
+			_, err := b.Reset("")
+			return err
+		})
+		<-inReset
+		id, _ := f.l.Enqueue(context.Background(), f.msg(st, "answer", GuardWork))
+		close(finishReset)
+		r := f.waitFinal(id)
+		if r.State != Dropped || len(p.texts()) != 0 {
+			t.Fatalf("row %+v sent %q", r, p.texts())
+		}
+	})
+}

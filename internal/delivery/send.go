@@ -1,0 +1,447 @@
+package delivery
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// ErrOutcomeUnknown wraps a transport failure after which the platform may or may not have
+// accepted the message (the plugin crashed or ran past its deadline mid-send). Such a part is
+// failed, not retried: retrying could duplicate it.
+var ErrOutcomeUnknown = errors.New("delivery: outcome unknown")
+
+// Reason strings recorded on rows.
+const (
+	ReasonInterrupted = "outcome unknown: the host stopped while sending; not resent to avoid a duplicate"
+	ReasonNotOwned    = "not_owned"
+)
+
+// lane serializes the messages of one chat. Fields are guarded by Ledger.mu.
+type lane struct {
+	id           string
+	running      bool
+	kick         chan struct{} // buffered(1): new work or a state change
+	blockedUntil time.Time     // the platform's retry_after for this chat
+}
+
+// Start reconciles rows a previous run left "sending" (they become failed, never resent) and
+// starts sending pending rows. It returns the reconciled rows, for the operator's log.
+func (l *Ledger) Start(ctx context.Context) ([]Row, error) {
+	now := l.opt.Now()
+	interrupted, err := l.query(ctx, `WHERE state = ?`, string(Sending))
+	if err != nil {
+		return nil, err
+	}
+	if len(interrupted) > 0 {
+		if _, err := l.db.ExecContext(ctx, `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE state = ?`,
+			string(Failed), ReasonInterrupted, now.UnixMilli(), string(Sending)); err != nil {
+			return nil, err
+		}
+		for i := range interrupted {
+			interrupted[i].State, interrupted[i].Reason = Failed, ReasonInterrupted
+			l.log.Warn("delivery reconciled after restart: outcome unknown, not resent",
+				"id", interrupted[i].ID, "key", interrupted[i].Key, "chat", interrupted[i].Target.ChatID)
+			l.observe(interrupted[i])
+		}
+	}
+	l.mu.Lock()
+	l.running, l.ctx = true, ctx
+	l.mu.Unlock()
+	rows, err := l.db.QueryContext(ctx, `SELECT DISTINCT lane FROM deliveries WHERE state = ?`, string(Pending))
+	if err != nil {
+		return interrupted, err
+	}
+	var lanes []string
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		lanes = append(lanes, id)
+	}
+	rows.Close()
+	for _, id := range lanes {
+		l.wake(id)
+	}
+	return interrupted, nil
+}
+
+// Stop stops the senders after their current attempt (cancel Start's context first).
+func (l *Ledger) Stop() {
+	l.mu.Lock()
+	l.running = false
+	for _, ln := range l.lanes {
+		select {
+		case ln.kick <- struct{}{}:
+		default:
+		}
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// wake makes sure the lane's sender runs.
+func (l *Ledger) wake(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.running {
+		return // Start loads pending rows
+	}
+	ln := l.lanes[id]
+	if ln == nil {
+		ln = &lane{id: id, kick: make(chan struct{}, 1)}
+		l.lanes[id] = ln
+	}
+	if ln.running {
+		select {
+		case ln.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	ln.running = true
+	l.wg.Add(1)
+	go l.runLane(ln)
+}
+
+// runLane sends the lane's due rows one at a time, in order, and exits when none is left.
+func (l *Ledger) runLane(ln *lane) {
+	defer l.wg.Done()
+	ctx := l.ctx
+	for {
+		l.mu.Lock()
+		stopping := !l.running || ctx.Err() != nil
+		blocked := ln.blockedUntil
+		l.mu.Unlock()
+		if stopping {
+			l.exitLane(ln, true)
+			return
+		}
+		now := l.opt.Now()
+		var (
+			r    Row
+			wait time.Duration
+			ok   bool
+			err  error
+		)
+		if now.Before(blocked) {
+			wait, ok = blocked.Sub(now), false
+		} else {
+			r, wait, ok, err = l.nextDue(ctx, ln.id, now)
+		}
+		switch {
+		case err != nil:
+			l.log.Error("delivery: reading the ledger failed", "lane", ln.id, "error", err)
+			wait = time.Second
+		case ok:
+			select {
+			case l.sem <- struct{}{}:
+			case <-ctx.Done():
+				continue
+			}
+			l.attempt(ctx, ln, r)
+			<-l.sem
+			continue
+		case wait == 0:
+			if l.exitLane(ln, false) {
+				return
+			}
+			continue
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ln.kick:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// exitLane retires an idle lane unless work arrived meanwhile (then it reports false).
+func (l *Ledger) exitLane(ln *lane, force bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !force {
+		select {
+		case <-ln.kick:
+			return false
+		default:
+		}
+		if ln.blockedUntil.After(l.opt.Now()) {
+			return false
+		}
+	}
+	ln.running = false
+	if l.lanes[ln.id] == ln && !ln.blockedUntil.After(l.opt.Now()) {
+		delete(l.lanes, ln.id)
+	}
+	return true
+}
+
+// nextDue returns the lane's oldest pending row that may be sent now (no earlier part of its
+// message still open), or how long until one may be.
+func (l *Ledger) nextDue(ctx context.Context, laneID string, now time.Time) (Row, time.Duration, bool, error) {
+	sel, err := l.stmt(ctx, qNextDue)
+	if err != nil {
+		return Row{}, 0, false, err
+	}
+	r, err := scanRow(sel.QueryRowContext(ctx, laneID, now.UnixMilli()))
+	switch {
+	case err == nil:
+		return r, 0, true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Row{}, 0, false, err
+	}
+	// Nothing due: how long until the first retry is?
+	var next sql.NullInt64
+	at, err := l.stmt(ctx, qNextAt)
+	if err != nil {
+		return Row{}, 0, false, err
+	}
+	if err := at.QueryRowContext(ctx, laneID).Scan(&next); err != nil {
+		return Row{}, 0, false, err
+	}
+	if !next.Valid {
+		return Row{}, 0, false, nil
+	}
+	return Row{}, max(time.UnixMilli(next.Int64).Sub(now), time.Millisecond), false, nil
+}
+
+func (l *Ledger) backoff(attempts int) time.Duration {
+	d := l.opt.Backoff
+	for i := 1; i < attempts && d < l.opt.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, l.opt.MaxBackoff)
+}
+
+// attempt makes one delivery attempt of r inside its key's boundary.
+func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
+	if _, loaded := l.tr.Limit(r.Plugin); !loaded {
+		r.Attempts++
+		l.retry(ctx, ln, r, 0, fmt.Sprintf("plugin %s is not loaded", r.Plugin))
+		return
+	}
+	err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
+		v := l.check(b, r)
+		switch {
+		case v.Kind == session.Stale:
+			l.settle(ctx, r, Dropped, "stale: "+v.Reason+detail(v.Detail), nil, "")
+			return nil
+		case !v.Deliverable():
+			l.retryUnverifiable(ctx, ln, r, v)
+			return nil
+		}
+		if l.opt.Suppressed != nil && r.Origin != "" {
+			if skip, why := l.opt.Suppressed(b.Context(), r.Origin); skip {
+				l.settle(ctx, r, Dropped, "suppressed: "+why, nil, "")
+				return nil
+			}
+		}
+		// The check and the send are in this one critical section: no transition of this key
+		// can happen between them.
+		r.Attempts++
+		if err := l.setState(b.Context(), r, Sending, ""); err != nil {
+			return err
+		}
+		res, err := l.tr.Send(b.Context(), r.Plugin, r.Profile, r.Target)
+		switch {
+		case err != nil && errors.Is(err, ErrOutcomeUnknown):
+			l.settle(ctx, r, Failed, err.Error(), nil, "")
+		case err != nil:
+			l.retry(ctx, ln, r, 0, "plugin error: "+err.Error())
+		case res.Error == nil:
+			if r.transcript != "" && v.SessionID != "" {
+				if _, err := b.Append(v.SessionID, session.Message{Role: "assistant", Text: r.transcript}); err != nil {
+					l.log.Warn("delivered, but the transcript append failed", "id", r.ID, "session", v.SessionID, "error", err)
+				}
+			}
+			l.settle(ctx, r, Delivered, "", res.MessageIDs, v.SessionID)
+		case res.Error.MigrateToChatID != "":
+			l.migrate(ctx, r, res.Error.MigrateToChatID)
+		case res.Error.Kind == abi.SendUncertain:
+			l.settle(ctx, r, Failed, "outcome unknown (not resent to avoid a duplicate): "+sendErr(res.Error), res.Error.Accepted, "")
+		case res.Error.Kind == abi.SendRetryable:
+			l.retry(ctx, ln, r, time.Duration(res.Error.RetryAfterMs)*time.Millisecond, sendErr(res.Error))
+		default:
+			l.settle(ctx, r, Failed, sendErr(res.Error), res.Error.Accepted, "")
+		}
+		return nil
+	})
+	if err != nil {
+		// The boundary or the store failed before the send: try again later.
+		l.log.Warn("delivery attempt could not run", "id", r.ID, "key", r.Key, "error", err)
+		l.retry(context.WithoutCancel(ctx), ln, r, 0, "store: "+err.Error())
+	}
+}
+
+func detail(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " (" + d + ")"
+}
+
+func sendErr(e *abi.SendError) string {
+	if e.Code != "" {
+		return e.Kind + " " + e.Code + ": " + e.Message
+	}
+	return e.Kind + ": " + e.Message
+}
+
+// check is the guard, evaluated inside the boundary.
+func (l *Ledger) check(b *session.Boundary, r Row) session.Verdict {
+	switch r.Guard {
+	case GuardLineage:
+		return b.Classify(r.Stamp)
+	case GuardWork:
+		return b.ClassifyWork(r.Stamp, r.Generation)
+	case GuardOwned:
+		v := b.Classify(r.Stamp)
+		if v.Deliverable() && !v.Owned() {
+			return session.Verdict{Kind: session.Stale, Reason: ReasonNotOwned, Detail: "the pinned session no longer owns the chat (" + v.Reason + ")"}
+		}
+		return v
+	}
+	route, ok, err := b.Current()
+	if err != nil {
+		return session.Verdict{Kind: session.Unverifiable, Reason: session.ReasonStore, Detail: err.Error(), Err: err}
+	}
+	v := session.Verdict{Kind: session.DeliverCurrent, Reason: session.ReasonUnstamped}
+	if ok {
+		v.SessionID, v.Generation = route.SessionID, route.Generation
+	}
+	return v
+}
+
+// retry puts r back to pending after retryAfter (or the backoff), or fails it when it has used
+// its attempts. A platform's retry_after blocks the whole chat.
+func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Duration, why string) {
+	if r.Attempts >= l.opt.MaxAttempts {
+		l.settle(ctx, r, Failed, fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, why), nil, "")
+		return
+	}
+	wait := retryAfter
+	if wait <= 0 {
+		wait = l.backoff(max(r.Attempts, 1))
+	}
+	next := l.opt.Now().Add(wait)
+	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, next_at = ?, updated_at = ? WHERE id = ?`,
+			string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID); err != nil {
+			return err
+		}
+		if retryAfter > 0 {
+			// Flood control is per chat: nothing else goes to this chat before then.
+			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_at = max(next_at, ?) WHERE lane = ? AND state = ?`,
+				next.UnixMilli(), r.laneID(), string(Pending))
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
+		return
+	}
+	if retryAfter > 0 {
+		l.mu.Lock()
+		if next.After(ln.blockedUntil) {
+			ln.blockedUntil = next
+		}
+		l.mu.Unlock()
+	}
+	r.State, r.Reason, r.NextAttempt = Pending, why, next
+	l.observe(r)
+}
+
+func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v session.Verdict) {
+	r.Attempts++
+	if r.Attempts >= l.opt.MaxAttempts {
+		l.settle(ctx, r, Dropped, "unverifiable: "+v.Reason+detail(v.Detail), nil, "")
+		return
+	}
+	l.retry(ctx, ln, r, 0, "unverifiable: "+v.Reason)
+}
+
+func (r Row) laneID() string { return laneOf(r.Plugin, r.Profile, r.Target.ChatID) }
+
+func (l *Ledger) setState(ctx context.Context, r Row, s State, reason string) error {
+	_, err := l.exec(ctx, nil, qSetState, string(s), reason, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
+	if err == nil {
+		r.State, r.Reason = s, reason
+		l.observe(r)
+	}
+	return err
+}
+
+// settle moves r to a final state.
+func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids []string, sessionID string) {
+	idsJSON := ""
+	if len(ids) > 0 {
+		b, _ := json.Marshal(ids)
+		idsJSON = string(b)
+	}
+	ctx = context.WithoutCancel(ctx) // an outcome that happened is recorded even while stopping
+	if _, err := l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID); err != nil {
+		l.log.Error("delivery: recording an outcome failed", "id", r.ID, "state", s, "error", err)
+		return
+	}
+	if s == Dropped || s == Failed {
+		l.log.Info("delivery "+string(s), "id", r.ID, "key", r.Key, "kind", r.Kind, "reason", reason)
+	}
+	r.State, r.Reason, r.MessageIDs, r.SessionID = s, reason, ids, sessionID
+	l.observe(r)
+	l.finish(r)
+}
+
+// migrate re-addresses a chat that moved (a Telegram group upgraded to a supergroup): this row
+// and every open row for the old chat go to the new id, and so will future messages.
+func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
+	old := r.Target.ChatID
+	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)`,
+			r.Plugin, r.Profile, old, newChat); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, target FROM deliveries WHERE lane = ? AND state IN ('pending', 'sending')`, r.laneID())
+		if err != nil {
+			return err
+		}
+		type upd struct{ id, target string }
+		var ups []upd
+		for rows.Next() {
+			var u upd
+			rows.Scan(&u.id, &u.target)
+			ups = append(ups, u)
+		}
+		rows.Close()
+		newLane := laneOf(r.Plugin, r.Profile, newChat)
+		for _, u := range ups {
+			var t abi.OutboundMessage
+			json.Unmarshal([]byte(u.target), &t)
+			t.ChatID = newChat
+			b, _ := json.Marshal(t)
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, updated_at = ? WHERE id = ?`,
+				string(b), newLane, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		l.log.Error("delivery: recording a chat migration failed", "id", r.ID, "error", err)
+		return
+	}
+	l.migMu.Lock()
+	l.moved[r.laneID()] = newChat
+	l.migMu.Unlock()
+	l.log.Info("chat migrated; re-addressing its messages", "plugin", r.Plugin, "from", old, "to", newChat)
+	l.wake(laneOf(r.Plugin, r.Profile, newChat))
+}

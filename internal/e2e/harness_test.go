@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
+)
+
+// firstParty are the first-party plugins a default installation serves.
+var firstParty = []string{"echo", "telegram"}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// TestMain removes the binary built for the tests once they are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// hostBinary builds the hermes-host binary once per test run.
+func hostBinary(tb testing.TB) string {
+	tb.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "hermes-e2e-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "hermes-host")
+		if out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/hermes-host").CombinedOutput(); err != nil {
+			binErr = err
+			tb.Logf("build: %s", out)
+		}
+	})
+	if binErr != nil {
+		tb.Fatalf("building hermes-host: %v", binErr)
+	}
+	return binPath
+}
+
+// buildHost returns the hermes-host binary and a fresh plugins directory holding the
+// first-party plugins (each test gets its own directory, since tests add and replace plugins).
+func buildHost(tb testing.TB) (bin, plugins string) {
+	tb.Helper()
+	bin = hostBinary(tb)
+	plugins = filepath.Join(tb.TempDir(), "plugins")
+	os.MkdirAll(plugins, 0o755)
+	for _, name := range firstParty {
+		wasmbuild.CopyTo(tb, "../../plugins/"+name, filepath.Join(plugins, name+".wasm"))
+	}
+	return bin, plugins
+}
+
+var (
+	pidsMu    sync.Mutex
+	servePIDs = map[int]bool{}
+	lastPID   int
+)
+
+// startServe runs `hermes-host serve` and returns once it logs that it is serving (plugins
+// loaded, listener open). The process is killed when the test ends.
+func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (addr string, stop func()) {
+	tb.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--plugins", plugins}, extra...)
+	cmd := exec.Command(bin, args...)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	stop = func() { cmd.Process.Kill(); cmd.Wait() }
+	pidsMu.Lock()
+	servePIDs[cmd.Process.Pid] = true
+	lastPID = cmd.Process.Pid
+	pidsMu.Unlock()
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.Index(line, "msg=\"hermes-host serving\" addr="); i >= 0 {
+			addr = strings.Fields(line[i+len("msg=\"hermes-host serving\" addr="):])[0]
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return addr, stop
+		}
+	}
+	stop()
+	tb.Fatal("serve exited before serving")
+	return "", nil
+}

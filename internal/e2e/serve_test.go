@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
+)
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if v != nil {
+		json.NewDecoder(resp.Body).Decode(v)
+	}
+	return resp.StatusCode
+}
+
+// eventually polls cond until it holds or 30 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestServeBinary runs the real binary: health, admin API, webhook routing into a plugin, and a
+// plugin dropped into the watched directory while serving (plus a broken one, which is rejected
+// without disturbing the others).
+func TestServeBinary(t *testing.T) {
+	bin, plugins := buildHost(t)
+	addr, stop := startServe(t, bin, plugins, t.TempDir())
+	defer stop()
+	base := "http://" + addr
+
+	var health struct{ Status string }
+	if code := getJSON(t, base+"/healthz", &health); code != 200 || health.Status != "ok" {
+		t.Fatalf("healthz %d %+v", code, health)
+	}
+	resp, err := http.Post(base+"/hooks/echo/main", "application/json", strings.NewReader(`{"chat_id":"1","text":"hi","id":"m1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("webhook: %d %q", resp.StatusCode, body)
+	}
+	resp, _ = http.Post(base+"/hooks/nope/main", "application/json", nil)
+	if resp.StatusCode != 404 {
+		t.Fatalf("unknown plugin: %d", resp.StatusCode)
+	}
+	resp, _ = http.Post(base+"/hooks/echo/ghost", "application/json", strings.NewReader(`{}`))
+	if resp.StatusCode != 404 {
+		t.Fatalf("unknown profile: %d", resp.StatusCode)
+	}
+
+	// Drop a new plugin and a broken one into the directory while serving.
+	wasmbuild.CopyTo(t, "../plugin/testdata/probe", filepath.Join(plugins, "probe.wasm"))
+	os.WriteFile(filepath.Join(plugins, "broken.wasm"), []byte("not wasm"), 0o644)
+	type api struct {
+		Plugins  []struct{ Name, State string }
+		Rejected []struct{ Path, Error string }
+	}
+	eventually(t, "probe to load and broken.wasm to be rejected", func() bool {
+		var a api
+		getJSON(t, base+"/api/plugins", &a)
+		probe := false
+		for _, p := range a.Plugins {
+			probe = probe || (p.Name == "probe" && p.State == "active")
+		}
+		return probe && len(a.Plugins) == len(firstParty)+1 && len(a.Rejected) == 1 &&
+			strings.Contains(a.Rejected[0].Error, "not a WebAssembly module")
+	})
+	if code := getJSON(t, base+"/metrics", nil); code != 200 {
+		t.Fatalf("metrics %d", code)
+	}
+}

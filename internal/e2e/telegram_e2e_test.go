@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/telegramtest"
+)
+
+// TestTelegramEndToEnd runs the real binary with the real telegram.wasm against the Telegram
+// fake: replies land in the right chat and topic; a process started from topic 42 notifies topic
+// 42 while the user talks in topic 7; after /new an old completion is dropped and recorded; after
+// /compress one arrives in the continuation.
+func TestTelegramEndToEnd(t *testing.T) {
+	const forum = -1001234
+	tg, bot, bin, data := startTelegramHost(t, func(tg *telegramtest.Server) {
+		tg.AddForum(forum, "Ops", telegramtest.Topic{ID: 42, Name: "builds"}, telegramtest.Topic{ID: 7, Name: "chat"})
+	})
+	ann := telegramtest.User{ID: 111, FirstName: "Ann", Username: "ann"}
+
+	topicHas := func(thread int64, sub string) func() bool {
+		return func() bool {
+			for _, s := range tg.SentTexts(forum, thread) {
+				if strings.Contains(s, sub) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		if err := tg.Wait(60*time.Second, cond); err != nil {
+			t.Fatalf("%s: %v\ntopic 42: %q\ntopic 7: %q", what, err, tg.SentTexts(forum, 42), tg.SentTexts(forum, 7))
+		}
+	}
+
+	bot.TopicText(forum, 42, ann, "help")
+	waitFor("a reply in topic 42", topicHas(42, "built-in agent"))
+
+	bot.TopicText(forum, 42, ann, "run sleep 1; echo tg-done-42")
+	waitFor("the start confirmation in 42", topicHas(42, "Started"))
+	bot.TopicText(forum, 7, ann, "hello from topic 7")
+	waitFor("a reply in topic 7", topicHas(7, "hello from topic 7"))
+	waitFor("the completion in topic 42", topicHas(42, "tg-done-42\n"))
+	if topicHas(7, "tg-done-42\n")() {
+		t.Fatal("the completion leaked into topic 7")
+	}
+
+	bot.TopicText(forum, 42, ann, "run sleep 1; echo tg-stale-output")
+	waitFor("the second start", topicHas(42, "tg-stale-output"))
+	bot.TopicText(forum, 42, ann, "/new")
+	waitFor("the /new confirmation", topicHas(42, "New conversation"))
+
+	bot.TopicText(forum, 42, ann, "run sleep 1; echo tg-compressed-output")
+	waitFor("the third start", topicHas(42, "tg-compressed-output"))
+	bot.TopicText(forum, 42, ann, "/compress")
+	waitFor("the completion in the continuation", topicHas(42, "tg-compressed-output\n"))
+
+	// The stale completion never reached Telegram, and the ledger says why.
+	for _, s := range tg.SentTexts(forum, 42) {
+		if strings.Contains(s, "tg-stale-output") && !strings.HasPrefix(s, "Started") {
+			t.Fatalf("stale output sent: %q", s)
+		}
+	}
+	eventually(t, "the stale completion to be recorded as dropped", func() bool {
+		out, err := runCLI(bin, data, "deliveries", "ls", "--dropped")
+		return err == nil && strings.Contains(out, "stale: user_boundary")
+	})
+}
+
+// startTelegramHost runs the binary with telegram.wasm pointed at a fresh Bot API fake.
+func startTelegramHost(t *testing.T, setup func(*telegramtest.Server)) (*telegramtest.Server, *telegramtest.Bot, string, string) {
+	t.Helper()
+	tg := telegramtest.New(t)
+	setup(tg)
+	bot := tg.Bot()
+	bin, plugins := buildHost(t)
+	data := t.TempDir()
+	cfg := filepath.Join(data, "hermes.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+plugins:
+  telegram:
+    egress_extra: ["127.0.0.1"]
+    profiles:
+      main: {token: "%s", api_base: "%s", require_mention: false}
+`, bot.Token(), tg.URL())), 0o600)
+	_, stop := startServe(t, bin, plugins, data, "--config", cfg)
+	t.Cleanup(stop)
+	return tg, bot, bin, data
+}
+
+// TestTelegramFloodWaitHonoured: a 429 with retry_after holds the chat: no sendMessage reaches
+// the fake before retry_after has passed, and the message is then delivered once.
+func TestTelegramFloodWaitHonoured(t *testing.T) {
+	ann := telegramtest.User{ID: 222, FirstName: "Bo"}
+	tg, bot, _, _ := startTelegramHost(t, func(tg *telegramtest.Server) { tg.AddPrivate(ann) })
+	tg.InjectFault("sendMessage", telegramtest.FloodWait(2))
+	bot.PrivateText(ann, "help")
+	if err := tg.Wait(60*time.Second, func() bool { return len(tg.Requests("sendMessage", ann.ID)) >= 1 }); err != nil {
+		t.Fatal(err)
+	}
+	flooded := tg.Requests("sendMessage", ann.ID)[0].Time
+	if err := tg.Wait(60*time.Second, func() bool { return len(tg.SentTexts(ann.ID, 0)) >= 1 }); err != nil {
+		t.Fatal(err)
+	}
+	reqs := tg.Requests("sendMessage", ann.ID)
+	if len(reqs) != 2 || reqs[1].Time.Sub(flooded) < 2*time.Second {
+		t.Fatalf("sendMessage at %v then %v; want the retry ≥ 2 s after the 429", flooded, reqs[len(reqs)-1].Time)
+	}
+	if n := len(tg.SentTexts(ann.ID, 0)); n != 1 {
+		t.Fatalf("%d messages delivered", n)
+	}
+}

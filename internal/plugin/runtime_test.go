@@ -1,0 +1,452 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/egress"
+	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
+)
+
+const (
+	probeDir  = "testdata/probe"
+	echoDir   = "../../plugins/echo"
+	hostileTD = "testdata/hostile/"
+)
+
+// newRuntime makes a runtime over a fresh plugins directory holding the given builds
+// (file name → package dir), with a shared on-disk compilation cache so repeated tests are fast.
+func newRuntime(t testing.TB, files map[string]string, cfg Config) *Runtime {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	for name, dir := range files {
+		wasmbuild.CopyTo(t, dir, filepath.Join(cfg.Dir, name))
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(os.TempDir(), "hermes-host-test-wazero-cache")
+	}
+	if cfg.Env == nil {
+		cfg.Env = &Env{}
+	}
+	if cfg.Logger == nil && !testing.Verbose() {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Plugins == nil {
+		cfg.Plugins = map[string]Settings{}
+	}
+	for _, name := range []string{"probe", "echo", "loop", "membomb", "bigout", "sneaky"} {
+		s, ok := cfg.Plugins[name]
+		if !ok {
+			s = Settings{Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t-main","outbox_url":"http://127.0.0.1:1/"}`)}}
+		}
+		cfg.Plugins[name] = s
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+func probeSend(t testing.TB, p *Plugin, profile, text string) (string, error) {
+	t.Helper()
+	res, err := p.Send(context.Background(), profile, abi.OutboundMessage{ChatID: "1", Text: text})
+	if err != nil {
+		return "", err
+	}
+	if res.Error != nil {
+		return "", &abi.Error{Code: res.Error.Code, Message: res.Error.Message}
+	}
+	if len(res.MessageIDs) != 1 {
+		return "", fmt.Errorf("message ids %v", res.MessageIDs)
+	}
+	return res.MessageIDs[0], nil
+}
+
+func TestLoadValidatesAndServes(t *testing.T) {
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir, "echo.wasm": echoDir}, Config{})
+	if rej := r.Scan(context.Background()); len(rej) != 0 {
+		t.Fatalf("rejections: %+v", rej)
+	}
+	names := []string{}
+	for _, p := range r.Plugins() {
+		names = append(names, p.Name())
+	}
+	if strings.Join(names, ",") != "echo,probe" {
+		t.Fatalf("plugins %v", names)
+	}
+	p := r.Get("probe")
+	info := p.Info()
+	if info.State != "active" || info.ABI != "1.0" || info.Instances != 1 || info.Manifest.Platform != "probe" {
+		t.Fatalf("info %+v", info)
+	}
+	if got, err := probeSend(t, p, "main", "profile"); err != nil || got != `"main:t-main"` {
+		t.Fatalf("profile = %s, %v", got, err)
+	}
+	// An unknown profile is refused before the plugin runs.
+	if _, err := p.Send(context.Background(), "nobody", abi.OutboundMessage{ChatID: "1"}); abi.CodeOf(err) != abi.CodeNotFound {
+		t.Fatalf("unknown profile: %v", err)
+	}
+	// A handler panic inside the SDK comes back as an error; the instance survives.
+	if _, err := probeSend(t, p, "main", "panic"); abi.CodeOf(err) != abi.CodeInternal || !strings.Contains(err.Error(), "probe was asked to panic") {
+		t.Fatalf("sdk panic: %v", err)
+	}
+	if got, err := probeSend(t, p, "main", "version"); err != nil || got != `"1"` {
+		t.Fatalf("after panic: %s %v", got, err)
+	}
+}
+
+func TestProfilesAreValidated(t *testing.T) {
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Plugins: map[string]Settings{
+		"probe": {Profiles: map[string]json.RawMessage{
+			"main":    json.RawMessage(`{"token":"ok"}`),
+			"revoked": json.RawMessage(`{"token":"bad"}`),
+			"empty":   json.RawMessage(`{}`),
+			"typed":   json.RawMessage(`{"token":42}`),
+		}},
+	}})
+	r.Scan(context.Background())
+	p := r.Get("probe")
+	if got := strings.Join(p.Profiles(), ","); got != "main" {
+		t.Fatalf("serving profiles %q", got)
+	}
+	probs := p.Info().Profiles
+	for profile, want := range map[string]string{"revoked": "token is revoked", "empty": "token is required", "typed": "token must be of type string"} {
+		if len(probs[profile]) != 1 || probs[profile][0] != want {
+			t.Errorf("%s: problems %q, want %q", profile, probs[profile], want)
+		}
+		if _, err := p.Send(context.Background(), profile, abi.OutboundMessage{ChatID: "1"}); abi.CodeOf(err) != abi.CodeDenied {
+			t.Errorf("%s: send %v", profile, err)
+		}
+	}
+}
+
+func TestBadFilesAreRejectedWithReasons(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "garbage.wasm"), []byte("#!/bin/sh\nrm -rf /\n"), 0o644)
+	r := newRuntime(t, map[string]string{
+		"probe.wasm":     probeDir,
+		"panicky.wasm":   hostileTD + "panicky",
+		"wrongabi.wasm":  hostileTD + "wrongabi",
+		"noexports.wasm": hostileTD + "noexports",
+	}, Config{Dir: dir})
+	rej := r.Scan(context.Background())
+	want := map[string]string{
+		"garbage.wasm":   "not a WebAssembly module",
+		"panicky.wasm":   "panicky: describe",
+		"wrongabi.wasm":  "plugin is built for ABI 2.0; this host speaks ABI 1.0",
+		"noexports.wasm": `missing required export "describe"`,
+	}
+	if len(rej) != len(want) {
+		t.Fatalf("rejections %+v", rej)
+	}
+	for _, x := range rej {
+		if w := want[filepath.Base(x.Path)]; !strings.Contains(x.Error, w) {
+			t.Errorf("%s: %q does not say %q", filepath.Base(x.Path), x.Error, w)
+		}
+	}
+	if got := len(r.Rejections()); got != 4 {
+		t.Errorf("Rejections() has %d entries", got)
+	}
+	// The healthy plugin loaded regardless.
+	if _, err := probeSend(t, r.Get("probe"), "main", "version"); err != nil {
+		t.Fatal(err)
+	}
+	// A second scan does not retry unchanged rejected files.
+	if rej := r.Scan(context.Background()); len(rej) != 0 {
+		t.Fatalf("rescan: %+v", rej)
+	}
+}
+
+func TestHostileContained(t *testing.T) {
+	short := Settings{
+		Limits:   Limits{CallTimeout: 300 * time.Millisecond, MemoryPages: 512, BreakerCrashes: 3, BreakerWindow: time.Minute},
+		Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)},
+	}
+	big := short // slow under -race: filling memory takes time
+	big.Limits.CallTimeout, big.Limits.MaxOutput = 20*time.Second, 1<<20
+	r := newRuntime(t, map[string]string{
+		"probe.wasm":   probeDir,
+		"loop.wasm":    hostileTD + "loop",
+		"membomb.wasm": hostileTD + "membomb",
+		"bigout.wasm":  hostileTD + "bigout",
+	}, Config{Plugins: map[string]Settings{"loop": short, "membomb": big, "bigout": big}})
+	if rej := r.Scan(context.Background()); len(rej) != 0 {
+		t.Fatalf("rejections %+v", rej)
+	}
+	ctx := context.Background()
+	probe := r.Get("probe")
+
+	// While loop spins, the probe keeps answering.
+	spinning := make(chan error, 1)
+	go func() {
+		_, err := r.Get("loop").Send(ctx, "main", abi.OutboundMessage{ChatID: "1"})
+		spinning <- err
+	}()
+	for i := 0; i < 20; i++ {
+		if _, err := probeSend(t, probe, "main", "version"); err != nil {
+			t.Fatalf("probe while loop spins: %v", err)
+		}
+	}
+	err := <-spinning
+	var crash *CrashError
+	if !errors.As(err, &crash) || crash.Reason != "deadline" || !strings.Contains(err.Error(), "call deadline of 300ms exceeded") {
+		t.Fatalf("loop: %v", err)
+	}
+
+	// The memory bomb dies at its cap; the Go runtime's last words explain why.
+	_, err = r.Get("membomb").Send(ctx, "main", abi.OutboundMessage{ChatID: "1"})
+	if !errors.As(err, &crash) || crash.Reason != "trap" || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("membomb: %v", err)
+	}
+	if n := r.Get("membomb").Info().Instances; n != 0 {
+		t.Fatalf("crashed instance kept: %d instances", n)
+	}
+	// Oversized output is refused with the sizes; the instance is healthy and kept.
+	_, err = r.Get("bigout").Send(ctx, "main", abi.OutboundMessage{ChatID: "1"})
+	if abi.CodeOf(err) != abi.CodeTooLarge || !strings.Contains(err.Error(), "2097152 bytes exceeds the cap of 1048576") {
+		t.Fatalf("bigout: %v", err)
+	}
+
+	// Repeated crashes trip the breaker: loop is failed with its last error; others serve.
+	for i := 0; i < 2; i++ {
+		r.Get("loop").Send(ctx, "main", abi.OutboundMessage{ChatID: "1"})
+	}
+	_, err = r.Get("loop").Send(ctx, "main", abi.OutboundMessage{ChatID: "1"})
+	var failed *FailedError
+	if !errors.As(err, &failed) {
+		t.Fatalf("after 3 crashes: %v", err)
+	}
+	if info := r.Get("loop").Info(); info.State != "failed" || !strings.Contains(info.LastError, "deadline") {
+		t.Fatalf("loop info %+v", info)
+	}
+	if _, err := probeSend(t, probe, "main", "version"); err != nil {
+		t.Fatalf("probe after loop failed: %v", err)
+	}
+}
+
+// recordingSessions answers Resolve with what it was asked, and panics on request.
+type recordingSessions struct {
+	mu   sync.Mutex
+	last abi.Source
+}
+
+func (s *recordingSessions) Resolve(_ context.Context, c Caller, src abi.Source) (abi.SessionRef, error) {
+	if src.ChatID == "panic" {
+		panic("sessions exploded")
+	}
+	s.mu.Lock()
+	s.last = src
+	s.mu.Unlock()
+	return abi.SessionRef{Key: "agent:" + src.Profile + ":" + src.Platform + ":dm:" + src.ChatID, SessionID: "s1", Generation: 1}, nil
+}
+func (s *recordingSessions) Observe(context.Context, Caller, abi.ObserveRequest) (abi.SessionRef, error) {
+	return abi.SessionRef{}, nil
+}
+func (s *recordingSessions) Redact(context.Context, Caller, abi.Source) (bool, error) {
+	return false, nil
+}
+func (s *recordingSessions) Seed(context.Context, Caller, abi.SeedRequest) (abi.SessionRef, error) {
+	return abi.SessionRef{}, nil
+}
+
+func TestHostFunctions(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	kvs, err := kv.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := &recordingSessions{}
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{
+		Env: &Env{KV: kvs, Sessions: sessions, Egress: egress.NewClient(egress.Limits{})},
+		Plugins: map[string]Settings{"probe": {Profiles: map[string]json.RawMessage{
+			"main": json.RawMessage(`{"token":"a"}`), "work": json.RawMessage(`{"token":"b"}`)}}},
+	})
+	r.Scan(ctx)
+	p := r.Get("probe")
+
+	// kv is per profile and durable.
+	if _, err := probeSend(t, p, "main", "kvset offset=42"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := probeSend(t, p, "main", "kvget offset"); got != `{"found":true,"value":"42"}` {
+		t.Fatalf("main kvget %s", got)
+	}
+	if got, _ := probeSend(t, p, "work", "kvget offset"); got != `{"found":false,"value":""}` {
+		t.Fatalf("work kvget %s", got)
+	}
+	// The plugin asked for telegram/other; the host forced its own platform and profile.
+	got, err := probeSend(t, p, "work", "resolve 77")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sessions.last.Platform != "probe" || sessions.last.Profile != "work" || !strings.Contains(got, "agent:work:probe:dm:77") {
+		t.Fatalf("forced source %+v, reply %s", sessions.last, got)
+	}
+	// Services this host lacks answer unavailable, as data.
+	if _, err := probeSend(t, p, "main", "dispatch e1"); abi.CodeOf(err) != abi.CodeUnavailable {
+		t.Fatalf("dispatch: %v", err)
+	}
+	// A platform plugin may not use the scheduler's send.
+	if _, err := probeSend(t, p, "main", "sendto"); abi.CodeOf(err) != abi.CodeDenied {
+		t.Fatalf("sendto: %v", err)
+	}
+	if got, err := probeSend(t, p, "main", "clock"); err != nil || len(got) < 13 {
+		t.Fatalf("clock %s %v", got, err)
+	}
+
+	// A panic inside a host function comes back to the guest as an error; the instance that saw
+	// it is discarded, and the plugin keeps serving on a fresh one.
+	if _, err := probeSend(t, p, "main", "resolve panic"); abi.CodeOf(err) != abi.CodeInternal || !strings.Contains(err.Error(), "sessions exploded") {
+		t.Fatalf("host panic: %v", err)
+	}
+	if n := p.Info().Instances; n != 0 {
+		t.Fatalf("instance kept after a host-function panic: %d", n)
+	}
+	if _, err := probeSend(t, p, "main", "version"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := p.current().breaker.state(); st != "active" {
+		t.Fatal("a host bug must not count against the plugin")
+	}
+}
+
+func TestEgressFromWasm(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path == "/big" {
+			w.Write(make([]byte, 4096))
+			return
+		}
+		w.Write([]byte("pong"))
+	}))
+	defer srv.Close()
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir, "sneaky.wasm": hostileTD + "sneaky"}, Config{
+		Env: &Env{Egress: egress.NewClient(egress.Limits{MaxResponse: 1024})},
+	})
+	r.Scan(context.Background())
+
+	// Declared loopback host: works.
+	if got, err := probeSend(t, r.Get("probe"), "main", "http "+srv.URL+"/ping"); err != nil || got != `"pong"` {
+		t.Fatalf("declared: %s %v", got, err)
+	}
+	// Over the response cap: cut with an error.
+	if _, err := probeSend(t, r.Get("probe"), "main", "http "+srv.URL+"/big"); abi.CodeOf(err) != abi.CodeTooLarge {
+		t.Fatalf("big: %v", err)
+	}
+	// Undeclared host: refused before any connection is made.
+	before := hits.Load()
+	got, err := probeSend(t, r.Get("sneaky"), "main", srv.URL+"/exfiltrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e abi.Error
+	json.Unmarshal([]byte(got), &e)
+	if e.Code != abi.CodeDenied || !strings.Contains(e.Message, "declared: api.example.com") || hits.Load() != before {
+		t.Fatalf("sneaky got %s (hits %d→%d)", got, before, hits.Load())
+	}
+}
+
+func TestHotReload(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{})
+	r.Scan(ctx)
+	p := r.Get("probe")
+	v2, err := wasmbuild.BuildWith(probeDir, "-X main.version=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(r.cfg.Dir, "probe.wasm")
+
+	// Calls in flight throughout the swap: none may fail.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var calls, failures atomic.Int32
+	var sawV2 atomic.Bool
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				got, err := probeSend(t, p, "main", "version")
+				calls.Add(1)
+				if err != nil {
+					failures.Add(1)
+					t.Errorf("call during reload: %v", err)
+				}
+				if got == `"2"` {
+					sawV2.Store(true)
+				}
+			}
+		}()
+	}
+	if err := wasmbuild.CopyFile(v2, path); err != nil {
+		t.Fatal(err)
+	}
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		t.Fatalf("reload rejected: %+v", rej)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !sawV2.Load() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failures.Load() != 0 || !sawV2.Load() {
+		t.Fatalf("%d of %d calls failed; saw v2: %v", failures.Load(), calls.Load(), sawV2.Load())
+	}
+	if got, _ := probeSend(t, p, "main", "version"); got != `"2"` {
+		t.Fatalf("after reload: %s", got)
+	}
+	if p.Manifest().Version != "2" {
+		t.Fatalf("manifest version %s", p.Manifest().Version)
+	}
+
+	// A broken replacement leaves version 2 serving.
+	os.WriteFile(path+".tmp", []byte("\x00asm\x01\x00\x00\x00\x07\x05"), 0o644)
+	os.Rename(path+".tmp", path)
+	rej := r.Scan(ctx)
+	if len(rej) != 1 || !strings.Contains(rej[0].Error, "runs past the end") {
+		t.Fatalf("broken replacement: %+v", rej)
+	}
+	if got, err := probeSend(t, p, "main", "version"); err != nil || got != `"2"` {
+		t.Fatalf("after broken replacement: %s %v", got, err)
+	}
+	// Removing the file unloads the plugin.
+	os.Remove(path)
+	r.Scan(ctx)
+	if r.Get("probe") != nil {
+		t.Fatal("plugin still loaded after its file was removed")
+	}
+	if _, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1"}); !errors.Is(err, ErrUnloaded) {
+		t.Fatalf("call to unloaded plugin: %v", err)
+	}
+}

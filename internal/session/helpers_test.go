@@ -1,0 +1,200 @@
+package session
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// fakeClock is a settable clock for auto-reset tests.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 8, 5, 12, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	path  string
+	db    *sql.DB
+	k     *Kernel
+	clock *fakeClock
+}
+
+func newEnv(t testing.TB, opt Options) *env {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hermes.db")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{ctx: context.Background(), path: path, db: db, clock: newClock()}
+	if opt.Now == nil {
+		opt.Now = e.clock.Now
+	}
+	e.k, err = Open(e.ctx, db, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.k.Close()
+		db.Close()
+	})
+	if tt, ok := t.(*testing.T); ok {
+		e.t = tt
+	}
+	return e
+}
+
+func dm(chat string) abi.Source {
+	return abi.Source{Platform: "telegram", ChatType: abi.ChatDM, ChatID: chat, UserID: chat}
+}
+
+func (e *env) key(src abi.Source) string {
+	e.t.Helper()
+	k, err := e.k.Key(src)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return k
+}
+
+func (e *env) resolve(src abi.Source) Resolution {
+	e.t.Helper()
+	r, err := e.k.Resolve(e.ctx, src, ResolveOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// stamp spawns "work" in the current session of src, as the process registry would.
+func (e *env) stamp(src abi.Source) Stamp {
+	e.t.Helper()
+	var s Stamp
+	err := e.k.WithBoundary(e.ctx, e.key(src), func(b *Boundary) error {
+		if _, err := b.Resolve(src, ResolveOptions{}); err != nil {
+			return err
+		}
+		var err error
+		s, err = b.Stamp(src)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// classify returns the authoritative verdict (inside the boundary).
+func (e *env) classify(s Stamp) Verdict {
+	e.t.Helper()
+	var v Verdict
+	if err := e.k.WithBoundary(e.ctx, s.Key, func(b *Boundary) error { v = b.Classify(s); return nil }); err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
+// deliver is the check-and-send: classify inside the boundary and, if deliverable, append.
+func (e *env) deliver(s Stamp, text string) Verdict {
+	e.t.Helper()
+	var v Verdict
+	err := e.k.WithBoundary(e.ctx, s.Key, func(b *Boundary) error {
+		v = b.Classify(s)
+		if !v.Deliverable() {
+			return nil
+		}
+		_, err := b.Append(v.SessionID, Message{Role: "notification", Text: text})
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
+func (e *env) transcript(id string) []Message {
+	e.t.Helper()
+	m, err := e.k.Transcript(e.ctx, id, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+func (e *env) session(id string) SessionInfo {
+	e.t.Helper()
+	s, err := e.k.Session(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) current(key string) Route {
+	e.t.Helper()
+	var r Route
+	err := e.k.WithBoundary(e.ctx, key, func(b *Boundary) error {
+		var ok bool
+		var err error
+		r, ok, err = b.Current()
+		if err == nil && !ok {
+			e.t.Fatalf("no route for %s", key)
+		}
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) exec(q string, args ...any) {
+	e.t.Helper()
+	if _, err := e.db.Exec(q, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// r unwraps a transition's result.
+func (e *env) r(r Route, err error) Route {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// waitFor spins until cond holds (a goroutine parked on a lock or a flight). It is a liveness
+// wait, not a timing assertion: the deadline only turns a hang into a failure.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}

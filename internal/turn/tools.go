@@ -1,0 +1,129 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/session"
+)
+
+// ErrReadOnly is returned by the tools of a notification turn for anything with side effects.
+var ErrReadOnly = errors.New("notification turns cannot run or kill commands (approval denied automatically)")
+
+// tools adapts the process registry to agent.Tools for one turn, bound to the turn's session:
+// every process it starts is stamped with that session, inside the key's boundary, and only if
+// the key is still at the generation the turn started at.
+type tools struct {
+	e         *Engine
+	key       string
+	stamp     session.Stamp
+	synthetic bool
+}
+
+var _ agent.Tools = (*tools)(nil)
+
+func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnResult, error) {
+	if t.synthetic {
+		return agent.SpawnResult{}, ErrReadOnly
+	}
+	var res process.SpawnResult
+	err := t.e.k.WithBoundary(ctx, t.key, func(b *session.Boundary) error {
+		// Stamp at spawn time, inside the boundary: a /new that already happened makes this
+		// turn stale, and one that comes later finds the process stamped with the old session.
+		if err := b.CheckGeneration(t.stamp.Generation); err != nil {
+			return err
+		}
+		var err error
+		res, err = t.e.procs.Spawn(b.Context(), process.SpawnRequest{
+			Command:          req.Command,
+			Stamp:            t.stamp,
+			NotifyOnComplete: req.Background && req.NotifyOnComplete,
+			WatchPatterns:    req.WatchPatterns,
+		})
+		return err
+	})
+	if err != nil {
+		return agent.SpawnResult{}, err
+	}
+	out := agent.SpawnResult{ID: res.ID, State: string(res.State), Note: res.Note}
+	if req.Background {
+		return out, nil
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = t.e.opt.CommandTimeout
+	}
+	info, err := t.e.procs.Wait(ctx, res.ID, timeout)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return out, err
+	}
+	if !info.State.Final() {
+		// Still running after the timeout: stop it, the agent asked for a foreground command.
+		info, _ = t.e.procs.Kill(context.WithoutCancel(ctx), res.ID, process.KillOptions{Reason: "foreground timeout"})
+	}
+	log, err := t.e.procs.Log(ctx, res.ID, -8000, 8000)
+	if err != nil {
+		return out, err
+	}
+	out.State, out.ExitCode, out.Output = string(info.State), info.ExitCode, string(log.Data)
+	return out, nil
+}
+
+func (t *tools) List(ctx context.Context) ([]agent.ProcessInfo, error) {
+	list, err := t.e.procs.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.ProcessInfo
+	for _, p := range list {
+		if p.Stamp.Key == t.key {
+			out = append(out, info(p))
+		}
+	}
+	return out, nil
+}
+
+func (t *tools) Poll(ctx context.Context, id string) (agent.ProcessInfo, error) {
+	st, err := t.e.procs.Poll(ctx, id)
+	if err != nil {
+		return agent.ProcessInfo{}, err
+	}
+	pi := info(st.Info)
+	pi.Output = st.Output
+	return pi, nil
+}
+
+func (t *tools) Log(ctx context.Context, id string, offset int64, limit int) (agent.LogChunk, error) {
+	c, err := t.e.procs.Log(ctx, id, offset, limit)
+	if err != nil {
+		return agent.LogChunk{}, err
+	}
+	return agent.LogChunk{Text: string(c.Data), Offset: c.Offset, Next: c.Next, Total: c.Total, Ended: c.Ended}, nil
+}
+
+func (t *tools) Wait(ctx context.Context, id string, timeout time.Duration) (agent.ProcessInfo, error) {
+	if t.synthetic {
+		timeout = min(timeout, time.Second) // a notification turn does not block the chat
+	}
+	in, err := t.e.procs.Wait(ctx, id, timeout)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = nil
+	}
+	return info(in), err
+}
+
+func (t *tools) Kill(ctx context.Context, id string) (agent.ProcessInfo, error) {
+	if t.synthetic {
+		return agent.ProcessInfo{}, ErrReadOnly
+	}
+	in, err := t.e.procs.Kill(ctx, id, process.KillOptions{Reason: "process.kill"})
+	return info(in), err
+}
+
+func info(p process.Info) agent.ProcessInfo {
+	return agent.ProcessInfo{ID: p.ID, Command: p.Command, State: string(p.State), ExitCode: p.ExitCode, Signal: p.Signal,
+		StartedAt: p.StartedAt, EndedAt: p.EndedAt, NotifyOnComplete: p.NotifyOnComplete, WatchPatterns: p.WatchPatterns}
+}
