@@ -51,7 +51,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return session.WriteList(cmd.OutOrStdout(), keys)
+			return writeSessions(cmd.OutOrStdout(), keys)
 		},
 	}
 	ls.Flags().StringVar(&prefix, "key", "", "only keys starting with this prefix")
@@ -70,7 +70,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return session.WriteShow(cmd.OutOrStdout(), v)
+			return writeSession(cmd.OutOrStdout(), v)
 		},
 	}
 	show.Flags().IntVar(&tail, "tail", 10, "transcript messages to show")
@@ -106,7 +106,7 @@ func psCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return process.WriteList(cmd.OutOrStdout(), list, time.Now())
+			return writeProcesses(cmd.OutOrStdout(), list, time.Now())
 		},
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -119,7 +119,7 @@ func psCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			return process.WriteLog(context.Background(), cmd.OutOrStdout(), db, dataDir, args[0])
+			return copyLog(context.Background(), cmd.OutOrStdout(), db, dataDir, args[0])
 		},
 	})
 	return cmd
@@ -147,7 +147,7 @@ func deliveriesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return delivery.WriteList(cmd.OutOrStdout(), rows, time.Now())
+			return writeDeliveries(cmd.OutOrStdout(), rows, time.Now())
 		},
 	}
 	ls.Flags().BoolVar(&dropped, "dropped", false, "only dropped messages (stale notifications and the like)")

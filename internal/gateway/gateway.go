@@ -15,24 +15,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/demo"
 	"github.com/hermes-host/hermes-host/internal/egress"
+	"github.com/hermes-host/hermes-host/internal/hostcall"
+	"github.com/hermes-host/hermes-host/internal/inbound"
 	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/loop"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/turn"
+	"github.com/hermes-host/hermes-host/internal/webhook"
 )
 
 // Gateway is a running hermes-host.
@@ -45,14 +48,13 @@ type Gateway struct {
 	env      *plugin.Env
 	runtime  *plugin.Runtime
 	registry *prometheus.Registry
-	demo     *demoChat
+	demo     *demo.Outbox
 	kernel   *session.Kernel
 	procs    *process.Registry
 	ledger   *delivery.Ledger
 	engine   *turn.Engine
-
-	loopsMu sync.Mutex
-	loops   map[loopKey]*loop // poll and tick loops by plugin and profile
+	door     *inbound.Door
+	loops    *loop.Supervisor
 }
 
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
@@ -62,7 +64,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), loops: map[loopKey]*loop{}, demo: newDemoChat()}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}}
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if g.kv, err = kv.Open(ctx, db); err != nil {
 		db.Close()
@@ -70,11 +72,6 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	}
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
-	g.env.Sessions, g.env.Dispatcher, g.env.Sender = sessions{g}, dispatcher{g}, sender{g}
-	if err := g.openCore(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
 	g.runtime, err = plugin.New(plugin.Config{
 		Dir:      cfg.PluginsDir,
 		CacheDir: filepath.Join(cfg.DataDir, "cache", "wazero"),
@@ -88,6 +85,16 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		db.Close()
 		return nil, err
 	}
+	if err := g.openCore(ctx); err != nil {
+		g.runtime.Close()
+		db.Close()
+		return nil, err
+	}
+	g.door = &inbound.Door{Engine: g.engine, Log: log}
+	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel}
+	g.env.Dispatcher = g.door
+	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
+	g.loops = loop.New(g.runtime, g.door, log)
 	return g, nil
 }
 
@@ -152,7 +159,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, a, g.procs, router{g}, turn.Options{Logger: g.log, Notifications: cfg.Notifications})
+	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, a, g.procs, g.runtime, turn.Options{Logger: g.log, Notifications: cfg.Notifications})
 	return err
 }
 
@@ -209,7 +216,7 @@ func (g *Gateway) Runtime() *plugin.Runtime { return g.runtime }
 
 // Close releases everything Open acquired.
 func (g *Gateway) Close() {
-	g.stopLoops()
+	g.loops.Stop()
 	g.ledger.Stop()
 	g.engine.Wait()
 	g.procs.Close()
@@ -222,7 +229,7 @@ func (g *Gateway) Close() {
 // LoadPlugins scans the plugins directory once and starts loops for what loaded.
 func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	rej := g.runtime.Scan(ctx)
-	g.reconcileLoops(ctx)
+	g.loops.Reconcile(ctx)
 	return rej
 }
 
@@ -243,7 +250,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	go g.watch(ctx)
+	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
 	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
 	if ready != nil {
@@ -259,7 +266,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdown)
-	g.stopLoops()
+	g.loops.Stop()
 	g.log.Info("hermes-host stopped")
 	return nil
 }
@@ -285,53 +292,13 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	return g.engine.Start(ctx)
 }
 
-// watch rescans the plugins directory when it changes (and every few seconds, in case the
-// file system does not report events).
-func (g *Gateway) watch(ctx context.Context) {
-	w, err := fsnotify.NewWatcher()
-	if err == nil {
-		if err = w.Add(g.cfg.PluginsDir); err != nil {
-			w.Close()
-			w = nil
-		}
-	}
-	var events <-chan fsnotify.Event
-	if w != nil {
-		defer w.Close()
-		events = w.Events
-	} else {
-		g.log.Warn("plugins directory not watched; rescanning periodically", "dir", g.cfg.PluginsDir, "error", err)
-	}
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	var debounce <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-events:
-			debounce = time.After(250 * time.Millisecond) // let a copy finish
-			continue
-		case <-debounce:
-		case <-tick.C:
-		}
-		debounce = nil
-		g.LoadPlugins(ctx)
-	}
-}
-
-// dispatch hands the events a plugin returned (from webhook or poll) to the turn engine.
-func (g *Gateway) dispatch(ctx context.Context, c plugin.Caller, events []abi.InboundEvent) error {
-	for _, ev := range events {
-		ev.Source.Platform, ev.Source.Profile = c.Platform, c.Profile
-		if _, err := g.engine.Dispatch(ctx, c.Plugin, c.Profile, ev); err != nil {
-			if abi.CodeOf(err) == abi.CodeBadRequest {
-				// A malformed event is logged and skipped; it will not improve on retry.
-				g.log.Warn("inbound event rejected", "plugin", c.Plugin, "profile", c.Profile, "id", ev.ID, "error", err)
-				continue
-			}
-			return err
-		}
-	}
-	return nil
+// Handler is the gateway's HTTP interface: the webhooks, the admin API and the demo chat.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log})
+	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger,
+		Metrics: g.registry, Ping: g.db.PingContext}
+	api.Register(mux)
+	g.demo.Register(mux)
+	return mux
 }

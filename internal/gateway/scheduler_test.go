@@ -54,12 +54,12 @@ func TestSchedulerPinnedSendIsStaleAfterNew(t *testing.T) {
 	old, _, _ := w.g.kernel.Current(context.Background(), key)
 	caller := plugin.Caller{Plugin: "ticker", Kind: abi.KindScheduler, Profile: "main"}
 	req := abi.HostSendRequest{Target: abi.Source{Platform: "echo", ChatType: abi.ChatDM, ChatID: "78", UserID: "u1"}, Text: "pinned reminder", PinSessionID: old.SessionID}
-	if r, err := (sender{w.g}).HostSend(context.Background(), caller, req); err != nil || r.State != "delivered" {
+	if r, err := w.g.env.Sender.HostSend(context.Background(), caller, req); err != nil || r.State != "delivered" {
 		t.Fatalf("pinned send to the live session: %+v %v", r, err)
 	}
 	w.say("78", "", "/new")
 	w.wait("the /new confirmation", func(m echotest.Message) bool { return strings.Contains(m.Text, "New conversation") })
-	_, err := (sender{w.g}).HostSend(context.Background(), caller, req)
+	_, err := w.g.env.Sender.HostSend(context.Background(), caller, req)
 	if abi.CodeOf(err) != abi.CodeStale {
 		t.Fatalf("pinned send after /new: %v", err)
 	}
@@ -84,7 +84,7 @@ func TestSeedRacingGuardedDelivery(t *testing.T) {
 			key, _ := w.g.kernel.Key(s)
 			caller := plugin.Caller{Plugin: "ticker", Kind: abi.KindScheduler, Profile: "main"}
 			seed := func() {
-				if _, err := (sender{w.g}).HostSend(context.Background(), caller, abi.HostSendRequest{
+				if _, err := w.g.env.Sender.HostSend(context.Background(), caller, abi.HostSendRequest{
 					Target: abi.Source{Platform: "echo", ChatType: abi.ChatDM, ChatID: "79", UserID: "u1"}, Text: "cron text", Seed: "[Cron delivery: x]"}); err != nil {
 					t.Error(err)
 				}

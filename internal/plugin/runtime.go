@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -402,6 +403,26 @@ func (p *Plugin) Name() string { return p.name }
 
 // Manifest is the current version's manifest.
 func (p *Plugin) Manifest() abi.Manifest { return p.current().manifest }
+
+// PluginFor returns the name of the platform plugin that serves platform for profile.
+func (r *Runtime) PluginFor(platform, profile string) (string, bool) {
+	for _, p := range r.Plugins() {
+		m := p.Manifest()
+		if m.Kind != abi.KindPlatform || m.Platform != platform {
+			continue
+		}
+		if slices.Contains(p.Profiles(), profile) {
+			return p.Name(), true
+		}
+	}
+	return "", false
+}
+
+// Caller is the identity the plugin acts under for profile: its name, kind and platform.
+func (p *Plugin) Caller(profile string) Caller {
+	m := p.Manifest()
+	return Caller{Plugin: p.name, Kind: m.Kind, Platform: m.Platform, Profile: profile}
+}
 
 // File is the path of the current version's file.
 func (p *Plugin) File() string { return p.current().file }

@@ -283,17 +283,22 @@ func checkPS(t TB, dir string, procs map[string]spawned) {
 	if err != nil || len(list) != len(procs) {
 		t.Fatalf("ps: %d entries, %v", len(list), err)
 	}
-	var out bytes.Buffer
-	process.WriteList(&out, list, time.Now())
-	for _, want := range []string{procs["long-ok"].id, "running", "[adopted]", "lost", "agent:main:crashtest:dm:long-ok", "S-short-ok"} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("ps lacks %q:\n%s", want, out.String())
-		}
+	byID := map[string]process.Info{}
+	for _, in := range list {
+		byID[in.ID] = in
 	}
-	t.Logf("ps while host 2 runs:\n%s", out.String())
-	var lb bytes.Buffer
-	if err := process.WriteLog(ctx, &lb, db, dir, procs["long-ok"].id); err != nil || lb.String() != "long-ok before\n" {
-		t.Fatalf("ps log: %q %v", lb.String(), err)
+	if in := byID[procs["long-ok"].id]; in.State != process.StateRunning || !in.Adopted || in.Stamp.Key != "agent:main:crashtest:dm:long-ok" {
+		t.Fatalf("ps: the long process while host 2 runs: %+v", in)
+	}
+	var lost bool
+	for _, in := range list {
+		lost = lost || in.State == process.StateLost
+	}
+	if !lost {
+		t.Fatalf("ps: no lost process while host 2 runs: %+v", list)
+	}
+	if ch, err := process.ReadLog(ctx, db, dir, procs["long-ok"].id, 0, 0); err != nil || string(ch.Data) != "long-ok before\n" {
+		t.Fatalf("ps log: %q %v", ch.Data, err)
 	}
 }
 

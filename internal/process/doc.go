@@ -18,7 +18,7 @@
 //	q := r.Queue()              // the delivery layer: Wake, Claim, Confirm, Ack, Release
 //	r.Close()                   // processes keep running; the next Recover re-adopts them
 //
-// The CLI (`hermes-host ps`, `ps log ID`) uses ListProcesses, WriteList, ReadLog and WriteLog,
+// The CLI (`hermes-host ps`, `ps log ID`) uses ListProcesses and ReadLog,
 // which need only the database and the data directory, so they work while `serve` runs.
 //
 // RATIONALE.md beside this file explains the decisions.

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -230,88 +227,4 @@ func (k *Kernel) Show(ctx context.Context, keyOrID string, tail int) (*SessionVi
 		return nil, err
 	}
 	return v, nil
-}
-
-// WriteList renders List's result as a table.
-func WriteList(w io.Writer, keys []KeyInfo) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tSESSION\tGEN\tSTARTED\tLAST ACTIVE\tSTATE\tTITLE")
-	for _, ki := range keys {
-		state := "live"
-		switch {
-		case ki.Suspended:
-			state = "suspended"
-		case ki.Ended:
-			state = "ended:" + ki.EndReason
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ki.Key, ki.SessionID, ki.Generation,
-			fmtTime(ki.StartedAt), fmtTime(ki.UpdatedAt), state, ki.Title)
-	}
-	return tw.Flush()
-}
-
-// WriteShow renders Show's result as plain text.
-func WriteShow(w io.Writer, v *SessionView) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "key:         %s\n", v.Key)
-	if v.Current != nil {
-		fmt.Fprintf(&b, "current:     %s\n", v.Current.ID)
-		fmt.Fprintf(&b, "generation:  %d", v.Generation)
-		if v.Suspended {
-			b.WriteString(" (suspended: the next message starts a new session)")
-		}
-		b.WriteByte('\n')
-	} else {
-		b.WriteString("current:     (no route)\n")
-	}
-	b.WriteString("session:     ")
-	writeSessionLine(&b, v.Focus)
-	if len(v.Ancestors) > 0 {
-		b.WriteString("ancestors:\n")
-		for _, s := range v.Ancestors {
-			b.WriteString("  ")
-			writeSessionLine(&b, s)
-		}
-	}
-	if len(v.Continuations) > 0 {
-		b.WriteString("continuations (compression):\n")
-		for _, s := range v.Continuations {
-			b.WriteString("  ")
-			writeSessionLine(&b, s)
-		}
-	}
-	fmt.Fprintf(&b, "transcript (last %d of %d):\n", len(v.Tail), v.Focus.Messages)
-	for _, m := range v.Tail {
-		text := m.Text
-		if m.Redacted {
-			text = "[redacted]"
-		}
-		text = strings.ReplaceAll(text, "\n", "\n      ")
-		fmt.Fprintf(&b, "  %s %-9s %s\n", m.At.UTC().Format("2006-01-02 15:04:05"), m.Role, text)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func writeSessionLine(b *strings.Builder, s SessionInfo) {
-	fmt.Fprintf(b, "%s  %s  started %s", s.ID, s.CreatedBy, fmtTime(s.StartedAt))
-	if s.EndedAt != nil {
-		fmt.Fprintf(b, "  ended %s (%s)", fmtTime(*s.EndedAt), quoteReason(s.EndReason))
-	} else {
-		b.WriteString("  live")
-	}
-	if s.BranchedFrom != "" {
-		fmt.Fprintf(b, "  branched from %s", s.BranchedFrom)
-	}
-	if s.Title != "" {
-		fmt.Fprintf(b, "  %q", s.Title)
-	}
-	fmt.Fprintf(b, "  %d messages\n", s.Messages)
-}
-
-func fmtTime(t time.Time) string {
-	if t.IsZero() || t.UnixMilli() == 0 {
-		return "-"
-	}
-	return t.UTC().Format("2006-01-02 15:04:05")
 }

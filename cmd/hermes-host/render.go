@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/session"
+)
+
+// This file renders what the domain packages return as the plain text of the inspection
+// commands. The same data is served as JSON by the admin API.
+
+// writeSessions renders `sessions ls`.
+func writeSessions(w io.Writer, keys []session.KeyInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSESSION\tGEN\tSTARTED\tLAST ACTIVE\tSTATE\tTITLE")
+	for _, ki := range keys {
+		state := "live"
+		switch {
+		case ki.Suspended:
+			state = "suspended"
+		case ki.Ended:
+			state = "ended:" + ki.EndReason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ki.Key, ki.SessionID, ki.Generation,
+			clock(ki.StartedAt), clock(ki.UpdatedAt), state, ki.Title)
+	}
+	return tw.Flush()
+}
+
+// writeSession renders `sessions show`.
+func writeSession(w io.Writer, v *session.SessionView) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key:         %s\n", v.Key)
+	if v.Current != nil {
+		fmt.Fprintf(&b, "current:     %s\n", v.Current.ID)
+		fmt.Fprintf(&b, "generation:  %d", v.Generation)
+		if v.Suspended {
+			b.WriteString(" (suspended: the next message starts a new session)")
+		}
+		b.WriteByte('\n')
+	} else {
+		b.WriteString("current:     (no route)\n")
+	}
+	b.WriteString("session:     ")
+	writeSessionLine(&b, v.Focus)
+	if len(v.Ancestors) > 0 {
+		b.WriteString("ancestors:\n")
+		for _, s := range v.Ancestors {
+			b.WriteString("  ")
+			writeSessionLine(&b, s)
+		}
+	}
+	if len(v.Continuations) > 0 {
+		b.WriteString("continuations (compression):\n")
+		for _, s := range v.Continuations {
+			b.WriteString("  ")
+			writeSessionLine(&b, s)
+		}
+	}
+	fmt.Fprintf(&b, "transcript (last %d of %d):\n", len(v.Tail), v.Focus.Messages)
+	for _, m := range v.Tail {
+		text := m.Text
+		if m.Redacted {
+			text = "[redacted]"
+		}
+		text = strings.ReplaceAll(text, "\n", "\n      ")
+		fmt.Fprintf(&b, "  %s %-9s %s\n", m.At.UTC().Format("2006-01-02 15:04:05"), m.Role, text)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeSessionLine(b *strings.Builder, s session.SessionInfo) {
+	fmt.Fprintf(b, "%s  %s  started %s", s.ID, s.CreatedBy, clock(s.StartedAt))
+	if s.EndedAt != nil {
+		reason := s.EndReason
+		if reason == "" {
+			reason = `""`
+		}
+		fmt.Fprintf(b, "  ended %s (%s)", clock(*s.EndedAt), reason)
+	} else {
+		b.WriteString("  live")
+	}
+	if s.BranchedFrom != "" {
+		fmt.Fprintf(b, "  branched from %s", s.BranchedFrom)
+	}
+	if s.Title != "" {
+		fmt.Fprintf(b, "  %q", s.Title)
+	}
+	fmt.Fprintf(b, "  %d messages\n", s.Messages)
+}
+
+// writeProcesses renders `ps`.
+func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tAGE\tMAX AGE\tSESSION KEY\tSPAWNED IN\tNOTICE\tCOMMAND")
+	for _, in := range list {
+		exit := "-"
+		switch {
+		case in.ExitCode != nil:
+			exit = fmt.Sprint(*in.ExitCode)
+		case in.State.Final():
+			exit = "?"
+		}
+		if in.Signal != "" {
+			exit += " (" + in.Signal + ")"
+		}
+		state := string(in.State)
+		if in.Reason != "" && in.Reason != process.ReasonExit {
+			state += ": " + in.Reason
+		}
+		if in.Adopted {
+			state += " [adopted]"
+		}
+		maxAge := "-"
+		if in.MaxAge > 0 {
+			maxAge = duration(in.MaxAge)
+			if !in.State.Final() {
+				maxAge += " (" + duration(in.MaxAge-in.Age(now)) + " left)"
+			}
+		}
+		notice := orDash(in.Notice)
+		if in.NoticeOutcome != "" {
+			notice += ": " + in.NoticeOutcome
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, state, exit, duration(in.Age(now)),
+			maxAge, orDash(in.Stamp.Key), orDash(in.Stamp.SessionID), notice, clip(in.Command, 60))
+	}
+	return tw.Flush()
+}
+
+// copyLog writes a process's whole retained output (`ps log ID`).
+func copyLog(ctx context.Context, w io.Writer, db *sql.DB, dataDir, id string) error {
+	for off := int64(0); ; {
+		ch, err := process.ReadLog(ctx, db, dataDir, id, off, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(ch.Data); err != nil {
+			return err
+		}
+		if len(ch.Data) == 0 || ch.Next >= ch.Total {
+			return nil
+		}
+		off = ch.Next
+	}
+}
+
+// writeDeliveries renders `deliveries ls`.
+func writeDeliveries(w io.Writer, rows []delivery.Row, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tAGE\tKEY\tCHAT\tTEXT\tREASON")
+	for _, r := range rows {
+		chat := r.Target.ChatID
+		if r.Target.ThreadID != "" {
+			chat += "/" + r.Target.ThreadID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Kind, duration(now.Sub(r.CreatedAt)), r.Key, chat,
+			clip(r.Target.Text, 40), clip(r.Reason, 60))
+	}
+	return tw.Flush()
+}
+
+// clip puts s on one line and shortens it to n characters.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// duration renders d in its two largest units: 45s, 3m05s, 2h10m, 3d04h.
+func duration(d time.Duration) string {
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Minute:
+		s = fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		s = fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		s = fmt.Sprintf("%dd%02dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// clock renders a UTC time, or "-" for none.
+func clock(t time.Time) string {
+	if t.IsZero() || t.UnixMilli() == 0 {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/session"
+)
+
+func contains(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, out)
+		}
+	}
+}
+
+func TestWriteSessions(t *testing.T) {
+	start := time.Date(2026, 11, 29, 8, 5, 12, 0, time.UTC)
+	var b bytes.Buffer
+	writeSessions(&b, []session.KeyInfo{
+		{Key: "agent:main:telegram:dm:1", SessionID: "20261129_080512_ab12cd34", Generation: 3, StartedAt: start, UpdatedAt: start, Title: "fresh"},
+		{Key: "agent:main:echo:dm:2", SessionID: "S2", Generation: 1, Suspended: true},
+		{Key: "agent:work:echo:dm:3", SessionID: "S3", Ended: true, EndReason: "session_reset"},
+	})
+	contains(t, "sessions ls", b.String(), "KEY", "agent:main:telegram:dm:1", "20261129_080512_ab12cd34", "2026-11-29 08:05:12",
+		"fresh", "suspended", "ended:session_reset")
+}
+
+func TestWriteSession(t *testing.T) {
+	at := time.Date(2026, 11, 29, 8, 5, 12, 0, time.UTC)
+	ended := at.Add(time.Minute)
+	v := &session.SessionView{
+		Key: "agent:main:echo:dm:1", Generation: 4,
+		Current:       &session.SessionInfo{ID: "S3"},
+		Focus:         session.SessionInfo{ID: "S1", CreatedBy: "message", StartedAt: at, EndedAt: &ended, EndReason: session.EndCompression, Messages: 2},
+		Continuations: []session.SessionInfo{{ID: "S3", CreatedBy: "compression", StartedAt: ended}},
+		Tail:          []session.Message{{Role: "user", Text: "first\nsecond line", At: at}, {Role: "user", Text: "gone", Redacted: true, At: at}},
+	}
+	var b bytes.Buffer
+	writeSession(&b, v)
+	contains(t, "sessions show", b.String(), "key:         agent:main:echo:dm:1", "current:     S3", "generation:  4",
+		"continuations (compression):", "ended 2026-11-29 08:06:12 (compression)", "\n      second line", "[redacted]", "transcript (last 2 of 2)")
+	b.Reset()
+	writeSession(&b, &session.SessionView{Key: "k", Focus: session.SessionInfo{ID: "S9"}})
+	contains(t, "sessions show without a route", b.String(), "(no route)", "S9", "live")
+}
+
+func TestWriteProcesses(t *testing.T) {
+	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	one := 1
+	list := []process.Info{
+		{ID: "proc_000000000001", Command: "sleep 300", State: process.StateRunning, StartedAt: now, MaxAge: time.Hour,
+			Stamp: session.Stamp{Key: "agent:main:telegram:dm:42", SessionID: "S1"}, Adopted: true},
+		{ID: "proc_000000000002", Command: "echo bye;\n exit 1", State: process.StateExited, ExitCode: &one, StartedAt: now.Add(-90 * time.Second),
+			Notice: "delivered", NoticeOutcome: "pending"},
+		{ID: "proc_000000000003", Command: "x", State: process.StateLost, Reason: "lost", StartedAt: now.Add(-50 * time.Hour)},
+	}
+	var b bytes.Buffer
+	writeProcesses(&b, list, now)
+	contains(t, "ps", b.String(), "SESSION KEY", "proc_000000000001", "running [adopted]", "1h00m (1h00m left)", "agent:main:telegram:dm:42",
+		"S1", "1m30s", "echo bye; exit 1", "delivered: pending", "lost", "2d02h")
+}
+
+func TestWriteDeliveries(t *testing.T) {
+	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	writeDeliveries(&b, []delivery.Row{{ID: "dl_1", State: delivery.Dropped, Kind: delivery.KindNotice, CreatedAt: now.Add(-5 * time.Second),
+		Key: "agent:main:echo:dm:1", Target: abi.OutboundMessage{ChatID: "1", ThreadID: "7", Text: strings.Repeat("x", 100)},
+		Reason: "stale: user_boundary"}}, now)
+	contains(t, "deliveries ls", b.String(), "REASON", "dl_1", "dropped", "5s", "1/7", strings.Repeat("x", 39)+"…", "stale: user_boundary")
+}
+
+func TestDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{45 * time.Second: "45s", 185 * time.Second: "3m05s", 130 * time.Minute: "2h10m",
+		76 * time.Hour: "3d04h", -90 * time.Second: "-1m30s"} {
+		if got := duration(d); got != want {
+			t.Errorf("duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+// Package adminapi serves the operator's HTTP interface: health, Prometheus metrics, and JSON views
+// of the plugins, sessions, background processes and the delivery ledger.
+package adminapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/httpjson"
+	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/session"
+)
+
+// API holds what the views read.
+type API struct {
+	Plugins   *plugin.Runtime
+	Sessions  *session.Kernel
+	Processes *process.Registry
+	Ledger    *delivery.Ledger
+	Metrics   *prometheus.Registry
+	// Ping checks the store.
+	Ping func(context.Context) error
+}
+
+// Register adds the API's routes to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Metrics, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/plugins", a.plugins)
+	mux.HandleFunc("GET /api/deliveries", a.deliveries)
+	mux.HandleFunc("GET /api/sessions", a.sessions)
+	mux.HandleFunc("GET /api/processes", a.processes)
+}
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
+	var failed []string
+	plugins := a.Plugins.Plugins()
+	for _, p := range plugins {
+		if !p.Active() {
+			failed = append(failed, p.Name())
+		}
+	}
+	if err := a.Ping(r.Context()); err != nil {
+		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": "store: " + err.Error()})
+		return
+	}
+	// A failed plugin degrades the host but does not make it unhealthy: the others serve.
+	status := "ok"
+	if len(failed) > 0 {
+		status = "degraded"
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed})
+}
+
+func (a *API) plugins(w http.ResponseWriter, r *http.Request) {
+	var infos []plugin.Info
+	for _, p := range a.Plugins.Plugins() {
+		infos = append(infos, p.Info())
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"plugins": infos, "rejected": a.Plugins.Rejections()})
+}
+
+// deliveries lists ledger rows: ?state=dropped&key=PREFIX&limit=N.
+func (a *API) deliveries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	rows, err := a.Ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"), Limit: limit})
+	if err != nil {
+		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"deliveries": rows})
+}
+
+// sessions lists session keys (?key=PREFIX), or shows one key or session (?show=KEY|ID).
+func (a *API) sessions(w http.ResponseWriter, r *http.Request) {
+	if show := r.URL.Query().Get("show"); show != "" {
+		v, err := a.Sessions.Show(r.Context(), show, 20)
+		if err != nil {
+			httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "%v", err))
+			return
+		}
+		httpjson.Write(w, http.StatusOK, v)
+		return
+	}
+	keys, err := a.Sessions.List(r.Context(), r.URL.Query().Get("key"))
+	if err != nil {
+		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"sessions": keys})
+}
+
+func (a *API) processes(w http.ResponseWriter, r *http.Request) {
+	list, err := a.Processes.List(r.Context())
+	if err != nil {
+		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"processes": list})
+}

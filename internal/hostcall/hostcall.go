@@ -1,0 +1,141 @@
+// Package hostcall implements what plugins ask of the host through the session and send host
+// functions, on the session kernel and the delivery ledger. The plugin runtime has already forced
+// each request's platform and profile to the calling plugin's own; every method here runs the
+// kernel's boundary lock for the key it touches.
+package hostcall
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/internal/session"
+)
+
+// Sessions implements plugin.Sessions on the kernel.
+type Sessions struct{ Kernel *session.Kernel }
+
+// Resolve returns the source's current session, creating it if needed.
+func (s Sessions) Resolve(ctx context.Context, c plugin.Caller, src abi.Source) (abi.SessionRef, error) {
+	res, err := s.Kernel.Resolve(ctx, src, session.ResolveOptions{Internal: true})
+	return res.Ref(), Err(err)
+}
+
+// Observe appends a message to the source's transcript without a turn.
+func (s Sessions) Observe(ctx context.Context, c plugin.Caller, req abi.ObserveRequest) (abi.SessionRef, error) {
+	res, err := s.Kernel.Observe(ctx, req.Source, session.ResolveOptions{Internal: true},
+		session.Message{Role: role(req.Role), Text: req.Text, PlatformMessageID: req.Source.MessageID})
+	return res.Ref(), Err(err)
+}
+
+// Redact blanks the transcript entry of a platform message (a recalled or deleted message).
+func (s Sessions) Redact(ctx context.Context, c plugin.Caller, src abi.Source) (bool, error) {
+	key, err := s.Kernel.Key(src)
+	if err != nil {
+		return false, abi.Errorf(abi.CodeBadRequest, "%v", err)
+	}
+	ok, err := s.Kernel.Redact(ctx, key, src.MessageID)
+	return ok, Err(err)
+}
+
+// Seed appends context to the source's session (for example a scheduled job's output).
+func (s Sessions) Seed(ctx context.Context, c plugin.Caller, req abi.SeedRequest) (abi.SessionRef, error) {
+	var msgs []session.Message
+	if req.Text != "" {
+		msgs = append(msgs, session.Message{Role: role(req.Role), Text: req.Text})
+	}
+	res, err := s.Kernel.Observe(ctx, req.Source, session.ResolveOptions{Internal: true}, msgs...)
+	return res.Ref(), Err(err)
+}
+
+func role(r string) string {
+	if r == "" {
+		return "user"
+	}
+	return r
+}
+
+// Err maps kernel errors to ABI codes.
+func Err(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, session.ErrNestedBoundary):
+		return abi.Errorf(abi.CodeConflict, "called from inside a session boundary (a send): %v", err)
+	case errors.Is(err, session.ErrMalformedKey), errors.Is(err, session.ErrKeyMismatch):
+		return abi.Errorf(abi.CodeBadRequest, "%v", err)
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, session.ErrNoRoute):
+		return abi.Errorf(abi.CodeNotFound, "%v", err)
+	}
+	return abi.Errorf(abi.CodeIO, "%v", err)
+}
+
+// Router finds the plugin that serves a platform for a profile.
+type Router func(platform, profile string) (plugin string, ok bool)
+
+// Sender implements a scheduler plugin's hermes_send: record in the ledger, deliver through the
+// target platform's plugin with the boundary and (when pinned) the stale check, and wait briefly
+// for the outcome.
+type Sender struct {
+	Kernel *session.Kernel
+	Ledger *delivery.Ledger
+	Route  Router
+	// Wait bounds how long HostSend waits for the outcome before answering "pending"
+	// (default 5 s).
+	Wait time.Duration
+}
+
+// HostSend records and delivers one message from a scheduler.
+func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+	target := req.Target
+	target.Profile = c.Profile
+	if target.ChatType == "" {
+		target.ChatType = abi.ChatDM
+	}
+	if target.ChatID == "" {
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "target.chat_id is required")
+	}
+	name, ok := s.Route(target.Platform, c.Profile)
+	if !ok {
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeNotFound, "no plugin serves platform %q for profile %q", target.Platform, c.Profile)
+	}
+	key, err := s.Kernel.Key(target)
+	if err != nil {
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "target: %v", err)
+	}
+	msg := delivery.Message{Plugin: name, Profile: c.Profile, Key: key, Target: abi.OutboundMessage{
+		ChatType: target.ChatType, ChatID: target.ChatID, ThreadID: target.ThreadID, UserID: target.UserID, ScopeID: target.ScopeID},
+		Text: req.Text, Kind: delivery.KindScheduled, Origin: c.Plugin}
+	if req.PinSessionID != "" {
+		msg.Guard = delivery.GuardOwned
+		msg.Stamp = session.Stamp{Key: key, SessionID: req.PinSessionID, Profile: c.Profile, Route: target}
+	}
+	if req.Seed != "" {
+		// The seed and its transcript entry land in one critical section of the key.
+		if _, err := s.Kernel.Observe(ctx, target, session.ResolveOptions{Internal: true},
+			session.Message{Role: "user", Text: req.Seed}); err != nil {
+			return abi.HostSendReply{}, Err(err)
+		}
+	}
+	group, err := s.Ledger.Enqueue(ctx, msg)
+	if err != nil {
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeIO, "%v", err)
+	}
+	d := s.Wait
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	wait, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	row, err := s.Ledger.Wait(wait, group)
+	if err != nil {
+		return abi.HostSendReply{DeliveryID: group, State: string(delivery.Pending)}, nil
+	}
+	if row.State == delivery.Dropped {
+		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: row.Reason}
+	}
+	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs}, nil
+}

@@ -1,0 +1,182 @@
+// Package loop runs the host-driven loops of plugins: a poll loop for every serving profile of a
+// platform plugin that declares the poll capability, and a tick loop for every profile of a
+// scheduler plugin. A Supervisor starts and stops them as plugins load, reload and unload.
+package loop
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/inbound"
+	"github.com/hermes-host/hermes-host/internal/plugin"
+)
+
+// PollWait is how long a poll export may wait for events (a long poll).
+const PollWait = 25 * time.Second
+
+// DefaultTick is how often a scheduler is woken when it does not say.
+const DefaultTick = time.Minute
+
+type key struct{ plugin, profile string }
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Supervisor owns the loops. Its methods are safe for concurrent use.
+type Supervisor struct {
+	plugins *plugin.Runtime
+	door    *inbound.Door
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	loops map[key]*running
+}
+
+// New returns a supervisor of the loops of rt's plugins; polled events go through door.
+func New(rt *plugin.Runtime, door *inbound.Door, log *slog.Logger) *Supervisor {
+	return &Supervisor{plugins: rt, door: door, log: log, loops: map[key]*running{}}
+}
+
+// Reconcile starts the loops that loaded plugins need and stops those whose plugin or profile is
+// gone. Loops outlive ctx's cancellation only until Stop.
+func (s *Supervisor) Reconcile(ctx context.Context) {
+	want := map[key]*plugin.Plugin{}
+	for _, p := range s.plugins.Plugins() {
+		m := p.Manifest()
+		if !m.Has(abi.CapPoll) && m.Kind != abi.KindScheduler {
+			continue
+		}
+		for _, profile := range p.Profiles() {
+			want[key{p.Name(), profile}] = p
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, l := range s.loops {
+		if _, ok := want[k]; !ok {
+			l.cancel()
+			delete(s.loops, k)
+		}
+	}
+	for k, p := range want {
+		if _, ok := s.loops[k]; ok {
+			continue
+		}
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		l := &running{cancel: cancel, done: make(chan struct{})}
+		s.loops[k] = l
+		go func() {
+			defer close(l.done)
+			if p.Manifest().Kind == abi.KindScheduler {
+				s.tick(lctx, k.plugin, k.profile)
+			} else {
+				s.poll(lctx, k.plugin, k.profile)
+			}
+		}()
+	}
+}
+
+// Stop cancels every loop and waits for them to return.
+func (s *Supervisor) Stop() {
+	s.mu.Lock()
+	loops := s.loops
+	s.loops = map[key]*running{}
+	s.mu.Unlock()
+	for _, l := range loops {
+		l.cancel()
+	}
+	for _, l := range loops {
+		<-l.done
+	}
+}
+
+// poll calls the plugin's poll export until cancelled, dispatching what it returns. Errors back
+// off exponentially (1 s to 1 min); a failed or unloaded plugin ends the loop (a reload starts a
+// new one).
+func (s *Supervisor) poll(ctx context.Context, name, profile string) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		p := s.plugins.Get(name)
+		if p == nil {
+			return
+		}
+		res, err := p.Poll(ctx, profile, PollWait)
+		if ctx.Err() != nil {
+			return
+		}
+		var failed *plugin.FailedError
+		if errors.As(err, &failed) || errors.Is(err, plugin.ErrUnloaded) {
+			s.log.Error("poll loop stopped", "plugin", name, "profile", profile, "error", err)
+			return
+		}
+		var wait time.Duration
+		if err == nil && len(res.Events) > 0 {
+			// The plugin may confirm this batch at its next poll, so poll is not called again
+			// until every event of it is recorded.
+			caller := p.Caller(profile)
+			for retry := time.Second; ; retry = min(retry*2, time.Minute) {
+				derr := s.door.DispatchAll(ctx, caller, res.Events)
+				if derr == nil || ctx.Err() != nil {
+					break
+				}
+				s.log.Error("recording polled events failed; retrying before polling again", "plugin", name, "profile", profile, "error", derr, "retry", retry)
+				sleep(ctx, retry)
+			}
+		}
+		if err != nil {
+			s.log.Warn("poll failed; backing off", "plugin", name, "profile", profile, "error", err, "backoff", backoff)
+			wait, backoff = backoff, min(backoff*2, time.Minute)
+		} else {
+			backoff = time.Second
+			if len(res.Events) == 0 {
+				wait = time.Duration(res.BackoffMs) * time.Millisecond
+			}
+		}
+		if wait > 0 && !sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// tick wakes a scheduler plugin when it asks to be woken (default every minute).
+func (s *Supervisor) tick(ctx context.Context, name, profile string) {
+	for ctx.Err() == nil {
+		p := s.plugins.Get(name)
+		if p == nil {
+			return
+		}
+		next := DefaultTick
+		res, err := p.Tick(ctx, profile, time.Now())
+		var failed *plugin.FailedError
+		switch {
+		case errors.As(err, &failed) || errors.Is(err, plugin.ErrUnloaded):
+			s.log.Error("tick loop stopped", "plugin", name, "profile", profile, "error", err)
+			return
+		case err != nil:
+			s.log.Warn("tick failed", "plugin", name, "profile", profile, "error", err)
+		case res.NextTickMs > 0:
+			next = time.Duration(res.NextTickMs) * time.Millisecond
+		}
+		if !sleep(ctx, max(next, 100*time.Millisecond)) {
+			return
+		}
+	}
+}
+
+// sleep waits for d or ctx, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
