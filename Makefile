@@ -5,10 +5,14 @@ WASM := $(PLUGINS:%=build/plugins/%.wasm)
 
 .PHONY: all plugins serve test bench vet fmt clean FORCE
 
-all: bin/hermes-host plugins
+all: bin/hermes-host bin/hermes-conformance plugins
 
 bin/hermes-host: FORCE
 	$(GO) build -o $@ ./cmd/hermes-host
+
+# The conformance suite and its platform fakes are a binary of their own, kept out of the gateway.
+bin/hermes-conformance: FORCE
+	$(GO) build -o $@ ./cmd/hermes-conformance
 
 # First-party plugins are built from source with the standard Go toolchain, never committed.
 plugins: $(WASM)

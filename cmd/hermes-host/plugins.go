@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/conformance"
-	telegramconf "github.com/hermes-host/hermes-host/conformance/telegram"
 	"github.com/hermes-host/hermes-host/internal/gateway"
 )
 
@@ -83,41 +85,43 @@ func pluginsCmd(g *globals) *cobra.Command {
 }
 
 func conformanceCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	var platform string
-	cmd := &cobra.Command{
-		Use:   "conformance FILE.wasm",
+	return &cobra.Command{
+		Use:   "conformance FILE.wasm [--platform NAME] [--json]",
 		Short: "Run the plugin contract suite against a plugin (exit status 1 on failure)",
-		Long: `Runs the contract checks every plugin must pass (load-time validation; every export answers
-empty, malformed and oversized input with an error instead of trapping). With --platform, also runs
-that platform's behavioural profile against a loopback fake of the platform (telegram).`,
-		Args: cobra.ExactArgs(1),
+		Long: `Runs hermes-conformance, the plugin contract suite, with the same arguments. It is a separate
+binary (built beside hermes-host by make) so that the platform fakes it runs are not part of the
+gateway. See hermes-conformance --help.`,
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep := conformance.Run(context.Background(), args[0], conformance.Options{})
-			switch platform {
-			case "":
-			case "telegram":
-				tg := telegramconf.Run(context.Background(), args[0], telegramconf.Options{})
-				rep.Results = append(rep.Results, tg.Results...)
-			default:
-				return fmt.Errorf("no conformance profile for platform %q (known: telegram)", platform)
+			bin, err := conformanceBinary()
+			if err != nil {
+				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				enc.Encode(rep)
-			} else {
-				rep.Write(cmd.OutOrStdout())
+			c := exec.CommandContext(cmd.Context(), bin, args...)
+			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			err = c.Run()
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				return exitError{exit.ExitCode()}
 			}
-			if !rep.Passed() {
-				return exitError{1}
-			}
-			return nil
+			return err
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().StringVar(&platform, "platform", "", "also run a platform profile: telegram")
-	return cmd
+}
+
+// conformanceBinary finds hermes-conformance next to this executable, else on PATH.
+func conformanceBinary() (string, error) {
+	const name = "hermes-conformance"
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s is not installed next to hermes-host or on PATH; build it with `make` or `go build ./cmd/%s`", name, name)
 }
 
 // quietLogger logs only warnings and errors, for one-shot commands.

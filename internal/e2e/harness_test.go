@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// hostBinary builds the hermes-host binary once per test run.
+// hostBinary builds the hermes-host and hermes-conformance binaries once per test run.
 func hostBinary(tb testing.TB) string {
 	tb.Helper()
 	binOnce.Do(func() {
@@ -39,9 +39,14 @@ func hostBinary(tb testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "hermes-host")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/hermes-host").CombinedOutput(); err != nil {
-			binErr = err
-			tb.Logf("build: %s", out)
+		// hermes-conformance sits beside hermes-host, where `hermes-host conformance` looks for it.
+		for _, cmd := range []string{"hermes-host", "hermes-conformance"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "../../cmd/"+cmd).CombinedOutput()
+			if err != nil {
+				binErr = err
+				tb.Logf("build %s: %s", cmd, out)
+				return
+			}
 		}
 	})
 	if binErr != nil {

@@ -1,0 +1,93 @@
+// Command hermes-conformance runs the plugin contract suite against a plugin, and optionally a
+// platform's behavioural profile against a loopback fake of that platform:
+//
+//	hermes-conformance FILE.wasm [--platform telegram] [--json]
+//
+// It exits 0 when every check passes, 1 when one fails and 2 on a usage error. It is a binary
+// of its own so that the platform fakes (loopback HTTP and WebSocket servers) are not linked into
+// the gateway; `hermes-host conformance` runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-host/hermes-host/conformance"
+	telegramconf "github.com/hermes-host/hermes-host/conformance/telegram"
+)
+
+// profiles are the platform profiles, by the name --platform takes. Each runs its checks against
+// the plugin file and returns their results.
+var profiles = map[string]func(ctx context.Context, file string) []conformance.Result{
+	"telegram": func(ctx context.Context, file string) []conformance.Result {
+		return telegramconf.Run(ctx, file, telegramconf.Options{}).Results
+	},
+}
+
+func platforms() string {
+	var names []string
+	for name := range profiles {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+func run(ctx context.Context, args []string) int {
+	var asJSON bool
+	var platform string
+	code := 0
+	cmd := &cobra.Command{
+		Use:   "hermes-conformance FILE.wasm",
+		Short: "Run the plugin contract suite against a plugin (exit status 1 on failure)",
+		Long: `Runs the contract checks every plugin must pass (load-time validation; every export answers
+empty, malformed and oversized input with an error instead of trapping). With --platform, also runs
+that platform's behavioural profile against a loopback fake of the platform (` + platforms() + `).`,
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			profile, ok := profiles[platform]
+			if platform != "" && !ok {
+				return fmt.Errorf("no conformance profile for platform %q (known: %s)", platform, platforms())
+			}
+			rep := conformance.Run(cmd.Context(), args[0], conformance.Options{})
+			if profile != nil {
+				rep.Results = append(rep.Results, profile(cmd.Context(), args[0])...)
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				enc.Encode(rep)
+			} else {
+				rep.Write(cmd.OutOrStdout())
+			}
+			if !rep.Passed() {
+				code = 1
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&platform, "platform", "", "also run a platform profile: "+platforms())
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "hermes-conformance:", err)
+		return 2
+	}
+	return code
+}
