@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -273,28 +274,30 @@ func TestCompressionDeliversToContinuation(t *testing.T) {
 }
 
 func TestRetryAfterBlocksTheChat(t *testing.T) {
-	p := &platform{}
-	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
-		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: "flood", RetryAfterMs: 300}}, nil
+	synctest.Test(t, func(t *testing.T) {
+		p := &platform{}
+		p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: "flood", RetryAfterMs: 300}}, nil
+		})
+		f := newFixture(t, p, Options{})
+		st := f.stamp()
+		start := time.Now()
+		a, _ := f.l.Enqueue(context.Background(), f.msg(st, "first", GuardNone))
+		b, _ := f.l.Enqueue(context.Background(), f.msg(st, "second", GuardNone))
+		ra, rb := f.waitFinal(a), f.waitFinal(b)
+		if ra.State != Delivered || rb.State != Delivered || ra.Attempts != 2 {
+			t.Fatalf("%+v %+v", ra, rb)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		// The flood answer came first; nothing reached the platform again before retry_after.
+		if len(p.at) != 3 || p.at[1].Sub(start) < 300*time.Millisecond || p.at[2].Before(p.at[1]) {
+			t.Fatalf("send times %v (start %v)", p.at, start)
+		}
+		if got := []string{p.sent[0].Text, p.sent[1].Text}; got[0] != "first" || got[1] != "second" {
+			t.Fatalf("order %q", got)
+		}
 	})
-	f := newFixture(t, p, Options{})
-	st := f.stamp()
-	start := time.Now()
-	a, _ := f.l.Enqueue(context.Background(), f.msg(st, "first", GuardNone))
-	b, _ := f.l.Enqueue(context.Background(), f.msg(st, "second", GuardNone))
-	ra, rb := f.waitFinal(a), f.waitFinal(b)
-	if ra.State != Delivered || rb.State != Delivered || ra.Attempts != 2 {
-		t.Fatalf("%+v %+v", ra, rb)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// The flood answer came first; nothing reached the platform again before retry_after.
-	if len(p.at) != 3 || p.at[1].Sub(start) < 300*time.Millisecond || p.at[2].Before(p.at[1]) {
-		t.Fatalf("send times %v (start %v)", p.at, start)
-	}
-	if got := []string{p.sent[0].Text, p.sent[1].Text}; got[0] != "first" || got[1] != "second" {
-		t.Fatalf("order %q", got)
-	}
 }
 
 func TestPermanentFailureAndMigration(t *testing.T) {

@@ -275,7 +275,7 @@ func TestListAndLogFromSeparateReader(t *testing.T) {
 	if r := byID[run.ID]; r.State != StateRunning || r.Stamp.Key != "agent:main:telegram:dm:42" {
 		t.Errorf("running entry %+v", r)
 	}
-	if d := byID[done.ID]; d.State != StateExited || d.Stamp.SessionID != "S2" || d.Command != "echo bye; exit 1" || d.NoticeOutcome != "pending" {
+	if d := byID[done.ID]; d.State != StateExited || d.Stamp.SessionID != "S2" || d.Command != "echo bye; exit 1" || d.Notice != "pending" {
 		t.Errorf("ended entry %+v", d)
 	}
 	if ch, err := ReadLog(ctx, db2, e.dir, run.ID, 0, 0); err != nil || string(ch.Data) != "hello\n" {

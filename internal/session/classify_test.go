@@ -97,7 +97,7 @@ func TestClassificationTable(t *testing.T) {
 		}, Stale, ReasonKeyMismatch},
 		{"non-user end: idle", Options{AutoReset: ResetPolicy{Mode: ResetIdle, IdleAfter: time.Hour}}, func(e *env) (Stamp, string) {
 			s := e.stamp(src)
-			e.clock.Advance(2 * time.Hour)
+			time.Sleep(2 * time.Hour)
 			r := e.resolve(src)
 			if !r.Created || r.Reason != EndIdle {
 				e.t.Fatalf("no idle reset: %+v", r)
@@ -106,7 +106,7 @@ func TestClassificationTable(t *testing.T) {
 		}, DeliverCurrent, ReasonEndedNonUser},
 		{"non-user end: daily", Options{AutoReset: ResetPolicy{Mode: ResetDaily, AtHour: 4}}, func(e *env) (Stamp, string) {
 			s := e.stamp(src)
-			e.clock.Advance(24 * time.Hour)
+			time.Sleep(24 * time.Hour)
 			r := e.resolve(src)
 			if !r.Created || r.Reason != EndDaily {
 				e.t.Fatalf("no daily reset: %+v", r)
@@ -189,26 +189,28 @@ func TestClassificationTable(t *testing.T) {
 				name = c.name + "/boundary"
 			}
 			t.Run(name, func(t *testing.T) {
-				e := newEnv(t, c.opt)
-				e.t = t
-				s, wantSession := c.setup(e)
-				var v Verdict
-				if locked {
-					v = e.classify(s)
-				} else {
-					v = e.k.Classify(e.ctx, s)
-				}
-				if v.Kind != c.kind || v.Reason != c.reason || (wantSession != "" && v.SessionID != wantSession) {
-					t.Fatalf("verdict %v; want %v to %q (%s)", v, c.kind, wantSession, c.reason)
-				}
-				if v.Deliverable() != (c.kind == Deliver || c.kind == DeliverContinuation || c.kind == DeliverCurrent) {
-					t.Fatal("Deliverable disagrees with Kind")
-				}
-				// Classifying again (now with a warm cache and a healed route) agrees.
-				v2 := e.classify(s)
-				if v2.Kind != v.Kind || v2.SessionID != v.SessionID {
-					t.Fatalf("second verdict %v differs from %v", v2, v)
-				}
+				inBubble(t, func(t *testing.T) {
+					e := newEnv(t, c.opt)
+					e.t = t
+					s, wantSession := c.setup(e)
+					var v Verdict
+					if locked {
+						v = e.classify(s)
+					} else {
+						v = e.k.Classify(e.ctx, s)
+					}
+					if v.Kind != c.kind || v.Reason != c.reason || (wantSession != "" && v.SessionID != wantSession) {
+						t.Fatalf("verdict %v; want %v to %q (%s)", v, c.kind, wantSession, c.reason)
+					}
+					if v.Deliverable() != (c.kind == Deliver || c.kind == DeliverContinuation || c.kind == DeliverCurrent) {
+						t.Fatal("Deliverable disagrees with Kind")
+					}
+					// Classifying again (now with a warm cache and a healed route) agrees.
+					v2 := e.classify(s)
+					if v2.Kind != v.Kind || v2.SessionID != v.SessionID {
+						t.Fatalf("second verdict %v differs from %v", v2, v)
+					}
+				})
 			})
 		}
 	}

@@ -139,8 +139,8 @@ func TestFailureBusyWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	e := &env{t: t, ctx: context.Background(), path: path, db: db, clock: newClock()}
-	e.k, err = Open(e.ctx, db, Options{Now: e.clock.Now})
+	e := &env{t: t, ctx: context.Background(), path: path, db: db}
+	e.k, err = Open(e.ctx, db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,41 +4,34 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/store"
 )
 
-// fakeClock is a settable clock for auto-reset tests.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// epoch is where the fake clock of a test bubble starts (inBubble).
+var epoch = time.Date(2026, 11, 29, 8, 5, 12, 0, time.UTC)
 
-func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 8, 5, 12, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// inBubble runs f in a testing/synctest bubble: time.Now is a fake clock starting at epoch, and
+// time.Sleep advances it as soon as every goroutine of the bubble is blocked, so a test moves
+// the kernel's clock (auto-reset) with time.Sleep and takes no wall time.
+func inBubble(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(time.Until(epoch))
+		f(t)
+	})
 }
 
 type env struct {
-	t     *testing.T
-	ctx   context.Context
-	path  string
-	db    *sql.DB
-	k     *Kernel
-	clock *fakeClock
+	t    *testing.T
+	ctx  context.Context
+	path string
+	db   *sql.DB
+	k    *Kernel
 }
 
 func newEnv(t testing.TB, opt Options) *env {
@@ -48,10 +41,7 @@ func newEnv(t testing.TB, opt Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{ctx: context.Background(), path: path, db: db, clock: newClock()}
-	if opt.Now == nil {
-		opt.Now = e.clock.Now
-	}
+	e := &env{ctx: context.Background(), path: path, db: db}
 	e.k, err = Open(e.ctx, db, opt)
 	if err != nil {
 		t.Fatal(err)

@@ -141,52 +141,56 @@ func TestInterleaveNewBetweenClassificationAndSend(t *testing.T) {
 func TestInterleaveAutoResetVsDelivery(t *testing.T) {
 	opt := Options{AutoReset: ResetPolicy{Mode: ResetIdle, IdleAfter: time.Hour}}
 	t.Run("lookup first", func(t *testing.T) {
-		e := newEnv(t, opt)
-		e.t = t
-		src := dm("i4")
-		s := e.stamp(src)
-		e.clock.Advance(2 * time.Hour)
-		var res Resolution
-		release, done := e.holdThen(s.Key, func(b *Boundary) error {
-			var err error
-			res, err = b.Resolve(src, ResolveOptions{})
-			return err
+		inBubble(t, func(t *testing.T) {
+			e := newEnv(t, opt)
+			e.t = t
+			src := dm("i4")
+			s := e.stamp(src)
+			time.Sleep(2 * time.Hour)
+			var res Resolution
+			release, done := e.holdThen(s.Key, func(b *Boundary) error {
+				var err error
+				res, err = b.Resolve(src, ResolveOptions{})
+				return err
+			})
+			v := async(func() Verdict { return e.deliver(s, "done") })
+			e.parked(s.Key, 2)
+			release()
+			<-done
+			got := <-v
+			if res.Reason != EndIdle || got.Kind != DeliverCurrent || got.SessionID != res.SessionID {
+				t.Fatalf("reset %+v, verdict %v", res, got)
+			}
+			if len(e.transcript(s.SessionID)) != 0 {
+				t.Fatal("delivered into the idle-ended session")
+			}
 		})
-		v := async(func() Verdict { return e.deliver(s, "done") })
-		e.parked(s.Key, 2)
-		release()
-		<-done
-		got := <-v
-		if res.Reason != EndIdle || got.Kind != DeliverCurrent || got.SessionID != res.SessionID {
-			t.Fatalf("reset %+v, verdict %v", res, got)
-		}
-		if len(e.transcript(s.SessionID)) != 0 {
-			t.Fatal("delivered into the idle-ended session")
-		}
 	})
 	t.Run("delivery first", func(t *testing.T) {
-		e := newEnv(t, opt)
-		e.t = t
-		src := dm("i4")
-		s := e.stamp(src)
-		e.clock.Advance(2 * time.Hour)
-		var v Verdict
-		release, done := e.holdThen(s.Key, func(b *Boundary) error {
-			v = b.Classify(s)
-			_, err := b.Append(v.SessionID, Message{Text: "done"})
-			return err
+		inBubble(t, func(t *testing.T) {
+			e := newEnv(t, opt)
+			e.t = t
+			src := dm("i4")
+			s := e.stamp(src)
+			time.Sleep(2 * time.Hour)
+			var v Verdict
+			release, done := e.holdThen(s.Key, func(b *Boundary) error {
+				v = b.Classify(s)
+				_, err := b.Append(v.SessionID, Message{Text: "done"})
+				return err
+			})
+			res := async(func() Resolution { return e.resolve(src) })
+			e.parked(s.Key, 2)
+			release()
+			<-done
+			r := <-res
+			if v.Kind != Deliver || v.SessionID != s.SessionID || r.Reason != EndIdle {
+				t.Fatalf("verdict %v, reset %+v", v, r)
+			}
+			if len(e.transcript(r.SessionID)) != 0 || len(e.transcript(s.SessionID)) != 1 {
+				t.Fatal("message not in the session that was current at the send")
+			}
 		})
-		res := async(func() Resolution { return e.resolve(src) })
-		e.parked(s.Key, 2)
-		release()
-		<-done
-		r := <-res
-		if v.Kind != Deliver || v.SessionID != s.SessionID || r.Reason != EndIdle {
-			t.Fatalf("verdict %v, reset %+v", v, r)
-		}
-		if len(e.transcript(r.SessionID)) != 0 || len(e.transcript(s.SessionID)) != 1 {
-			t.Fatal("message not in the session that was current at the send")
-		}
 	})
 }
 

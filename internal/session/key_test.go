@@ -116,7 +116,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestSessionID(t *testing.T) {
-	now := newClock().Now()
+	now := epoch
 	id := NewSessionID(now)
 	if len(id) != 24 || id[:16] != "20261129_080512_" || !ValidSessionID(id) {
 		t.Fatalf("id %q", id)

@@ -109,7 +109,7 @@ func TestScenario04CompressionNotVisible(t *testing.T) {
 		t.Fatalf("in flight: %v", v)
 	}
 	// Phase two: the child appears (the route is still on the parent).
-	child := NewSessionID(e.clock.Now())
+	child := NewSessionID(time.Now())
 	e.exec(`INSERT INTO sessions (id, session_key, parent_session_id, created_by, started_at, origin)
 		VALUES (?, ?, ?, 'compression', 6, '{}')`, child, s.Key, s.SessionID)
 	if v := e.deliver(s, "retried"); v.Kind != DeliverContinuation || v.SessionID != child {
@@ -303,56 +303,58 @@ func TestScenario26RoutedRowEnded(t *testing.T) {
 // 27: an entry on a compression parent is healed to the tip on lookup, updated_at unchanged;
 // concurrent ForceNew for one key creates exactly one row.
 func TestScenario27HealAndForceNew(t *testing.T) {
-	e := newEnv(t, Options{})
-	e.t = t
-	src := dm("27")
-	first := e.resolve(src)
-	tip := e.r(e.k.Compress(e.ctx, first.Key, first.SessionID, ""))
-	e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, first.SessionID, first.Key)
-	e.k.cache.drop(first.Key)
-	var upd0, upd1 int64
-	e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = ?`, first.Key).Scan(&upd0)
-	e.clock.Advance(time.Minute)
-	r, err := e.k.Resolve(e.ctx, src, ResolveOptions{Internal: true})
-	if err != nil || !r.Healed || r.SessionID != tip.SessionID || r.Generation != tip.Generation {
-		t.Fatalf("heal: %+v, %v (tip %+v)", r, err, tip)
-	}
-	e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = ?`, first.Key).Scan(&upd1)
-	if upd0 != upd1 {
-		t.Fatalf("updated_at moved %d -> %d", upd0, upd1)
-	}
-
-	// Concurrent ForceNew through Kernel.Resolve: hold the key so all callers pile up.
-	var before int
-	e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = ?`, first.Key).Scan(&before)
-	const n = 8
-	hold := make(chan struct{})
-	held := make(chan struct{})
-	go e.k.WithBoundary(e.ctx, first.Key, func(*Boundary) error { close(held); <-hold; return nil })
-	<-held
-	var wg sync.WaitGroup
-	results := make([]Resolution, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], _ = e.k.Resolve(e.ctx, src, ResolveOptions{ForceNew: true})
-		}()
-	}
-	fk := forceKey(first.Key)
-	waitFor(t, "callers joining the flight", func() bool { return e.k.flights.joined(fk) == n-1 })
-	close(hold)
-	wg.Wait()
-	var after int
-	e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = ?`, first.Key).Scan(&after)
-	if after != before+1 {
-		t.Fatalf("ForceNew x%d created %d rows", n, after-before)
-	}
-	for _, r := range results {
-		if r.SessionID != results[0].SessionID || !r.Created {
-			t.Fatalf("callers disagree: %+v vs %+v", r, results[0])
+	inBubble(t, func(t *testing.T) {
+		e := newEnv(t, Options{})
+		e.t = t
+		src := dm("27")
+		first := e.resolve(src)
+		tip := e.r(e.k.Compress(e.ctx, first.Key, first.SessionID, ""))
+		e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, first.SessionID, first.Key)
+		e.k.cache.drop(first.Key)
+		var upd0, upd1 int64
+		e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = ?`, first.Key).Scan(&upd0)
+		time.Sleep(time.Minute)
+		r, err := e.k.Resolve(e.ctx, src, ResolveOptions{Internal: true})
+		if err != nil || !r.Healed || r.SessionID != tip.SessionID || r.Generation != tip.Generation {
+			t.Fatalf("heal: %+v, %v (tip %+v)", r, err, tip)
 		}
-	}
+		e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = ?`, first.Key).Scan(&upd1)
+		if upd0 != upd1 {
+			t.Fatalf("updated_at moved %d -> %d", upd0, upd1)
+		}
+
+		// Concurrent ForceNew through Kernel.Resolve: hold the key so all callers pile up.
+		var before int
+		e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = ?`, first.Key).Scan(&before)
+		const n = 8
+		hold := make(chan struct{})
+		held := make(chan struct{})
+		go e.k.WithBoundary(e.ctx, first.Key, func(*Boundary) error { close(held); <-hold; return nil })
+		<-held
+		var wg sync.WaitGroup
+		results := make([]Resolution, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], _ = e.k.Resolve(e.ctx, src, ResolveOptions{ForceNew: true})
+			}()
+		}
+		fk := forceKey(first.Key)
+		waitFor(t, "callers joining the flight", func() bool { return e.k.flights.joined(fk) == n-1 })
+		close(hold)
+		wg.Wait()
+		var after int
+		e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = ?`, first.Key).Scan(&after)
+		if after != before+1 {
+			t.Fatalf("ForceNew x%d created %d rows", n, after-before)
+		}
+		for _, r := range results {
+			if r.SessionID != results[0].SessionID || !r.Created {
+				t.Fatalf("callers disagree: %+v vs %+v", r, results[0])
+			}
+		}
+	})
 }
 
 func forceKey(key string) string { return key + "\x00falsetruefalse" }
@@ -388,13 +390,15 @@ func (f liveFunc) HasLiveProcess(ctx context.Context, key string) (bool, error) 
 // session.
 func TestAutoReset(t *testing.T) {
 	t.Run("off by default", func(t *testing.T) {
-		e := newEnv(t, Options{})
-		e.t = t
-		a := e.resolve(dm("ar"))
-		e.clock.Advance(1000 * time.Hour)
-		if b := e.resolve(dm("ar")); b.SessionID != a.SessionID {
-			t.Fatal("time reset a session with auto-reset off")
-		}
+		inBubble(t, func(t *testing.T) {
+			e := newEnv(t, Options{})
+			e.t = t
+			a := e.resolve(dm("ar"))
+			time.Sleep(1000 * time.Hour)
+			if b := e.resolve(dm("ar")); b.SessionID != a.SessionID {
+				t.Fatal("time reset a session with auto-reset off")
+			}
+		})
 	})
 	for _, c := range []struct {
 		name  string
@@ -403,42 +407,46 @@ func TestAutoReset(t *testing.T) {
 		reset bool
 	}{{"no process", false, nil, true}, {"live process", true, nil, false}, {"check fails", false, errors.New("registry down"), false}} {
 		t.Run(c.name, func(t *testing.T) {
-			var asked bool
-			e := newEnv(t, Options{AutoReset: ResetPolicy{Mode: ResetIdle, IdleAfter: time.Hour},
-				Processes: liveFunc(func(ctx context.Context, key string) (bool, error) {
-					asked = true
-					if !InBoundary(ctx) {
-						t.Error("HasLiveProcess called outside the boundary")
-					}
-					return c.live, c.err
-				})})
-			e.t = t
-			a := e.resolve(dm("ar"))
-			e.clock.Advance(30 * time.Minute)
-			if b := e.resolve(dm("ar")); b.SessionID != a.SessionID || asked {
-				t.Fatalf("reset before the idle limit: %+v", b)
-			}
-			e.clock.Advance(61 * time.Minute)
-			b := e.resolve(dm("ar"))
-			if !asked || (b.SessionID != a.SessionID) != c.reset {
-				t.Fatalf("asked=%v reset=%v, want reset=%v", asked, b.SessionID != a.SessionID, c.reset)
-			}
-			if c.reset && (b.Reason != EndIdle || e.session(a.SessionID).EndReason != EndIdle) {
-				t.Fatalf("reason %+v", b)
-			}
+			inBubble(t, func(t *testing.T) {
+				var asked bool
+				e := newEnv(t, Options{AutoReset: ResetPolicy{Mode: ResetIdle, IdleAfter: time.Hour},
+					Processes: liveFunc(func(ctx context.Context, key string) (bool, error) {
+						asked = true
+						if !InBoundary(ctx) {
+							t.Error("HasLiveProcess called outside the boundary")
+						}
+						return c.live, c.err
+					})})
+				e.t = t
+				a := e.resolve(dm("ar"))
+				time.Sleep(30 * time.Minute)
+				if b := e.resolve(dm("ar")); b.SessionID != a.SessionID || asked {
+					t.Fatalf("reset before the idle limit: %+v", b)
+				}
+				time.Sleep(61 * time.Minute)
+				b := e.resolve(dm("ar"))
+				if !asked || (b.SessionID != a.SessionID) != c.reset {
+					t.Fatalf("asked=%v reset=%v, want reset=%v", asked, b.SessionID != a.SessionID, c.reset)
+				}
+				if c.reset && (b.Reason != EndIdle || e.session(a.SessionID).EndReason != EndIdle) {
+					t.Fatalf("reason %+v", b)
+				}
+			})
 		})
 	}
 	t.Run("daily boundary", func(t *testing.T) {
-		e := newEnv(t, Options{AutoReset: ResetPolicy{Mode: ResetDaily, AtHour: 10}})
-		e.t = t
-		a := e.resolve(dm("d")) // 08:05
-		e.clock.Advance(time.Hour)
-		if b := e.resolve(dm("d")); b.SessionID != a.SessionID {
-			t.Fatal("reset before 10:00")
-		}
-		e.clock.Advance(time.Hour) // 10:05
-		if b := e.resolve(dm("d")); b.SessionID == a.SessionID || b.Reason != EndDaily {
-			t.Fatalf("no reset after 10:00: %+v", b)
-		}
+		inBubble(t, func(t *testing.T) {
+			e := newEnv(t, Options{AutoReset: ResetPolicy{Mode: ResetDaily, AtHour: 10}})
+			e.t = t
+			a := e.resolve(dm("d")) // 08:05
+			time.Sleep(time.Hour)
+			if b := e.resolve(dm("d")); b.SessionID != a.SessionID {
+				t.Fatal("reset before 10:00")
+			}
+			time.Sleep(time.Hour) // 10:05
+			if b := e.resolve(dm("d")); b.SessionID == a.SessionID || b.Reason != EndDaily {
+				t.Fatalf("no reset after 10:00: %+v", b)
+			}
+		})
 	})
 }

@@ -43,266 +43,268 @@ type outcome struct {
 // and at the end that every event was delivered exactly once (one original message in the
 // recorded session) or recorded as dropped, and that the routing table is consistent.
 func TestStressBoundaryInvariant(t *testing.T) {
-	seed := *stressSeed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	t.Logf("seed %d (rerun with -stress.seed=%d)", seed, seed)
-	events := 800 * *stressScale
-	const nKeys, nUsers, nSpawners, nDeliverers = 4, 4, 2, 3
-
-	var processLive atomic.Int32 // 0 none, 1 live, 2 error
-	e := newEnv(t, Options{
-		AutoReset: ResetPolicy{Mode: ResetIdle, IdleAfter: time.Hour},
-		Processes: liveFunc(func(ctx context.Context, key string) (bool, error) {
-			switch processLive.Load() {
-			case 1:
-				return true, nil
-			case 2:
-				return false, errors.New("registry unavailable")
-			}
-			return false, nil
-		}),
-	})
-	e.t = t
-	ctx := e.ctx
-	srcs := make([]abi.Source, nKeys)
-	keys := make([]string, nKeys)
-	for i := range srcs {
-		srcs[i] = dm(fmt.Sprintf("stress%d", i))
-		keys[i] = e.key(srcs[i])
-	}
-
-	var (
-		mu       sync.Mutex
-		results  = map[int]outcome{}
-		lastGen  = map[string]int64{}
-		nonUser  int
-		ops      atomic.Int64
-		stop     = make(chan struct{})
-		evCh     = make(chan stressEvent, 64)
-		failures atomic.Int32
-	)
-	fail := func(format string, args ...any) {
-		if failures.Add(1) <= 10 {
-			t.Errorf(format, args...)
+	inBubble(t, func(t *testing.T) {
+		seed := *stressSeed
+		if seed == 0 {
+			seed = rand.Uint64()
 		}
-	}
-	// checkGen runs under the key's lock after each operation: generations never go back.
-	checkGen := func(b *Boundary) {
-		g, err := b.Generation()
-		if err != nil {
-			if !errors.Is(err, ErrNoRoute) {
-				fail("generation: %v", err)
-			}
-			return
-		}
-		mu.Lock()
-		if g < lastGen[b.Key()] {
-			fail("generation of %s went back: %d after %d", b.Key(), g, lastGen[b.Key()])
-		}
-		lastGen[b.Key()] = g
-		mu.Unlock()
-	}
+		t.Logf("seed %d (rerun with -stress.seed=%d)", seed, seed)
+		events := 800 * *stressScale
+		const nKeys, nUsers, nSpawners, nDeliverers = 4, 4, 2, 3
 
-	// Users: random transitions.
-	var users sync.WaitGroup
-	for u := range nUsers {
-		users.Add(1)
-		go func() {
-			defer users.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(u)+100))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
+		var processLive atomic.Int32 // 0 none, 1 live, 2 error
+		e := newEnv(t, Options{
+			AutoReset: ResetPolicy{Mode: ResetIdle, IdleAfter: time.Hour},
+			Processes: liveFunc(func(ctx context.Context, key string) (bool, error) {
+				switch processLive.Load() {
+				case 1:
+					return true, nil
+				case 2:
+					return false, errors.New("registry unavailable")
 				}
-				i := rng.IntN(nKeys)
-				err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
-					defer checkGen(b)
-					var err error
-					switch op := rng.IntN(100); {
-					case op < 30:
-						_, err = b.Resolve(srcs[i], ResolveOptions{})
-					case op < 40:
-						_, err = b.Reset(fmt.Sprintf("t%d", rng.IntN(3)))
-					case op < 50:
-						target := randomSession(ctx, e.db, keys[i], rng)
-						if target != "" && rng.IntN(4) == 0 {
-							target = fmt.Sprintf("t%d", rng.IntN(3)) // by title
-						}
-						if target != "" {
-							_, err = b.Resume(target)
-						}
-					case op < 57:
-						_, err = b.Branch("")
-					case op < 67:
-						_, err = b.Stop()
-					case op < 80:
-						var r Route
-						var ok bool
-						if r, ok, err = b.Current(); ok && err == nil {
-							_, err = b.Compress(r.SessionID, "summary")
-						}
-					case op < 84:
-						_, err = b.Suspend()
-					case op < 90:
-						if r, ok, cerr := b.Current(); ok && cerr == nil {
-							reasons := []string{EndAgentClose, EndTimeout, EndUserExit, EndWSOrphan}
-							err = b.End(r.SessionID, reasons[rng.IntN(len(reasons))])
-						}
-					case op < 95:
-						e.clock.Advance(time.Duration(rng.IntN(90)) * time.Minute)
-						processLive.Store(int32(rng.IntN(3)))
+				return false, nil
+			}),
+		})
+		e.t = t
+		ctx := e.ctx
+		srcs := make([]abi.Source, nKeys)
+		keys := make([]string, nKeys)
+		for i := range srcs {
+			srcs[i] = dm(fmt.Sprintf("stress%d", i))
+			keys[i] = e.key(srcs[i])
+		}
+
+		var (
+			mu       sync.Mutex
+			results  = map[int]outcome{}
+			lastGen  = map[string]int64{}
+			nonUser  int
+			ops      atomic.Int64
+			stop     = make(chan struct{})
+			evCh     = make(chan stressEvent, 64)
+			failures atomic.Int32
+		)
+		fail := func(format string, args ...any) {
+			if failures.Add(1) <= 10 {
+				t.Errorf(format, args...)
+			}
+		}
+		// checkGen runs under the key's lock after each operation: generations never go back.
+		checkGen := func(b *Boundary) {
+			g, err := b.Generation()
+			if err != nil {
+				if !errors.Is(err, ErrNoRoute) {
+					fail("generation: %v", err)
+				}
+				return
+			}
+			mu.Lock()
+			if g < lastGen[b.Key()] {
+				fail("generation of %s went back: %d after %d", b.Key(), g, lastGen[b.Key()])
+			}
+			lastGen[b.Key()] = g
+			mu.Unlock()
+		}
+
+		// Users: random transitions.
+		var users sync.WaitGroup
+		for u := range nUsers {
+			users.Add(1)
+			go func() {
+				defer users.Done()
+				rng := rand.New(rand.NewPCG(seed, uint64(u)+100))
+				for {
+					select {
+					case <-stop:
+						return
 					default:
-						_, err = b.Redact(fmt.Sprintf("pm%d", rng.IntN(50)))
 					}
-					if errors.Is(err, ErrNoRoute) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
-						err = nil // e.g. compressing an ended session, resuming a title not used yet
-					}
-					return err
-				})
-				if err != nil {
-					fail("transition: %v", err)
-				}
-				ops.Add(1)
-				runtime.Gosched()
-			}
-		}()
-	}
-
-	// Spawners: stamp work in the current session (or, sometimes, leave it unstamped).
-	var spawners sync.WaitGroup
-	var nextID atomic.Int64
-	for sp := range nSpawners {
-		spawners.Add(1)
-		go func() {
-			defer spawners.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(sp)+200))
-			for nextID.Load() < int64(events) {
-				i := rng.IntN(nKeys)
-				var ev stressEvent
-				err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
-					defer checkGen(b)
-					if _, err := b.Resolve(srcs[i], ResolveOptions{Internal: true}); err != nil {
-						return err
-					}
-					if _, err := b.Append(must2(b.Current()).SessionID, Message{Text: "spawn", PlatformMessageID: fmt.Sprintf("pm%d", rng.IntN(50))}); err != nil {
-						return err
-					}
-					s, err := b.Stamp(srcs[i])
-					ev = stressEvent{stamp: s}
-					return err
-				})
-				if err != nil {
-					fail("spawn: %v", err)
-					continue
-				}
-				id := int(nextID.Add(1))
-				if id > events {
-					break
-				}
-				ev.id = id
-				if rng.IntN(20) == 0 {
-					ev.stamp = Stamp{Key: ev.stamp.Key, Route: ev.stamp.Route} // legacy, unstamped
-				}
-				evCh <- ev
-			}
-		}()
-	}
-	go func() { spawners.Wait(); close(evCh) }()
-
-	// Deliverers: pre-flight, then the authoritative check-and-send inside the boundary.
-	var deliverers sync.WaitGroup
-	for range nDeliverers {
-		deliverers.Add(1)
-		go func() {
-			defer deliverers.Done()
-			for ev := range evCh {
-				_ = e.k.Classify(ctx, ev.stamp) // pre-flight: advisory only
-				var out outcome
-				for attempt := 0; ; attempt++ {
-					var v Verdict
-					err := e.k.WithBoundary(ctx, ev.stamp.Key, func(b *Boundary) error {
-						v = b.Classify(ev.stamp)
-						if !v.Deliverable() {
-							return nil
+					i := rng.IntN(nKeys)
+					err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
+						defer checkGen(b)
+						var err error
+						switch op := rng.IntN(100); {
+						case op < 30:
+							_, err = b.Resolve(srcs[i], ResolveOptions{})
+						case op < 40:
+							_, err = b.Reset(fmt.Sprintf("t%d", rng.IntN(3)))
+						case op < 50:
+							target := randomSession(ctx, e.db, keys[i], rng)
+							if target != "" && rng.IntN(4) == 0 {
+								target = fmt.Sprintf("t%d", rng.IntN(3)) // by title
+							}
+							if target != "" {
+								_, err = b.Resume(target)
+							}
+						case op < 57:
+							_, err = b.Branch("")
+						case op < 67:
+							_, err = b.Stop()
+						case op < 80:
+							var r Route
+							var ok bool
+							if r, ok, err = b.Current(); ok && err == nil {
+								_, err = b.Compress(r.SessionID, "summary")
+							}
+						case op < 84:
+							_, err = b.Suspend()
+						case op < 90:
+							if r, ok, cerr := b.Current(); ok && cerr == nil {
+								reasons := []string{EndAgentClose, EndTimeout, EndUserExit, EndWSOrphan}
+								err = b.End(r.SessionID, reasons[rng.IntN(len(reasons))])
+							}
+						case op < 95:
+							time.Sleep(time.Duration(rng.IntN(90)) * time.Minute)
+							processLive.Store(int32(rng.IntN(3)))
+						default:
+							_, err = b.Redact(fmt.Sprintf("pm%d", rng.IntN(50)))
 						}
-						if v.SessionID == "" {
-							return fmt.Errorf("deliverable verdict without a session: %v", v)
+						if errors.Is(err, ErrNoRoute) || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+							err = nil // e.g. compressing an ended session, resuming a title not used yet
 						}
-						if msg := checkTarget(ctx, e.db, ev.stamp, v.SessionID); msg != "" {
-							fail("event %d %+v: %v: %s", ev.id, ev.stamp, v, msg)
-						}
-						_, err := b.Append(v.SessionID, Message{Role: "notification", Text: fmt.Sprintf("evt-%d", ev.id)})
 						return err
 					})
 					if err != nil {
-						fail("deliver: %v", err)
+						fail("transition: %v", err)
 					}
-					if v.Deliverable() {
-						out = outcome{delivered: true, session: v.SessionID, viaNonUser: v.Reason == ReasonEndedNonUser}
-						break
-					}
-					if v.Kind == Stale || attempt == 2 {
-						out = outcome{reason: v.Kind.String() + ":" + v.Reason}
-						break
-					}
-					runtime.Gosched() // unverifiable: retry (the watcher backs off here)
+					ops.Add(1)
+					runtime.Gosched()
 				}
-				mu.Lock()
-				if _, dup := results[ev.id]; dup {
-					fail("event %d handled twice", ev.id)
-				}
-				results[ev.id] = out
-				if out.viaNonUser {
-					nonUser++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	deliverers.Wait()
-	close(stop)
-	users.Wait()
+			}()
+		}
 
-	// Every event ended delivered or recorded as dropped, and each delivery is in the store
-	// exactly once, in the recorded session.
-	if len(results) != events {
-		t.Fatalf("%d events accounted for, want %d", len(results), events)
-	}
-	where := map[string][]string{}
-	rows, err := e.db.Query(`SELECT text, session_id FROM session_messages WHERE role = 'notification' AND copied_from IS NULL`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var text, sid string
-		rows.Scan(&text, &sid)
-		where[text] = append(where[text], sid)
-	}
-	rows.Close()
-	counts := map[string]int{}
-	for id, out := range results {
-		got := where[fmt.Sprintf("evt-%d", id)]
-		if !out.delivered {
-			counts["dropped "+out.reason]++
-			if len(got) != 0 {
-				fail("dropped event %d is in %v", id, got)
+		// Spawners: stamp work in the current session (or, sometimes, leave it unstamped).
+		var spawners sync.WaitGroup
+		var nextID atomic.Int64
+		for sp := range nSpawners {
+			spawners.Add(1)
+			go func() {
+				defer spawners.Done()
+				rng := rand.New(rand.NewPCG(seed, uint64(sp)+200))
+				for nextID.Load() < int64(events) {
+					i := rng.IntN(nKeys)
+					var ev stressEvent
+					err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
+						defer checkGen(b)
+						if _, err := b.Resolve(srcs[i], ResolveOptions{Internal: true}); err != nil {
+							return err
+						}
+						if _, err := b.Append(must2(b.Current()).SessionID, Message{Text: "spawn", PlatformMessageID: fmt.Sprintf("pm%d", rng.IntN(50))}); err != nil {
+							return err
+						}
+						s, err := b.Stamp(srcs[i])
+						ev = stressEvent{stamp: s}
+						return err
+					})
+					if err != nil {
+						fail("spawn: %v", err)
+						continue
+					}
+					id := int(nextID.Add(1))
+					if id > events {
+						break
+					}
+					ev.id = id
+					if rng.IntN(20) == 0 {
+						ev.stamp = Stamp{Key: ev.stamp.Key, Route: ev.stamp.Route} // legacy, unstamped
+					}
+					evCh <- ev
+				}
+			}()
+		}
+		go func() { spawners.Wait(); close(evCh) }()
+
+		// Deliverers: pre-flight, then the authoritative check-and-send inside the boundary.
+		var deliverers sync.WaitGroup
+		for range nDeliverers {
+			deliverers.Add(1)
+			go func() {
+				defer deliverers.Done()
+				for ev := range evCh {
+					_ = e.k.Classify(ctx, ev.stamp) // pre-flight: advisory only
+					var out outcome
+					for attempt := 0; ; attempt++ {
+						var v Verdict
+						err := e.k.WithBoundary(ctx, ev.stamp.Key, func(b *Boundary) error {
+							v = b.Classify(ev.stamp)
+							if !v.Deliverable() {
+								return nil
+							}
+							if v.SessionID == "" {
+								return fmt.Errorf("deliverable verdict without a session: %v", v)
+							}
+							if msg := checkTarget(ctx, e.db, ev.stamp, v.SessionID); msg != "" {
+								fail("event %d %+v: %v: %s", ev.id, ev.stamp, v, msg)
+							}
+							_, err := b.Append(v.SessionID, Message{Role: "notification", Text: fmt.Sprintf("evt-%d", ev.id)})
+							return err
+						})
+						if err != nil {
+							fail("deliver: %v", err)
+						}
+						if v.Deliverable() {
+							out = outcome{delivered: true, session: v.SessionID, viaNonUser: v.Reason == ReasonEndedNonUser}
+							break
+						}
+						if v.Kind == Stale || attempt == 2 {
+							out = outcome{reason: v.Kind.String() + ":" + v.Reason}
+							break
+						}
+						runtime.Gosched() // unverifiable: retry (the watcher backs off here)
+					}
+					mu.Lock()
+					if _, dup := results[ev.id]; dup {
+						fail("event %d handled twice", ev.id)
+					}
+					results[ev.id] = out
+					if out.viaNonUser {
+						nonUser++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		deliverers.Wait()
+		close(stop)
+		users.Wait()
+
+		// Every event ended delivered or recorded as dropped, and each delivery is in the store
+		// exactly once, in the recorded session.
+		if len(results) != events {
+			t.Fatalf("%d events accounted for, want %d", len(results), events)
+		}
+		where := map[string][]string{}
+		rows, err := e.db.Query(`SELECT text, session_id FROM session_messages WHERE role = 'notification' AND copied_from IS NULL`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var text, sid string
+			rows.Scan(&text, &sid)
+			where[text] = append(where[text], sid)
+		}
+		rows.Close()
+		counts := map[string]int{}
+		for id, out := range results {
+			got := where[fmt.Sprintf("evt-%d", id)]
+			if !out.delivered {
+				counts["dropped "+out.reason]++
+				if len(got) != 0 {
+					fail("dropped event %d is in %v", id, got)
+				}
+				continue
 			}
-			continue
+			counts["delivered"]++
+			if len(got) != 1 || got[0] != out.session {
+				fail("delivered event %d to %s, store has it in %v", id, out.session, got)
+			}
 		}
-		counts["delivered"]++
-		if len(got) != 1 || got[0] != out.session {
-			fail("delivered event %d to %s, store has it in %v", id, out.session, got)
+		checkRoutingConsistent(t, e.db)
+		t.Logf("%d events, %d transitions: %v (%d to the current session after a non-user end)", events, ops.Load(), counts, nonUser)
+		if counts["delivered"] == 0 || len(counts) < 3 {
+			t.Errorf("the stress mix did not exercise delivery and drops: %v", counts)
 		}
-	}
-	checkRoutingConsistent(t, e.db)
-	t.Logf("%d events, %d transitions: %v (%d to the current session after a non-user end)", events, ops.Load(), counts, nonUser)
-	if counts["delivered"] == 0 || len(counts) < 3 {
-		t.Errorf("the stress mix did not exercise delivery and drops: %v", counts)
-	}
+	})
 }
 
 type stressEvent struct {

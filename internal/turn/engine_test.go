@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -220,18 +221,20 @@ func transcript(t *testing.T, k *session.Kernel, id string) string {
 }
 
 func TestForegroundTurnAndDedupe(t *testing.T) {
-	h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{})
-	r := h.say(dm, "hello there")
-	h.chat.waitFor(t, "an answer", has("help"))
-	// A redelivered event (same id) is recognised and produces nothing.
-	again, err := h.e.Dispatch(context.Background(), "echo", "main", abi.InboundEvent{ID: fmt.Sprintf("ev%d", msgSeq), Source: dm, Text: "hello there"})
-	if err != nil || !again.Duplicate {
-		t.Fatalf("redelivery: %+v %v", again, err)
-	}
-	tr := transcript(t, h.k, r.Session.SessionID)
-	if !strings.HasPrefix(tr, "user:hello there\nassistant:") {
-		t.Fatalf("transcript %q", tr)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{})
+		r := h.say(dm, "hello there")
+		h.chat.waitFor(t, "an answer", has("help"))
+		// A redelivered event (same id) is recognised and produces nothing.
+		again, err := h.e.Dispatch(context.Background(), "echo", "main", abi.InboundEvent{ID: fmt.Sprintf("ev%d", msgSeq), Source: dm, Text: "hello there"})
+		if err != nil || !again.Duplicate {
+			t.Fatalf("redelivery: %+v %v", again, err)
+		}
+		tr := transcript(t, h.k, r.Session.SessionID)
+		if !strings.HasPrefix(tr, "user:hello there\nassistant:") {
+			t.Fatalf("transcript %q", tr)
+		}
+	})
 }
 
 // blocking is an agent whose turns wait for the test to release them, recording what they saw.
@@ -268,43 +271,47 @@ func (b *blocking) next(t *testing.T) *agent.Turn {
 }
 
 func TestBusyChatMergesMessages(t *testing.T) {
-	a := newBlocking()
-	h := newHarness(t, a, Options{})
-	h.say(dm, "first")
-	if got := a.next(t).Text; got != "first" {
-		t.Fatalf("turn 1 saw %q", got)
-	}
-	h.say(dm, "second")
-	h.say(dm, "third")
-	a.release <- "answer one"
-	turn2 := a.next(t)
-	if turn2.Text != "second\nthird" {
-		t.Fatalf("merged turn saw %q", turn2.Text)
-	}
-	a.release <- "answer two"
-	h.chat.waitFor(t, "answer two", has("answer two"))
-	if h.chat.count("answer") != 2 {
-		t.Fatalf("sent %q", h.chat.texts())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{})
+		h.say(dm, "first")
+		if got := a.next(t).Text; got != "first" {
+			t.Fatalf("turn 1 saw %q", got)
+		}
+		h.say(dm, "second")
+		h.say(dm, "third")
+		a.release <- "answer one"
+		turn2 := a.next(t)
+		if turn2.Text != "second\nthird" {
+			t.Fatalf("merged turn saw %q", turn2.Text)
+		}
+		a.release <- "answer two"
+		h.chat.waitFor(t, "answer two", has("answer two"))
+		if h.chat.count("answer") != 2 {
+			t.Fatalf("sent %q", h.chat.texts())
+		}
+	})
 }
 
 func TestStopCancelsTheRunningTurn(t *testing.T) {
-	a := newBlocking()
-	h := newHarness(t, a, Options{})
-	r := h.say(dm, "think hard")
-	a.next(t)
-	h.say(dm, "/stop")
-	h.chat.waitFor(t, "the stop confirmation", has("Stopped"))
-	if got := <-a.cancelled; got != "think hard" {
-		t.Fatalf("cancelled %q", got)
-	}
-	h.say(dm, "ping")
-	if got := a.next(t).Text; got != "ping" {
-		t.Fatalf("next turn saw %q", got)
-	}
-	a.release <- "pong"
-	h.chat.waitFor(t, "pong", has("pong"))
-	if tr := transcript(t, h.k, r.Session.SessionID); !strings.Contains(tr, "user:think hard") {
-		t.Fatalf("/stop lost the transcript: %q", tr)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{})
+		r := h.say(dm, "think hard")
+		a.next(t)
+		h.say(dm, "/stop")
+		h.chat.waitFor(t, "the stop confirmation", has("Stopped"))
+		if got := <-a.cancelled; got != "think hard" {
+			t.Fatalf("cancelled %q", got)
+		}
+		h.say(dm, "ping")
+		if got := a.next(t).Text; got != "ping" {
+			t.Fatalf("next turn saw %q", got)
+		}
+		a.release <- "pong"
+		h.chat.waitFor(t, "pong", has("pong"))
+		if tr := transcript(t, h.k, r.Session.SessionID); !strings.Contains(tr, "user:think hard") {
+			t.Fatalf("/stop lost the transcript: %q", tr)
+		}
+	})
 }

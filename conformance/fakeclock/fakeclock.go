@@ -1,0 +1,40 @@
+// Package fakeclock is a clock that moves only when told to, for the platform fakes and for
+// tests that cannot run in a testing/synctest bubble (those that wait on real OS processes or
+// real sockets, where synctest's clock would not advance).
+package fakeclock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is a manual clock. Its methods are safe for concurrent use. The zero value starts at
+// the zero time; use New for a realistic start.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// New returns a clock set to t.
+func New(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's current time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
