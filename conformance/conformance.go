@@ -12,9 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -70,60 +67,10 @@ func (r *Report) Write(w io.Writer) {
 
 // Options tune a run.
 type Options struct {
-	// Profiles are configurations to load the plugin with (profile → JSON object), for suites
-	// that exercise real traffic. The robustness checks need none.
-	Profiles map[string]json.RawMessage
-	// Env supplies host services (egress to a fake platform, kv). Nil: a bare host.
-	Env *plugin.Env
-	// EgressExtra grants hosts beyond the manifest's (a loopback fake).
-	EgressExtra []string
-	// Limits override the runtime's defaults.
-	Limits plugin.Limits
+	// CallTimeout bounds each call into the plugin (default: the host's default, 10s).
+	CallTimeout time.Duration
 	// CacheDir is the compilation cache; empty uses the user cache directory.
 	CacheDir string
-}
-
-// Load loads a single plugin file through the production runtime, as serve would. It returns the
-// runtime (to be closed by the caller) and the plugin, or the reason the file was rejected.
-func Load(ctx context.Context, path string, opt Options) (*plugin.Runtime, *plugin.Plugin, error) {
-	dir, err := os.MkdirTemp("", "hermes-conformance-")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer os.RemoveAll(dir)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, filepath.Base(path)), data, 0o644); err != nil {
-		return nil, nil, err
-	}
-	cache := opt.CacheDir
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		cache = filepath.Join(base, "hermes-host", "wazero")
-	}
-	rt, err := plugin.New(plugin.Config{
-		Dir: dir, CacheDir: cache, Env: opt.Env, Defaults: opt.Limits,
-		Other:  plugin.Settings{Limits: opt.Limits, Profiles: opt.Profiles, EgressExtra: opt.EgressExtra},
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if rej := rt.Scan(ctx); len(rej) > 0 {
-		rt.Close()
-		return nil, nil, errors.New(rej[0].Error)
-	}
-	ps := rt.Plugins()
-	if len(ps) != 1 {
-		rt.Close()
-		return nil, nil, fmt.Errorf("expected one plugin, loaded %d", len(ps))
-	}
-	return rt, ps[0], nil
 }
 
 // Run runs the contract checks against the plugin file at path.
@@ -139,7 +86,10 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 		rep.Results = append(rep.Results, r)
 	}
 	start := time.Now()
-	rt, p, err := Load(ctx, path, opt)
+	// The breaker is off: a plugin that crashes on one bad input is reported for that input,
+	// and the next checks still run against a fresh instance.
+	limits := plugin.Limits{CallTimeout: opt.CallTimeout, BreakerCrashes: 1 << 30}
+	rt, p, err := plugin.LoadFile(ctx, path, plugin.FileOptions{Limits: limits, CacheDir: opt.CacheDir})
 	if err != nil {
 		add("load (marker, exports, describe)", start, err, "")
 		return rep
@@ -163,10 +113,7 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 	// A megabyte of unterminated JSON reaches the plugin; a payload over the host's input cap is
 	// refused by the host before the plugin runs.
 	huge := append([]byte(`{"profile":"conformance","config":{},"junk":"`), bytes.Repeat([]byte("A"), 1<<20)...)
-	limit := opt.Limits.MaxInput
-	if limit <= 0 {
-		limit = 4 << 20
-	}
+	limit := p.Limits().MaxInput
 	inputs := []struct {
 		name string
 		in   []byte

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/internal/gateway"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
 func pluginsCmd(g *globals) *cobra.Command {
@@ -68,7 +68,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			rt, p, err := conformance.Load(ctx, args[0], conformance.Options{})
+			rt, p, err := plugin.LoadFile(ctx, args[0], plugin.FileOptions{})
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: rejected: %v\n", args[0], err)
 				return exitError{1}

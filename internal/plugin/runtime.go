@@ -424,6 +424,9 @@ func (p *Plugin) Caller(profile string) Caller {
 	return Caller{Plugin: p.name, Kind: m.Kind, Platform: m.Platform, Profile: profile}
 }
 
+// Limits are the current version's effective limits.
+func (p *Plugin) Limits() Limits { return p.current().limits }
+
 // File is the path of the current version's file.
 func (p *Plugin) File() string { return p.current().file }
 

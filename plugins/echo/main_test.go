@@ -6,7 +6,6 @@ import (
 	"context"
 
 	"encoding/json"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -130,7 +129,7 @@ type recorder struct {
 	fail   bool
 }
 
-func (r *recorder) Dispatch(_ context.Context, _ plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
+func (r *recorder) Dispatch(_ context.Context, _ sdktest.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail {

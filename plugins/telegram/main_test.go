@@ -3,12 +3,10 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +14,6 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
-	"github.com/hermes-host/hermes-host/internal/kv"
-	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/sdk/sdktest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
@@ -32,9 +28,9 @@ const (
 
 // newHost starts the plugin natively or as Wasm against the given profiles. (These tests need
 // the host, so this file builds only natively: the Wasm case is driven from here.)
-func newHost(t *testing.T, mode string, profiles map[string]any) sdktest.Host {
+func newHost(t *testing.T, mode string, profiles map[string]any, state *sdktest.State) sdktest.Host {
 	t.Helper()
-	o := sdktest.Options{Profiles: profiles, EgressExtra: []string{"127.0.0.1"}}
+	o := sdktest.Options{Profiles: profiles, EgressExtra: []string{"127.0.0.1"}, State: state}
 	if mode == "native" {
 		return sdktest.Native(t, o)
 	}
@@ -77,24 +73,10 @@ func ids(evs []abi.InboundEvent) []string {
 	return out
 }
 
-// sharedKV is a kv store that outlives the hosts using it: a "restarted" host gets the same one.
-func sharedKV(t *testing.T) *kv.Store {
-	db, err := store.Open(filepath.Join(t.TempDir(), "kv.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s, err := kv.Open(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestPollOffsetsSurviveRestart(t *testing.T) {
 	each(t, func(t *testing.T, mode string, tg *tgt.Server) {
 		bot := tg.Bot()
-		store := sharedKV(t)
+		state := sdktest.NewState(t)
 		profiles := map[string]any{"main": profile(tg, bot.Token())}
 		seen := map[string]int{}
 		record := func(evs []abi.InboundEvent) {
@@ -106,8 +88,7 @@ func TestPollOffsetsSurviveRestart(t *testing.T) {
 		b := bot.PrivateText(ada, "two")
 
 		t.Run("first run", func(t *testing.T) {
-			h := newHost(t, mode, profiles)
-			h.Env().KV = store
+			h := newHost(t, mode, profiles, state)
 			res := mustPoll(t, h, "main")
 			if got := ids(res.Events); len(got) != 2 || got[0] != "update:"+itoa(a.UpdateID) || got[1] != "update:"+itoa(b.UpdateID) {
 				t.Fatalf("first batch %v", got)
@@ -130,8 +111,7 @@ func TestPollOffsetsSurviveRestart(t *testing.T) {
 		})
 		d := bot.PrivateText(ada, "four")
 		t.Run("after restart", func(t *testing.T) {
-			h := newHost(t, mode, profiles)
-			h.Env().KV = store
+			h := newHost(t, mode, profiles, state)
 			res := mustPoll(t, h, "main")
 			if got := ids(res.Events); len(got) != 1 || got[0] != "update:"+itoa(d.UpdateID) {
 				t.Fatalf("after restart %v", got)
@@ -169,7 +149,7 @@ func TestPollDeletesStrayWebhook(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		h := newHost(t, mode, map[string]any{"main": profile(tg, bot.Token())})
+		h := newHost(t, mode, map[string]any{"main": profile(tg, bot.Token())}, nil)
 		// No update is queued while the webhook is set: the fake would push it to the dead URL.
 		res := mustPoll(t, h, "main")
 		if len(res.Events) != 0 || len(tg.Requests("deleteWebhook", 0)) != 1 || bot.WebhookInfo().URL != "" {
@@ -187,7 +167,7 @@ func TestPollConflictBacksOff(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			tg := tgt.New(t) // real seconds: the plugin's long poll stays parked until terminated
 			bot := tg.Bot()
-			h := newHost(t, mode, map[string]any{"main": profile(tg, bot.Token())})
+			h := newHost(t, mode, map[string]any{"main": profile(tg, bot.Token())}, nil)
 			done := make(chan *abi.PollResult, 1)
 			go func() {
 				res, err := h.Poll("main", 20*time.Second)
@@ -224,7 +204,7 @@ func TestPollSkipsWhatIsNotForTheAgent(t *testing.T) {
 		bot.GroupText(group, ada, "/new@other_bot")
 		bot.Inject(tgt.Update{Message: &tgt.Message{MessageID: 1, Chat: tgt.Chat{ID: 0, Type: "private"}}})
 		last := bot.GroupText(group, ada, "chatter")
-		h := newHost(t, mode, map[string]any{"main": profile(tg, bot.Token())})
+		h := newHost(t, mode, map[string]any{"main": profile(tg, bot.Token())}, nil)
 		res := mustPoll(t, h, "main")
 		if len(res.Events) != 1 || res.Events[0].Kind != abi.EventObserve {
 			t.Fatalf("events %+v", res.Events)
@@ -260,7 +240,7 @@ func TestSendTopicsAndReplies(t *testing.T) {
 	each(t, func(t *testing.T, mode string, tg *tgt.Server) {
 		forum, topics := tg.AddForum(-1001000000001, "Team", tgt.Topic{Name: "ops"})
 		tg.AddPrivate(ada)
-		h := newHost(t, mode, map[string]any{"main": profile(tg, tgt.DefaultToken)})
+		h := newHost(t, mode, map[string]any{"main": profile(tg, tgt.DefaultToken)}, nil)
 		chat, topic := itoa(forum.ID), itoa(topics[0])
 
 		ids := sendOK(t, h, abi.OutboundMessage{ChatType: abi.ChatForum, ChatID: chat, ThreadID: topic, Text: "in topic"})
@@ -307,7 +287,7 @@ func TestSendTopicsAndReplies(t *testing.T) {
 func TestSendErrors(t *testing.T) {
 	each(t, func(t *testing.T, mode string, tg *tgt.Server) {
 		tg.AddPrivate(ada)
-		h := newHost(t, mode, map[string]any{"main": profile(tg, tgt.DefaultToken)})
+		h := newHost(t, mode, map[string]any{"main": profile(tg, tgt.DefaultToken)}, nil)
 		msg := abi.OutboundMessage{ChatID: "111", Text: "hello"}
 
 		count := func() int { return len(tg.Requests("sendMessage", 0)) }
@@ -380,7 +360,7 @@ func TestProfilesUseTheirOwnToken(t *testing.T) {
 			one, two := tg.Bot(), tg.BotByToken(token2)
 			one.PrivateText(ada, "for one")
 			two.PrivateText(ada, "for two")
-			h := newHost(t, mode, map[string]any{"main": profile(tg, one.Token()), "work": profile(tg, token2)})
+			h := newHost(t, mode, map[string]any{"main": profile(tg, one.Token()), "work": profile(tg, token2)}, nil)
 			for prof, want := range map[string]string{"main": "for one", "work": "for two"} {
 				res, err := h.Poll(prof, pollWait)
 				if err != nil || len(res.Events) != 1 || res.Events[0].Text != want {
@@ -442,7 +422,7 @@ func TestWebhook(t *testing.T) {
 		defer srv.Close()
 		h := newHost(t, mode, map[string]any{
 			"hook": profile(tg, bot.Token(), "mode", "webhook", "webhook_url", srv.URL+"/hooks/telegram/hook", "secret_token", "s3cr3t-T0ken"),
-		})
+		}, nil)
 		fw.h = h
 
 		// Direct calls: no header, a wrong one, a GET.
@@ -542,7 +522,7 @@ func TestConfigureRejectsRevokedToken(t *testing.T) {
 	h := newHost(t, "wasm", map[string]any{
 		"good":    profile(tg, tgt.DefaultToken),
 		"revoked": profile(tg, "555:revoked"),
-	})
+	}, nil)
 	if _, err := h.Send("revoked", abi.OutboundMessage{ChatID: "1", Text: "x"}); err == nil || !strings.Contains(err.Error(), "rejected the token") {
 		t.Fatalf("revoked profile: %v", err)
 	}

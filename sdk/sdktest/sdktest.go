@@ -5,8 +5,8 @@
 // The same test can drive the plugin two ways, in the manner of proxy-wasm-go-sdk's proxytest:
 //
 //   - Native: the plugin package's registered handlers run in the test process; host functions
-//     are answered by the host's own implementations (plugin.Env), so egress policy, kv and
-//     profile binding behave exactly as in production. Fast, debuggable, coverage-friendly.
+//     are answered by the host's own implementations, so egress policy, kv and profile
+//     binding behave exactly as in production. Fast, debuggable, coverage-friendly.
 //   - Wasm: the plugin is built to .wasm and loaded through the production runtime.
 //
 // Both satisfy Host, so a table of cases can run under each.
@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/plugin"
@@ -36,8 +35,6 @@ type Host interface {
 	Poll(profile string, wait time.Duration) (*abi.PollResult, error)
 	Send(profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
 	Tick(profile string, now time.Time) (*abi.TickResult, error)
-	// Env is the host side: its KV store, egress client and session/dispatch services.
-	Env() *plugin.Env
 }
 
 // Options configure the host a plugin runs against.
@@ -46,14 +43,24 @@ type Options struct {
 	Profiles map[string]any
 	// EgressExtra grants hosts beyond the manifest's (a loopback fake's 127.0.0.1).
 	EgressExtra []string
-	// Sessions, Dispatcher and Sender provide the session host functions; nil answers
-	// "unavailable", as a host without those services would.
-	Sessions   plugin.Sessions
-	Dispatcher plugin.Dispatcher
-	Sender     plugin.Sender
+	// State is the plugin's durable host-side state (its kv store). Hosts given the same State
+	// share it, so a test can stop one host and start another as a restart would. Nil: a fresh
+	// State for this host.
+	State *State
+	// Sessions, Dispatcher and Sender answer the session, dispatch and send host functions; nil
+	// answers "unavailable", as a host without those services would.
+	Sessions   Sessions
+	Dispatcher Dispatcher
+	Sender     Sender
 }
 
-func (o Options) env(t testing.TB) *plugin.Env {
+// State is a plugin's durable host-side state: what the host keeps for it across instances and
+// restarts (its kv store).
+type State struct{ kv *kv.Store }
+
+// NewState returns an empty State, removed when the test ends.
+func NewState(t testing.TB) *State {
+	t.Helper()
 	db, err := store.Open(filepath.Join(t.TempDir(), "sdktest.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -63,9 +70,84 @@ func (o Options) env(t testing.TB) *plugin.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &State{kv: kvs}
+}
+
+// Caller is who made a host-function call: the plugin (by manifest name), its kind and platform,
+// and the profile of the call in progress.
+type Caller struct {
+	Plugin, Kind, Platform, Profile string
+}
+
+// Sessions answers the session host functions. The source's platform and profile are already
+// the caller's own.
+type Sessions interface {
+	Resolve(ctx context.Context, c Caller, src abi.Source) (abi.SessionRef, error)
+	Observe(ctx context.Context, c Caller, req abi.ObserveRequest) (abi.SessionRef, error)
+	Redact(ctx context.Context, c Caller, src abi.Source) (bool, error)
+	Seed(ctx context.Context, c Caller, req abi.SeedRequest) (abi.SessionRef, error)
+}
+
+// Dispatcher answers hermes_dispatch.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, c Caller, ev abi.InboundEvent) (abi.DispatchReply, error)
+}
+
+// Sender answers hermes_send (scheduler plugins).
+type Sender interface {
+	HostSend(ctx context.Context, c Caller, req abi.HostSendRequest) (abi.HostSendReply, error)
+}
+
+func (o Options) env(t testing.TB) *plugin.Env {
+	st := o.State
+	if st == nil {
+		st = NewState(t)
+	}
 	eg := egress.NewClient(egress.Limits{})
 	t.Cleanup(eg.Close)
-	return &plugin.Env{KV: kvs, Egress: eg, Sessions: o.Sessions, Dispatcher: o.Dispatcher, Sender: o.Sender}
+	env := &plugin.Env{KV: st.kv, Egress: eg}
+	if o.Sessions != nil {
+		env.Sessions = sessions{o.Sessions}
+	}
+	if o.Dispatcher != nil {
+		env.Dispatcher = dispatcher{o.Dispatcher}
+	}
+	if o.Sender != nil {
+		env.Sender = sender{o.Sender}
+	}
+	return env
+}
+
+func caller(c plugin.Caller) Caller {
+	return Caller{Plugin: c.Plugin, Kind: c.Kind, Platform: c.Platform, Profile: c.Profile}
+}
+
+// sessions, dispatcher and sender adapt the public interfaces to the runtime's.
+type sessions struct{ s Sessions }
+
+func (a sessions) Resolve(ctx context.Context, c plugin.Caller, src abi.Source) (abi.SessionRef, error) {
+	return a.s.Resolve(ctx, caller(c), src)
+}
+func (a sessions) Observe(ctx context.Context, c plugin.Caller, req abi.ObserveRequest) (abi.SessionRef, error) {
+	return a.s.Observe(ctx, caller(c), req)
+}
+func (a sessions) Redact(ctx context.Context, c plugin.Caller, src abi.Source) (bool, error) {
+	return a.s.Redact(ctx, caller(c), src)
+}
+func (a sessions) Seed(ctx context.Context, c plugin.Caller, req abi.SeedRequest) (abi.SessionRef, error) {
+	return a.s.Seed(ctx, caller(c), req)
+}
+
+type dispatcher struct{ d Dispatcher }
+
+func (a dispatcher) Dispatch(ctx context.Context, c plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
+	return a.d.Dispatch(ctx, caller(c), ev)
+}
+
+type sender struct{ s Sender }
+
+func (a sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+	return a.s.HostSend(ctx, caller(c), req)
 }
 
 func (o Options) profiles(t testing.TB) map[string]json.RawMessage {
@@ -84,23 +166,19 @@ func (o Options) profiles(t testing.TB) map[string]json.RawMessage {
 func Wasm(t testing.TB, path string, o Options) Host {
 	t.Helper()
 	env := o.env(t)
-	rt, p, err := conformance.Load(context.Background(), path, conformance.Options{
+	rt, p, err := plugin.LoadFile(context.Background(), path, plugin.FileOptions{
 		Profiles: o.profiles(t), Env: env, EgressExtra: o.EgressExtra,
 	})
 	if err != nil {
 		t.Fatalf("sdktest: loading %s: %v", path, err)
 	}
 	t.Cleanup(rt.Close)
-	return &wasmHost{p: p, env: env}
+	return &wasmHost{p: p}
 }
 
-type wasmHost struct {
-	p   *plugin.Plugin
-	env *plugin.Env
-}
+type wasmHost struct{ p *plugin.Plugin }
 
 func (h *wasmHost) Manifest() abi.Manifest { return h.p.Manifest() }
-func (h *wasmHost) Env() *plugin.Env       { return h.env }
 func (h *wasmHost) Webhook(profile string, req abi.WebhookRequest) (*abi.WebhookResult, error) {
 	return h.p.Webhook(context.Background(), profile, req)
 }
@@ -147,7 +225,6 @@ type nativeHost struct {
 }
 
 func (h *nativeHost) Manifest() abi.Manifest { return h.manifest }
-func (h *nativeHost) Env() *plugin.Env       { return h.env }
 
 // HostCall answers the plugin's host-function calls with the host's implementations, bound to
 // the profile of the call in progress, as the Wasm runtime does.
