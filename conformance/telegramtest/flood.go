@@ -1,8 +1,9 @@
 package telegramtest
 
 import (
-	"sync"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 )
 
 // Clock tells the fake what time it is.
@@ -16,36 +17,11 @@ type RealClock struct{}
 // Now returns time.Now().
 func (RealClock) Now() time.Time { return time.Now() }
 
-// ManualClock is a clock that moves only when told to. The zero value starts at the zero time;
-// use NewManualClock for a realistic start.
-type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// ManualClock is a clock that moves only when told to (conformance/fakeclock's).
+type ManualClock = fakeclock.Clock
 
 // NewManualClock returns a ManualClock set to t.
-func NewManualClock(t time.Time) *ManualClock { return &ManualClock{now: t} }
-
-// Now returns the clock's current time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *ManualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// Set moves the clock to t.
-func (c *ManualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
+func NewManualClock(t time.Time) *ManualClock { return fakeclock.New(t) }
 
 // FloodControl configures the fake's rate limiter, modelled on the Bot FAQ: about one message
 // per second per chat (short bursts tolerated) and at most 20 messages per minute to a group.
