@@ -4,10 +4,10 @@ import "encoding/json"
 
 // Manifest is what a plugin's describe export returns. The host validates it before any traffic.
 type Manifest struct {
-	Name         string          `json:"name"`     // [a-z0-9_-], unique in a host; routes /hooks/{name}/…
-	Version      string          `json:"version"`  // the plugin's own version, free text (semver advised)
-	Kind         string          `json:"kind"`     // KindPlatform or KindScheduler
-	Platform     string          `json:"platform"` // the platform name in session keys, e.g. "telegram"
+	Name         string          `json:"name"`                                           // [a-z0-9_-], unique in a host; routes /hooks/{name}/…
+	Version      string          `json:"version"`                                        // the plugin's own version, free text (semver advised)
+	Kind         string          `json:"kind" jsonschema:"enum=platform,enum=scheduler"` // KindPlatform or KindScheduler
+	Platform     string          `json:"platform"`                                       // the platform name in session keys, e.g. "telegram"
 	Description  string          `json:"description,omitempty"`
 	Capabilities []string        `json:"capabilities"` // Cap* values
 	MessageLimit MessageLimit    `json:"message_limit"`
@@ -29,7 +29,7 @@ func (m Manifest) Has(c string) bool {
 // The host splits longer text into numbered parts before calling send.
 type MessageLimit struct {
 	Max  int    `json:"max"`
-	Unit string `json:"unit"` // UnitUTF16, UnitCodePoint or UnitByte
+	Unit string `json:"unit" jsonschema:"enum=utf16,enum=codepoint,enum=byte"` // UnitUTF16, UnitCodePoint or UnitByte
 }
 
 // Chat types of a Source.
@@ -46,7 +46,7 @@ const (
 type Source struct {
 	Platform  string `json:"platform,omitempty"`
 	Profile   string `json:"profile,omitempty"`
-	ChatType  string `json:"chat_type"`
+	ChatType  string `json:"chat_type" jsonschema:"enum=dm,enum=group,enum=channel,enum=thread,enum=forum"`
 	ChatID    string `json:"chat_id,omitempty"`
 	ChatName  string `json:"chat_name,omitempty"`
 	ThreadID  string `json:"thread_id,omitempty"`
@@ -70,7 +70,7 @@ type InboundEvent struct {
 	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Slack
 	// event_id, Yuanbao msg_id. Empty means "do not deduplicate".
 	ID        string `json:"id,omitempty"`
-	Kind      string `json:"kind"` // Event* values; empty means EventMessage
+	Kind      string `json:"kind" jsonschema:"enum=,enum=message,enum=observe,enum=redact,enum=seed"` // Event* values; empty means EventMessage
 	Source    Source `json:"source"`
 	Text      string `json:"text,omitempty"`
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
@@ -175,7 +175,7 @@ const (
 
 // SendError is a typed send failure.
 type SendError struct {
-	Kind         string `json:"kind"` // SendRetryable, SendPermanent or SendUncertain
+	Kind         string `json:"kind" jsonschema:"enum=retryable,enum=permanent,enum=uncertain"` // SendRetryable, SendPermanent or SendUncertain
 	Code         string `json:"code,omitempty"`
 	Message      string `json:"message"`
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
@@ -202,7 +202,7 @@ type TickResult struct {
 
 // HTTPResponse is an HTTP answer: the webhook's reply to the platform, or the result of egress.
 type HTTPResponse struct {
-	Status  int                 `json:"status"`
+	Status  int                 `json:"status" jsonschema:"minimum=100,maximum=599"`
 	Headers map[string][]string `json:"headers,omitempty"`
 	Body    []byte              `json:"body,omitempty"`
 }
@@ -219,7 +219,7 @@ const (
 
 // LogRequest writes one structured log line attributed to the plugin and profile.
 type LogRequest struct {
-	Level   string            `json:"level"`
+	Level   string            `json:"level" jsonschema:"enum=debug,enum=info,enum=warn,enum=error"`
 	Message string            `json:"message"`
 	Attrs   map[string]string `json:"attrs,omitempty"`
 }

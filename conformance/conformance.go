@@ -67,6 +67,9 @@ func (r *Report) Write(w io.Writer) {
 
 // Options tune a run.
 type Options struct {
+	// Config is the configuration of the profile the normal-path checks use (a JSON object);
+	// empty means {}.
+	Config json.RawMessage
 	// CallTimeout bounds each call into the plugin (default: the host's default, 10s).
 	CallTimeout time.Duration
 	// CacheDir is the compilation cache; empty uses the user cache directory.
@@ -151,6 +154,9 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 		err = fmt.Errorf("describe answered name %q, then %q", info.Manifest.Name, m.Name)
 	}
 	add("describe/stable", start, err, "")
+
+	// Normal operation: well-formed requests, answers validated against the ABI's schema.
+	normalPath(ctx, p, info.Manifest, opt.Config, add)
 
 	// The instance must still be healthy after all that.
 	start = time.Now()

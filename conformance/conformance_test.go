@@ -45,3 +45,31 @@ func TestHostilePluginsFail(t *testing.T) {
 		})
 	}
 }
+
+// A plugin that never traps but answers wrongly in normal operation fails the normal-path
+// checks, each with the reason.
+func TestWrongAnswersFailTheNormalPath(t *testing.T) {
+	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/wrong"), Options{})
+	got := map[string]Result{}
+	for _, r := range rep.Results {
+		got[r.Name] = r
+	}
+	for name, want := range map[string]string{
+		"normal/send":    "not JSON",
+		"normal/webhook": "/response/status",
+		"normal/poll":    "chat_type",
+	} {
+		r, ok := got[name]
+		if !ok || r.Passed || !strings.Contains(r.Detail, want) {
+			t.Errorf("%s: %+v; want a failure saying %q", name, r, want)
+		}
+	}
+	for _, name := range []string{"normal/describe", "normal/configure", "send/empty", "webhook/malformed", "poll/no-profile"} {
+		if r := got[name]; !r.Passed {
+			t.Errorf("%s failed: %s", name, r.Detail)
+		}
+	}
+	if rep.Passed() {
+		t.Fatal("the wrong plugin passed")
+	}
+}

@@ -1,7 +1,7 @@
 // Command hermes-conformance runs the plugin contract suite against a plugin, and optionally a
 // platform's behavioural profile against a loopback fake of that platform:
 //
-//	hermes-conformance FILE.wasm [--platform telegram] [--json]
+//	hermes-conformance FILE.wasm [--platform telegram] [--config profile.json] [--json]
 //
 // It exits 0 when every check passes, 1 when one fails and 2 on a usage error. It is a binary
 // of its own so that the platform fakes (loopback HTTP and WebSocket servers) are not linked into
@@ -49,7 +49,7 @@ func main() {
 
 func run(ctx context.Context, args []string) int {
 	var asJSON bool
-	var platform string
+	var platform, configFile string
 	code := 0
 	cmd := &cobra.Command{
 		Use:   "hermes-conformance FILE.wasm",
@@ -65,7 +65,18 @@ that platform's behavioural profile against a loopback fake of the platform (` +
 			if platform != "" && !ok {
 				return fmt.Errorf("no conformance profile for platform %q (known: %s)", platform, platforms())
 			}
-			rep := conformance.Run(cmd.Context(), args[0], conformance.Options{})
+			var opt conformance.Options
+			if configFile != "" {
+				b, err := os.ReadFile(configFile)
+				if err != nil {
+					return err
+				}
+				if !json.Valid(b) {
+					return fmt.Errorf("%s is not JSON", configFile)
+				}
+				opt.Config = b
+			}
+			rep := conformance.Run(cmd.Context(), args[0], opt)
 			if profile != nil {
 				rep.Results = append(rep.Results, profile(cmd.Context(), args[0])...)
 			}
@@ -83,6 +94,7 @@ that platform's behavioural profile against a loopback fake of the platform (` +
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&configFile, "config", "", "JSON file with the profile configuration the normal-path checks use (default {})")
 	cmd.Flags().StringVar(&platform, "platform", "", "also run a platform profile: "+platforms())
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {
