@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/egress"
+	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+func init() { extraCommands = append(extraCommands, callCmd) }
+
+// callCmd runs one export of a plugin file against the host's real host functions, like
+// `extism call`: the plugin author's way to try a request without running a gateway.
+func callCmd(g *globals) *cobra.Command {
+	var profile, configFile, inputFile, stateDir string
+	var allow []string
+	cmd := &cobra.Command{
+		Use:   "call FILE.wasm EXPORT",
+		Short: "Run one export of a plugin against the real host functions and print its result",
+		Long: `Loads FILE.wasm as serve would and calls EXPORT (describe, configure, webhook, poll, send
+or tick) once. The request is read from --input (a JSON file, or - for stdin; default {}); its
+"profile" and "config" fields are filled from --profile and --config. The export's result is
+printed on stdout. Host functions are the real ones: egress is limited to the manifest's hosts
+plus --allow-host, kv state lives in --state (default: a temporary directory), events the plugin
+dispatches with hermes_dispatch are printed on stderr, and the session and send host functions
+answer "unavailable".`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, export := args[0], args[1]
+			req := map[string]json.RawMessage{}
+			if inputFile != "" {
+				b, err := readInput(cmd.InOrStdin(), inputFile)
+				if err != nil {
+					return err
+				}
+				if err := json.Unmarshal(b, &req); err != nil {
+					return fmt.Errorf("--input: not a JSON object: %v", err)
+				}
+			}
+			var config json.RawMessage = []byte(`{}`)
+			if configFile != "" {
+				b, err := readInput(cmd.InOrStdin(), configFile)
+				if err != nil {
+					return err
+				}
+				if !json.Valid(b) {
+					return fmt.Errorf("--config: %s is not JSON", configFile)
+				}
+				config = b
+			}
+			if export != abi.ExportDescribe {
+				req["profile"], _ = json.Marshal(profile)
+				req["config"] = config
+			}
+			in, _ := json.Marshal(req)
+
+			if stateDir == "" {
+				dir, err := os.MkdirTemp("", "hermes-call-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				stateDir = dir
+			}
+			db, err := store.Open(filepath.Join(stateDir, "call.db"), store.Options{})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			kvs, err := kv.Open(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			eg := egress.NewClient(egress.Limits{})
+			defer eg.Close()
+			env := &plugin.Env{KV: kvs, Egress: eg, Logger: quietLogger(), Dispatcher: printDispatcher{cmd.ErrOrStderr()}}
+			rt, p, err := plugin.LoadFile(cmd.Context(), file, plugin.FileOptions{Env: env, EgressExtra: allow,
+				Profiles: map[string]json.RawMessage{profile: config}})
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: rejected: %v\n", file, err)
+				return exitError{1}
+			}
+			defer rt.Close()
+			out, err := p.Call(cmd.Context(), profile, export, in)
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s %s: %v\n", file, export, err)
+				return exitError{1}
+			}
+			var pretty any
+			if json.Unmarshal(out, &pretty) == nil {
+				out, _ = json.MarshalIndent(pretty, "", "  ")
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), string(out))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&profile, "profile", "main", "the profile the call is for")
+	f.StringVar(&configFile, "config", "", "JSON file with the profile's configuration (default {})")
+	f.StringVar(&inputFile, "input", "", "JSON file with the export's request, or - for stdin (default {})")
+	f.StringVar(&stateDir, "state", "", "directory that keeps the plugin's kv state between calls")
+	f.StringSliceVar(&allow, "allow-host", nil, "egress host pattern granted beyond the manifest's (repeatable)")
+	return cmd
+}
+
+func readInput(stdin io.Reader, name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// printDispatcher prints the events a plugin dispatches, one JSON line each.
+type printDispatcher struct{ w io.Writer }
+
+func (d printDispatcher) Dispatch(_ context.Context, c plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
+	b, _ := json.Marshal(ev)
+	fmt.Fprintf(d.w, "dispatched: %s\n", strings.TrimSpace(string(b)))
+	return abi.DispatchReply{Session: abi.SessionRef{}}, nil
+}
