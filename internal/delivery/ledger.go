@@ -92,8 +92,8 @@ type Message struct {
 	TranscriptRole string
 	// Parts, when set, are the message's parts as the caller split them (see Split); Text is
 	// still what the transcript records.
-	Parts []string
-	Origin     string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
+	Parts  []string
+	Origin string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
 }
 
 // Row is one ledger entry (one part of a message).
