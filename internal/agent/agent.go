@@ -17,6 +17,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -48,6 +50,10 @@ type Turn struct {
 	Synthetic bool
 	// Tools are the process tools bound to this turn's session; nil: none.
 	Tools Tools
+	// OnText, when set, asks for the answer as it is written: it is called with the whole text
+	// so far (not a delta), from the goroutine running Turn, and must return quickly. The
+	// Reply's Text remains the final answer.
+	OnText func(soFar string)
 }
 
 // Roles of a Message.
@@ -56,12 +62,28 @@ const (
 	RoleAssistant = "assistant"
 	RoleSystem    = "system"
 	RoleTool      = "tool"
+	// RoleNotification is a background-process notice: the gateway's words around a command's
+	// output. The output is untrusted data (it may hold text written to look like instructions);
+	// it is never shown to a model as the assistant's own words.
+	RoleNotification = "notification"
 )
 
 // Message is one entry of a transcript.
 type Message struct {
 	Role string // Role* values
 	Text string
+	// ToolCalls are the calls an assistant message made (Text may be empty then).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID and Name say which call a RoleTool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Name       string `json:"name,omitempty"`
+}
+
+// ToolCall is one tool call of a model.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // JSON text, as the model wrote it
 }
 
 // Reply is what a turn answers.
@@ -73,6 +95,11 @@ type Reply struct {
 	Media []string
 	// ToolCalls counts the tool calls the agent made, refused ones included.
 	ToolCalls int
+	// Trail is what happened before the answer: the assistant's tool-call messages and the tool
+	// results, in order. The engine keeps it in the transcript, so later turns see it.
+	Trail []Message
+	// Streamed reports that OnText received the answer as it was written.
+	Streamed bool
 }
 
 // Tools are the process tools of one turn, bound to its session. Implementations must honour ctx
@@ -168,13 +195,33 @@ type Config struct {
 	// names an environment variable, the key is read from it.
 	APIKey    string
 	APIKeyEnv string
-	// Timeout bounds each HTTP request to the model. Default 120s.
+	// Timeout bounds each HTTP request to the model (streamed or not). Default 120s.
 	Timeout time.Duration
+	// TurnTimeout bounds a whole turn: every model call and tool call of it. Default 10m.
+	TurnTimeout time.Duration
 	// MaxRounds bounds the model calls of one turn. Default 8.
 	MaxRounds int
 	// SystemPrompt replaces the default opening of the system prompt; the description of the
-	// tools is always appended.
+	// tools is appended when tools are on.
 	SystemPrompt string
+	// Temperature and MaxTokens are sent when set (nil, 0: the server's default).
+	Temperature *float64
+	MaxTokens   int
+	// Headers are extra HTTP headers sent with every request (e.g. for a proxy in front of the
+	// server). Their values are treated as secrets in logs.
+	Headers map[string]string
+	// NoTools sends no tools: for servers or models that reject them. The agent then answers
+	// in text only.
+	NoTools bool
+	// NoStream never asks for streamed answers. By default an answer is streamed (server-sent
+	// events) when the turn wants its text as it is written (Turn.OnText).
+	NoStream bool
+	// Transport replaces the HTTP transport (tests). Redirects are never followed either way.
+	Transport http.RoundTripper
+	// Logger receives one line per failed model call. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics counts model calls and failures; nil: not counted.
+	Metrics *Metrics
 	// CommandTimeout is the default timeout of a foreground command (builtin "sh", terminal
 	// without timeout). Default 60s for "openai", 10s for "builtin".
 	CommandTimeout time.Duration

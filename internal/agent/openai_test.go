@@ -162,7 +162,7 @@ func TestOpenAIToolLoop(t *testing.T) {
 	rep, err := o.Turn(context.Background(), &Turn{
 		Key: "agent:main:telegram:dm:42", SessionID: "s1",
 		Source:  abi.Source{Platform: "telegram", ChatType: abi.ChatDM, UserName: "Ada"},
-		History: []Message{{RoleUser, "hi"}, {RoleAssistant, "hello"}, {RoleTool, "earlier output"}},
+		History: []Message{{Role: RoleUser, Text: "hi"}, {Role: RoleAssistant, Text: "hello"}, {Role: RoleTool, Text: "earlier output"}},
 		Text:    "run the tests in the background",
 		Tools:   ft,
 	})
@@ -201,7 +201,7 @@ func TestOpenAIToolLoop(t *testing.T) {
 		msg{"role": "system", "content": system},
 		msg{"role": "user", "content": "hi"},
 		msg{"role": "assistant", "content": "hello"},
-		msg{"role": "system", "content": "Earlier tool output:\nearlier output"},
+		msg{"role": "system", "content": earlierToolOutput + "earlier output"},
 		msg{"role": "user", "content": "run the tests in the background"},
 	}
 	jsonEqual(t, "first request messages", reqs[0].Body["messages"], first)
@@ -447,13 +447,13 @@ func TestOpenAIHTTPErrors(t *testing.T) {
 		},
 		{
 			name: "503 html", h: status(503, nil, "<html><body>Service\n  Unavailable</body></html>"),
-			is: ErrUnavailable, status: 503, msg: "<html><body>Service Unavailable</body></html>",
-			userText: "The model service is unavailable right now. Try again later.",
+			is: ErrUnavailable, status: 503, msg: "Service Unavailable",
+			userText: "The model service failed (HTTP 503: Service Unavailable). Try again later.",
 		},
 		{
 			name: "400", h: status(400, nil, `{"error":{"message":"context too long"}}`),
 			status: 400, msg: "context too long",
-			userText: "The model refused the request (HTTP 400). Try rephrasing, or start over with /new.",
+			userText: "The model server refused the request (HTTP 400: context too long). Start over with /new if it keeps happening.",
 		},
 		{
 			name: "malformed JSON", h: status(200, nil, `{"choices":[{"message":`),

@@ -50,6 +50,28 @@ type Agent struct {
 	BaseURL string `yaml:"base_url" json:"base_url"`
 	Model   string `yaml:"model" json:"model"`
 	APIKey  string `yaml:"api_key" json:"-"`
+	// SystemPrompt replaces the opening of the system prompt.
+	SystemPrompt string `yaml:"system_prompt" json:"system_prompt,omitempty"`
+	// MaxRounds bounds the model calls of one turn (0: 8).
+	MaxRounds int `yaml:"max_rounds" json:"max_rounds,omitempty"`
+	// Timeout bounds each model call; TurnTimeout a whole turn (0: 120s and 10m).
+	Timeout     Duration `yaml:"timeout" json:"timeout"`
+	TurnTimeout Duration `yaml:"turn_timeout" json:"turn_timeout"`
+	// Temperature and MaxTokens are sent when set.
+	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
+	MaxTokens   int      `yaml:"max_tokens" json:"max_tokens,omitempty"`
+	// Headers are extra HTTP headers for every model request (values are secrets in logs).
+	Headers map[string]string `yaml:"headers" json:"-"`
+	// Tools turns the terminal and process tools on (default) or off, for servers or models
+	// that reject "tools".
+	Tools *bool `yaml:"tools" json:"tools,omitempty"`
+	// Stream streams answers into platforms that edit messages (default on).
+	Stream *bool `yaml:"stream" json:"stream,omitempty"`
+	// MaxMessages caps the chat messages one answer becomes; /more sends the rest (0: 5).
+	MaxMessages int `yaml:"max_messages" json:"max_messages,omitempty"`
+	// Check is what a failed start-up check of GET base_url/models does: warn (default, log
+	// and serve), fail (refuse to start) or off.
+	Check string `yaml:"check" json:"check,omitempty"`
 }
 
 // Plugin is the operator's settings for one plugin.
@@ -159,6 +181,20 @@ func (c *Config) validate() error {
 	case "builtin", "openai":
 	default:
 		return fmt.Errorf("config: agent.kind %q: want builtin or openai", c.Agent.Kind)
+	}
+	switch c.Agent.Check {
+	case "", "warn", "fail", "off":
+	default:
+		return fmt.Errorf("config: agent.check %q: want warn, fail or off", c.Agent.Check)
+	}
+	if c.Agent.Kind == "openai" && c.Agent.Model == "" {
+		return fmt.Errorf("config: agent.model is empty: the openai agent needs the model name the server serves (GET base_url/models lists them)")
+	}
+	if t := c.Agent.Temperature; t != nil && (*t < 0 || *t > 2) {
+		return fmt.Errorf("config: agent.temperature %v: want 0 to 2", *t)
+	}
+	if c.Agent.MaxRounds < 0 || c.Agent.MaxTokens < 0 || c.Agent.MaxMessages < 0 {
+		return fmt.Errorf("config: agent.max_rounds, max_tokens and max_messages must not be negative")
 	}
 	switch c.Notifications {
 	case "concise", "all", "result", "error", "off":

@@ -85,10 +85,15 @@ type Message struct {
 	Guard           GuardMode
 	Stamp           session.Stamp // the owner, for guarded messages
 	Generation      int64         // GuardWork: the generation the work started at
-	// Transcript, when true, appends Text as an assistant message to the session the verdict
-	// names, in the same critical section as the first part's successful send.
-	Transcript bool
-	Origin     string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
+	// Transcript, when true, appends Text to the session the verdict names, in the same
+	// critical section as the first part's successful send, as an assistant message (or with
+	// TranscriptRole, e.g. "notification" for a process notice that carries program output).
+	Transcript     bool
+	TranscriptRole string
+	// Parts, when set, are the message's parts as the caller split them (see Split); Text is
+	// still what the transcript records.
+	Parts  []string
+	Origin string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
 }
 
 // Row is one ledger entry (one part of a message).
@@ -115,6 +120,7 @@ type Row struct {
 	UpdatedAt   time.Time           `json:"updated_at"`
 	NextAttempt time.Time           `json:"next_attempt,omitempty"`
 	transcript  string
+	tRole       string
 }
 
 var migrations = []string{`
@@ -157,6 +163,8 @@ CREATE TABLE chat_migrations (
 	// Entries of an index are ordered by rowid within equal keys: a lane's pending rows come out
 	// in enqueue order without a sort.
 	`CREATE INDEX deliveries_lane ON deliveries (lane, state);`,
+	// The role the transcript records the message with ('' is assistant).
+	`ALTER TABLE deliveries ADD COLUMN transcript_role TEXT NOT NULL DEFAULT '';`,
 }
 
 // Transport sends one message through a platform plugin.
@@ -297,11 +305,22 @@ func laneOf(plugin, profile, chatID string) string {
 // Enqueue splits m by the plugin's message limit and records the parts as pending, in one
 // transaction, then wakes the chat's lane. It returns the message's group id.
 func (l *Ledger) Enqueue(ctx context.Context, m Message) (string, error) {
-	parts := []string{m.Text}
-	if limit, ok := l.tr.Limit(m.Plugin); ok && limit.Max > 0 && m.Target.Action == "" {
-		parts = chunk.Split(m.Text, limit)
+	parts := m.Parts
+	if len(parts) == 0 {
+		parts = []string{m.Text}
+		if m.Target.Action == "" {
+			parts = l.Split(m.Plugin, m.Text)
+		}
 	}
 	return l.insert(ctx, m, parts, Pending, "")
+}
+
+// Split cuts text into the parts Enqueue would send through plugin (by its message limit).
+func (l *Ledger) Split(plugin, text string) []string {
+	if limit, ok := l.tr.Limit(plugin); ok && limit.Max > 0 {
+		return chunk.Split(text, limit)
+	}
+	return []string{text}
 }
 
 // Record writes m straight to a final state (Dropped with reason, typically): a notification
@@ -349,12 +368,12 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 			if _, err := l.exec(ctx, tx, qInsert,
 				id, group, i+1, len(parts), m.Plugin, m.Profile, laneOf(m.Plugin, m.Profile, m.Target.ChatID),
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
-				m.Origin, now.UnixMilli(), now.UnixMilli()); err != nil {
+				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole); err != nil {
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: t, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript})
+				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole})
 		}
 		return nil
 	}
@@ -380,8 +399,8 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 
 const (
 	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
-		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNextDue = `SELECT ` + rowColumns + ` FROM deliveries d INDEXED BY deliveries_lane WHERE lane = ? AND state = 'pending' AND next_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
 		ORDER BY d.rowid LIMIT 1`
@@ -514,7 +533,7 @@ func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, er
 }
 
 const rowColumns = `id, grp, part, parts, plugin, profile, session_key, target, kind, guard, stamp, generation,
-	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at`
+	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role`
 
 func queryRows(ctx context.Context, db *sql.DB, tail string, args ...any) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+rowColumns+` FROM deliveries `+tail, args...)
@@ -543,7 +562,7 @@ func scanRow(s scanner) (Row, error) {
 		created, updated, nextAt  int64
 	)
 	if err := s.Scan(&r.ID, &r.Group, &r.Part, &r.Parts, &r.Plugin, &r.Profile, &r.Key, &target, &r.Kind, &guard, &stamp,
-		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt); err != nil {
+		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole); err != nil {
 		return r, err
 	}
 	r.Guard, r.State = GuardMode(guard), State(state)

@@ -259,7 +259,11 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			l.retry(ctx, ln, r, 0, "plugin error: "+err.Error())
 		case res.Error == nil:
 			if r.transcript != "" && v.SessionID != "" {
-				if _, err := b.Append(v.SessionID, session.Message{Role: "assistant", Text: r.transcript}); err != nil {
+				role := r.tRole
+				if role == "" {
+					role = "assistant"
+				}
+				if _, err := b.Append(v.SessionID, session.Message{Role: role, Text: r.transcript}); err != nil {
 					l.log.Warn("delivered, but the transcript append failed", "id", r.ID, "session", v.SessionID, "error", err)
 				}
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/config"
@@ -53,6 +54,7 @@ type Gateway struct {
 	procs    *process.Registry
 	ledger   *delivery.Ledger
 	engine   *turn.Engine
+	agent    agent.Agent
 	door     *inbound.Door
 	loops    *loop.Supervisor
 }
@@ -155,11 +157,17 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(cfg.Agent.Kind, agent.Config{BaseURL: cfg.Agent.BaseURL, Model: cfg.Agent.Model, APIKey: cfg.Agent.APIKey})
+	g.agent, err = agent.New(cfg.Agent.Kind, agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry)))
 	if err != nil {
 		return err
 	}
-	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, a, g.procs, g.runtime, turn.Options{Logger: g.log, Notifications: cfg.Notifications})
+	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
+	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, turn.Options{Logger: g.log,
+		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages,
+		CanEdit: func(name string) bool {
+			p := g.runtime.Get(name)
+			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
+		}})
 	return err
 }
 
@@ -289,7 +297,38 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	if len(reconciled) > 0 {
 		g.log.Warn("deliveries interrupted by the last stop were marked failed (outcome unknown), not resent", "count", len(reconciled))
 	}
+	if err := g.checkAgent(ctx); err != nil {
+		return err
+	}
 	return g.engine.Start(ctx)
+}
+
+// agentConfig maps the agent settings to agent.Config.
+func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Config {
+	return agent.Config{BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey, SystemPrompt: c.SystemPrompt,
+		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
+		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers,
+		NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
+}
+
+// checkAgent asks the model server whether it serves the configured model (agent.check).
+func (g *Gateway) checkAgent(ctx context.Context) error {
+	checker, ok := g.agent.(interface{ Check(context.Context) error })
+	if !ok || g.cfg.Agent.Check == "off" {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := checker.Check(cctx)
+	switch {
+	case err == nil:
+		g.log.Info("model server ready", "base_url", g.cfg.Agent.BaseURL, "model", g.cfg.Agent.Model)
+		return nil
+	case g.cfg.Agent.Check == "fail":
+		return err
+	}
+	g.log.Error("model server check failed; serving anyway (agent.check: warn)", "error", err)
+	return nil
 }
 
 // Handler is the gateway's HTTP interface: the webhooks, the admin API and the demo chat.

@@ -41,4 +41,9 @@ var migrations = []string{
 	CREATE INDEX session_messages_by_session ON session_messages(session_id, seq);
 	CREATE INDEX session_messages_by_platform_id ON session_messages(platform_message_id)
 		WHERE platform_message_id IS NOT NULL;`,
+	// 2: which turn a message belongs to (the inbox id of the message that started it), so an
+	// answer is read back after its question even when other messages arrived meanwhile; and the
+	// agent's structured parts (tool calls, the call a tool result answers) as JSON.
+	`ALTER TABLE session_messages ADD COLUMN turn_id TEXT;
+	ALTER TABLE session_messages ADD COLUMN meta TEXT;`,
 }

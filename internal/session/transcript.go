@@ -16,6 +16,12 @@ type Message struct {
 	At                time.Time `json:"at"`
 	Redacted          bool      `json:"redacted,omitempty"`
 	CopiedFrom        int64     `json:"copied_from,omitempty"` // seq of the original, for a /branch copy
+	// Turn names the turn the message belongs to (its question, its answer, its tool calls);
+	// empty for messages outside turns.
+	Turn string `json:"turn,omitempty"`
+	// Meta is the agent's structured part of the message (JSON: tool calls, tool call ids);
+	// opaque to the session kernel.
+	Meta string `json:"meta,omitempty"`
 }
 
 // Append adds m to the transcript of sessionID, which must be a session of this key, and
@@ -33,9 +39,9 @@ func (b *Boundary) Append(sessionID string, m Message) (int64, error) {
 		at = b.k.now()
 	}
 	res, err := b.k.db.ExecContext(b.ctx, `INSERT INTO session_messages
-		(session_id, role, text, platform_message_id, created_at)
-		SELECT id, ?, ?, ?, ? FROM sessions WHERE id = ? AND session_key = ?`,
-		m.Role, m.Text, nullStr(m.PlatformMessageID), at.UnixMilli(), sessionID, b.key)
+		(session_id, role, text, platform_message_id, created_at, turn_id, meta)
+		SELECT id, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND session_key = ?`,
+		m.Role, m.Text, nullStr(m.PlatformMessageID), at.UnixMilli(), nullStr(m.Turn), nullStr(m.Meta), sessionID, b.key)
 	if err != nil {
 		return 0, fmt.Errorf("session: append to %s: %w", sessionID, err)
 	}
@@ -82,7 +88,7 @@ func (k *Kernel) Transcript(ctx context.Context, id string, limit int) ([]Messag
 		limit = -1
 	}
 	rows, err := k.db.QueryContext(ctx, `SELECT seq, role, text, COALESCE(platform_message_id, ''),
-		created_at, redacted_at IS NOT NULL, COALESCE(copied_from, 0)
+		created_at, redacted_at IS NOT NULL, COALESCE(copied_from, 0), COALESCE(turn_id, ''), COALESCE(meta, '')
 		FROM (SELECT * FROM session_messages WHERE session_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq`, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("session: transcript of %s: %w", id, err)
@@ -92,7 +98,7 @@ func (k *Kernel) Transcript(ctx context.Context, id string, limit int) ([]Messag
 	for rows.Next() {
 		m := Message{SessionID: id}
 		var at int64
-		if err := rows.Scan(&m.Seq, &m.Role, &m.Text, &m.PlatformMessageID, &at, &m.Redacted, &m.CopiedFrom); err != nil {
+		if err := rows.Scan(&m.Seq, &m.Role, &m.Text, &m.PlatformMessageID, &at, &m.Redacted, &m.CopiedFrom, &m.Turn, &m.Meta); err != nil {
 			return nil, err
 		}
 		m.At = time.UnixMilli(at)

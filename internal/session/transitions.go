@@ -168,8 +168,8 @@ func (b *Boundary) Branch(title string) (Route, error) {
 			return Route{}, err
 		}
 		if _, err := tx.ExecContext(b.ctx, `INSERT INTO session_messages
-			(session_id, role, text, platform_message_id, created_at, redacted_at, copied_from)
-			SELECT ?, role, text, platform_message_id, created_at, redacted_at, seq
+			(session_id, role, text, platform_message_id, created_at, redacted_at, copied_from, turn_id, meta)
+			SELECT ?, role, text, platform_message_id, created_at, redacted_at, seq, turn_id, meta
 			FROM session_messages WHERE session_id = ? ORDER BY seq`, id, cur.id); err != nil {
 			return Route{}, err
 		}

@@ -5,13 +5,28 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
 // command runs a queued slash command (/resume, /branch, /compress, /sessions) in its turn, so it
 // never overtakes the turn before it.
 func (e *Engine) command(ctx context.Context, key string, it *item) (string, string) {
-	var text string
+	if it.cmd == "more" {
+		return e.sendMore(ctx, key, it)
+	}
+	var (
+		text, summary, note string
+		count               int
+	)
+	if it.cmd == "compress" {
+		// The summary is written outside the boundary (a model call may take a while and must
+		// not hold up /new); Compress then checks the session is still the one summarized.
+		var ok bool
+		if summary, count, note, ok = e.compressSummary(ctx, key); !ok {
+			return stDone, "command /compress: " + note
+		}
+	}
 	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
 		var err error
 		switch it.cmd {
@@ -34,11 +49,12 @@ func (e *Engine) command(ctx context.Context, key string, it *item) (string, str
 			if cerr != nil || !ok {
 				return cerr
 			}
-			msgs, _ := e.k.Transcript(b.Context(), cur.SessionID, 0)
-			summary := summarize(msgs)
 			var r session.Route
 			if r, err = b.Compress(cur.SessionID, summary); err == nil {
-				text = fmt.Sprintf("🗜 Compressed %d messages; the conversation continues in session %s.", len(msgs), r.SessionID)
+				text = fmt.Sprintf("🗜 Compressed %d messages; the conversation continues in session %s.", count, r.SessionID)
+				if note != "" {
+					text += "\n" + note
+				}
 			}
 		case "sessions":
 			text, err = e.sessionList(ctx, key, "Sessions of this chat:")
@@ -54,20 +70,38 @@ func (e *Engine) command(ctx context.Context, key string, it *item) (string, str
 	return stDone, "command /" + it.cmd
 }
 
-// summarize is the compression summary of the built-in path: who said what, shortened. An agent
-// with a model would write a real summary; the session mechanics are the same.
-func summarize(msgs []session.Message) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Summary of %d earlier messages:\n", len(msgs))
-	start := max(0, len(msgs)-10)
-	for _, m := range msgs[start:] {
-		t := m.Text
-		if len(t) > 120 {
-			t = t[:120] + "…"
-		}
-		fmt.Fprintf(&b, "- %s: %s\n", m.Role, strings.ReplaceAll(t, "\n", " "))
+// compressSummary writes the summary /compress continues from: by the agent when it can
+// (agent.Compressor; the model for the OpenAI agent), else, or when that fails, the
+// deterministic agent.Summary. The history is the current session's, without slash commands
+// (so not the /compress itself). It returns the summary, how many messages it covers, a note for
+// the user, and false when there is no session to compress (the note says why).
+func (e *Engine) compressSummary(ctx context.Context, key string) (string, int, string, bool) {
+	route, ok, err := e.k.Current(ctx, key)
+	switch {
+	case err != nil:
+		return "", 0, "no session: " + err.Error(), false
+	case !ok:
+		return "", 0, "no session", false
 	}
-	return b.String()
+	msgs, err := e.k.Transcript(ctx, route.SessionID, 0)
+	if err != nil {
+		return "", 0, "reading the transcript failed: " + err.Error(), false
+	}
+	history := assemble(msgs, nil, 0)
+	c, ok := e.agent.(agent.Compressor)
+	if !ok {
+		return agent.Summary(history), len(history), "", true
+	}
+	summary, err := c.Compress(ctx, history)
+	switch {
+	case err == nil:
+		return summary, len(history), "", true
+	case ctx.Err() != nil:
+		return "", 0, "cancelled", false
+	}
+	e.log.Warn("turn: the agent could not summarize; using the plain summary", "key", key, "error", err)
+	return agent.Summary(history), len(history),
+		"(The model could not write the summary: " + agent.UserMessage(err) + " A plain summary was kept instead.)", true
 }
 
 func (e *Engine) sessionList(ctx context.Context, key, title string) (string, error) {

@@ -45,6 +45,14 @@ type Options struct {
 	MaxNotifyAttempts int
 	// RetryBase is the first retry delay of an unverifiable notification. Default 2s.
 	RetryBase time.Duration
+	// MaxAnswerMessages caps how many chat messages one answer becomes; a longer answer is cut
+	// with a note, and /more sends the next part. Default 5 (at least 2).
+	MaxAnswerMessages int
+	// CanEdit reports whether a plugin edits messages (capability "edit"): answers to its chats
+	// are streamed into one message edited in place. Nil: none does.
+	CanEdit func(plugin string) bool
+	// EditInterval is the least time between two edits in one chat. Default 1s.
+	EditInterval time.Duration
 }
 
 // Engine runs turns.
@@ -58,10 +66,12 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu   sync.Mutex // guards keys
-	keys map[string]*keyQueue
-	wg   sync.WaitGroup
-	ctx  context.Context
+	mu       sync.Mutex // guards keys, more and lastEdit
+	keys     map[string]*keyQueue
+	more     map[string]*pending  // the rest of a key's last cut answer (/more)
+	lastEdit map[string]time.Time // a chat's last streamed post or edit
+	wg       sync.WaitGroup
+	ctx      context.Context
 }
 
 // keyQueue is one chat's turns. Guarded by Engine.mu.
@@ -110,8 +120,15 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.RetryBase <= 0 {
 		opt.RetryBase = 2 * time.Second
 	}
+	if opt.MaxAnswerMessages <= 0 {
+		opt.MaxAnswerMessages = 5
+	}
+	opt.MaxAnswerMessages = max(opt.MaxAnswerMessages, 2)
+	if opt.EditInterval <= 0 {
+		opt.EditInterval = time.Second
+	}
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
-		keys: map[string]*keyQueue{}, ctx: ctx}, nil
+		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{}, ctx: ctx}, nil
 }
 
 func newID(prefix string) string {
@@ -209,7 +226,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 			if res, err = b.Resolve(src, session.ResolveOptions{}); err != nil {
 				return err
 			}
-			if _, err = b.Append(res.SessionID, session.Message{Role: "user", Text: ev.Text, PlatformMessageID: src.MessageID}); err != nil {
+			if _, err = b.Append(res.SessionID, session.Message{Role: "user", Text: ev.Text, PlatformMessageID: src.MessageID, Turn: row.id}); err != nil {
 				return err
 			}
 			cmd, arg := parseCommand(ev.Text)
@@ -262,7 +279,7 @@ func parseCommand(text string) (string, string) {
 	word, _, _ = strings.Cut(word, "@")
 	word = strings.ToLower(word)
 	switch word {
-	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions":
+	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more":
 		return word, strings.TrimSpace(arg)
 	}
 	return "", ""
@@ -273,6 +290,9 @@ func parseCommand(text string) (string, string) {
 func (e *Engine) interrupt(key string, keepNotifications bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !keepNotifications {
+		delete(e.more, key) // the rest of an answer of the old conversation
+	}
 	kq := e.keys[key]
 	if kq == nil {
 		return
@@ -384,11 +404,22 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 	if err != nil {
 		return stDone, "no session: " + err.Error()
 	}
-	history := e.history(ctx, st.SessionID, len(it.texts))
-	rep, err := e.agent.Turn(ctx, &agent.Turn{
+	target := outbound(it.src)
+	if it.src.ChatType != abi.ChatDM {
+		target.ReplyTo = it.src.MessageID
+	}
+	turnID := it.ids[len(it.ids)-1]
+	t := &agent.Turn{
 		Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
-		History: history, Tools: &tools{e: e, key: key, stamp: st},
-	})
+		History: e.history(ctx, st.SessionID, it.ids), Tools: &tools{e: e, key: key, stamp: st},
+	}
+	var stream *streamer
+	if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
+		stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
+		t.OnText = stream.update
+		defer stream.halt()
+	}
+	rep, err := e.agent.Turn(ctx, t)
 	if ctx.Err() != nil {
 		return stInterrupted, "cancelled by /stop or /new"
 	}
@@ -397,44 +428,24 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 		text = "⚠️ " + agent.UserMessage(err)
 	} else if rep != nil {
 		text = rep.Text
+		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep))
 	}
 	if strings.TrimSpace(text) == "" {
 		return stDone, "no answer"
 	}
-	target := outbound(it.src)
-	if it.src.ChatType != abi.ChatDM {
-		target.ReplyTo = it.src.MessageID
+	parts, rest := e.capParts(it.plugin, text)
+	e.setMore(key, &pending{text: rest, plugin: it.plugin, profile: it.profile, target: outbound(it.src), stamp: st})
+	if stream != nil && stream.finish(parts) {
+		return stDone, "answered (streamed)"
 	}
 	id, err := e.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{
-		Plugin: it.plugin, Profile: it.profile, Key: key, Target: target, Text: text, Kind: delivery.KindReply,
-		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Transcript: true, Origin: "turn:" + it.ids[0],
+		Plugin: it.plugin, Profile: it.profile, Key: key, Target: target, Text: text, Parts: parts, Kind: delivery.KindReply,
+		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Origin: "turn:" + it.ids[0],
 	})
 	if err != nil {
 		return stDone, "answer not recorded: " + err.Error()
 	}
 	return stDone, "answered " + id
-}
-
-func (e *Engine) history(ctx context.Context, sessionID string, skipLast int) []agent.Message {
-	msgs, err := e.k.Transcript(ctx, sessionID, e.opt.HistoryLimit+skipLast)
-	if err != nil {
-		return nil
-	}
-	if skipLast > 0 && len(msgs) >= skipLast {
-		msgs = msgs[:len(msgs)-skipLast]
-	}
-	out := make([]agent.Message, 0, len(msgs))
-	for _, m := range msgs {
-		if m.Redacted {
-			continue
-		}
-		role := m.Role
-		if role != agent.RoleUser && role != agent.RoleAssistant {
-			role = agent.RoleSystem
-		}
-		out = append(out, agent.Message{Role: role, Text: m.Text})
-	}
-	return out
 }
 
 func outbound(src abi.Source) abi.OutboundMessage {

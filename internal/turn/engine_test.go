@@ -24,6 +24,7 @@ import (
 type chatPlatform struct {
 	mu   sync.Mutex
 	sent []abi.OutboundMessage
+	at   []time.Time // when each was sent
 	cond *sync.Cond
 }
 
@@ -37,7 +38,11 @@ func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessag
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sent = append(c.sent, m)
+	c.at = append(c.at, time.Now())
 	c.cond.Broadcast()
+	if m.EditMessageID != "" { // an edit keeps the message's id
+		return &abi.SendResult{MessageIDs: []string{m.EditMessageID}}, nil
+	}
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(c.sent))}}, nil
 }
 

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -69,7 +70,7 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 	agentMode := ev.Kind == process.EventCompletion && ev.Notify
 	msg := delivery.Message{Plugin: plugin, Profile: st.Profile, Key: st.Key, Target: outbound(st.Route),
 		Kind: delivery.KindNotification, Guard: delivery.GuardLineage, Stamp: st, Transcript: true,
-		Origin: ev.ProcID}
+		TranscriptRole: agent.RoleNotification, Origin: ev.ProcID}
 	if agentMode {
 		msg.Text = syntheticText(ev)
 	} else {
@@ -164,28 +165,50 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) (string, s
 	}
 	src := st.Route
 	src.MessageID = "" // never quote a stale message
+	input := batchText(it.texts)
 	rep, err := e.agent.Turn(ctx, &agent.Turn{
-		Key: key, SessionID: v.SessionID, Source: src, Text: batchText(it.texts), Synthetic: true,
-		History: e.history(ctx, v.SessionID, 0), Tools: &tools{e: e, key: key, stamp: st, synthetic: true},
+		Key: key, SessionID: v.SessionID, Source: src, Text: input, Synthetic: true,
+		History: e.history(ctx, v.SessionID, nil), Tools: &tools{e: e, key: key, stamp: st, synthetic: true},
 	})
 	if ctx.Err() != nil {
 		return stDropped, "cancelled by /stop or /new"
 	}
-	text := ""
+	msg := delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key, Target: outbound(src), Kind: delivery.KindNotification,
+		Guard: delivery.GuardWork, Stamp: st, Generation: v.Generation, Origin: "notify:" + it.ids[0]}
+	outcome := "answered "
 	if err != nil {
-		text = "⚠️ " + agent.UserMessage(err)
-	} else if rep != nil {
-		text = rep.Text // media are dropped: notification turns are text only
+		// The job's result must not be lost with the model: the plain notice goes out instead,
+		// once, saying why; the transcript records it as a notification (program output).
+		e.log.Warn("notification turn: the model failed; sending the plain notice", "key", key, "error", err)
+		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), plainNotice(input))
+		msg.Transcript, msg.TranscriptRole = true, agent.RoleNotification
+		outcome = "model failed (" + err.Error() + "); plain notice "
+	} else {
+		msg.Text = rep.Text // media are dropped: notification turns are text only
+		if strings.TrimSpace(msg.Text) == "" {
+			return stDone, "no answer"
+		}
+		turnID := it.ids[len(it.ids)-1]
+		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: input}}, turnMessages(rep)...))
 	}
-	if strings.TrimSpace(text) == "" {
-		return stDone, "no answer"
-	}
-	id, err := e.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{
-		Plugin: it.plugin, Profile: it.profile, Key: key, Target: outbound(src), Text: text, Kind: delivery.KindNotification,
-		Guard: delivery.GuardWork, Stamp: st, Generation: v.Generation, Transcript: true, Origin: "notify:" + it.ids[0],
-	})
+	msg.Parts, _ = e.capParts(it.plugin, msg.Text)
+	id, err := e.ledger.Enqueue(context.WithoutCancel(ctx), msg)
 	if err != nil {
 		return stDone, "answer not recorded: " + err.Error()
 	}
-	return stDone, "answered " + id
+	return stDone, outcome + id
+}
+
+// ModelFailedNotice is what a notification turn sends when the model failed: %s is the model's
+// error for the user, then the plain notice.
+const ModelFailedNotice = "⚠️ The model could not write this update (%s) Here is the plain notice:\n%s"
+
+// plainNotice is the builtin agent's summary of a notification: what happened and the output
+// tail, without a model.
+func plainNotice(input string) string {
+	rep, err := agent.NewBuiltin(agent.Config{}).Turn(context.Background(), &agent.Turn{Text: input, Synthetic: true})
+	if err != nil || rep == nil {
+		return input
+	}
+	return rep.Text
 }

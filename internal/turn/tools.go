@@ -57,6 +57,14 @@ func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnR
 		timeout = t.e.opt.CommandTimeout
 	}
 	info, err := t.e.procs.Wait(ctx, res.ID, timeout)
+	if ctx.Err() != nil {
+		// The turn was stopped (/stop, /new) or ran out of time: its foreground command goes
+		// with it. The kill consumes the result, so no notice follows.
+		if _, kerr := t.e.procs.Kill(context.WithoutCancel(ctx), res.ID, process.KillOptions{Reason: "turn stopped"}); kerr != nil {
+			t.e.log.Warn("turn: killing a stopped turn's foreground command failed", "proc", res.ID, "error", kerr)
+		}
+		return out, ctx.Err()
+	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return out, err
 	}

@@ -1,0 +1,37 @@
+package agent
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics counts model calls for /metrics.
+type Metrics struct {
+	calls    *prometheus.CounterVec
+	failures *prometheus.CounterVec
+}
+
+// NewMetrics registers the agent's counters with reg:
+//
+//	hermes_agent_model_calls_total{outcome="ok|error"}
+//	hermes_agent_model_failures_total{reason="http_4xx|http_5xx|http_NNN|timeout|connect|redirect|bad_response|too_large|stream"}
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_model_calls_total",
+			Help: "Calls to the model endpoint, by outcome."}, []string{"outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_model_failures_total",
+			Help: "Failed calls to the model endpoint, by reason (HTTP status, timeout, connect, redirect, bad_response, too_large, stream)."}, []string{"reason"}),
+	}
+	reg.MustRegister(m.calls, m.failures)
+	return m
+}
+
+func (m *Metrics) ok() {
+	if m != nil {
+		m.calls.WithLabelValues("ok").Inc()
+	}
+}
+
+func (m *Metrics) failed(reason string) {
+	if m != nil {
+		m.calls.WithLabelValues("error").Inc()
+		m.failures.WithLabelValues(reason).Inc()
+	}
+}

@@ -1,0 +1,233 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/session"
+)
+
+// history returns the transcript of sessionID as the agent sees it before a turn, oldest first:
+// without the turn's own messages (their inbox ids are exclude), slash commands and redacted
+// messages; each answer, with its tool calls and results, right after the message it answers
+// (an answer is recorded when its turn ends, so messages that arrived during the turn come
+// before it in the transcript).
+func (e *Engine) history(ctx context.Context, sessionID string, exclude []string) []agent.Message {
+	msgs, err := e.k.Transcript(ctx, sessionID, e.opt.HistoryLimit+len(exclude)+16)
+	if err != nil {
+		e.log.Warn("turn: reading the transcript failed; the turn has no history", "session", sessionID, "error", err)
+		return nil
+	}
+	return assemble(msgs, exclude, e.opt.HistoryLimit)
+}
+
+// assemble orders and converts a transcript; see history.
+func assemble(msgs []session.Message, exclude []string, limit int) []agent.Message {
+	skip := map[string]bool{}
+	for _, id := range exclude {
+		skip[id] = true
+	}
+	// A turn's anchor is its last question (a user message or the notification it answers).
+	anchor := map[string]int64{}
+	for _, m := range msgs {
+		if m.Turn != "" && (m.Role == agent.RoleUser || m.Role == agent.RoleNotification) && m.Seq > anchor[m.Turn] {
+			anchor[m.Turn] = m.Seq
+		}
+	}
+	type keyed struct {
+		k int64
+		m session.Message
+	}
+	var kept []keyed
+	for _, m := range msgs {
+		if m.Redacted || (m.Turn != "" && skip[m.Turn]) {
+			continue
+		}
+		if m.Role == agent.RoleUser {
+			if cmd, _ := parseCommand(m.Text); cmd != "" {
+				continue
+			}
+		}
+		k := m.Seq
+		if a, ok := anchor[m.Turn]; ok && m.Turn != "" && (m.Role == agent.RoleAssistant || m.Role == agent.RoleTool) {
+			k = a
+		}
+		kept = append(kept, keyed{k, m})
+	}
+	sort.SliceStable(kept, func(i, j int) bool {
+		if kept[i].k != kept[j].k {
+			return kept[i].k < kept[j].k
+		}
+		return kept[i].m.Seq < kept[j].m.Seq
+	})
+	if limit > 0 && len(kept) > limit {
+		kept = kept[len(kept)-limit:]
+	}
+	out := make([]agent.Message, 0, len(kept))
+	for _, k := range kept {
+		out = append(out, fromSession(k.m))
+	}
+	return out
+}
+
+// meta is the agent's structured part of a transcript message.
+type meta struct {
+	ToolCalls  []agent.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+	Name       string           `json:"name,omitempty"`
+}
+
+func fromSession(m session.Message) agent.Message {
+	out := agent.Message{Role: m.Role, Text: m.Text}
+	switch m.Role {
+	case agent.RoleUser, agent.RoleAssistant, agent.RoleTool, agent.RoleNotification, agent.RoleSystem:
+	default:
+		out.Role = agent.RoleSystem
+	}
+	if m.Meta != "" {
+		var md meta
+		if json.Unmarshal([]byte(m.Meta), &md) == nil {
+			out.ToolCalls, out.ToolCallID, out.Name = md.ToolCalls, md.ToolCallID, md.Name
+		}
+	}
+	return out
+}
+
+func toSession(m agent.Message, turn string) session.Message {
+	out := session.Message{Role: m.Role, Text: m.Text, Turn: turn}
+	if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" {
+		b, _ := json.Marshal(meta{ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name})
+		out.Meta = string(b)
+	}
+	return out
+}
+
+// record appends what a turn produced (its tool calls and results, its answer) to the
+// transcript of sessionID, as part of turn. It runs when the turn ends, before its answer is
+// sent: the transcript is what the agent said, whether or not the chat got it.
+func (e *Engine) record(ctx context.Context, key, sessionID, turn string, msgs []agent.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	err := e.k.WithBoundary(context.WithoutCancel(ctx), key, func(b *session.Boundary) error {
+		for _, m := range msgs {
+			if _, err := b.Append(sessionID, toSession(m, turn)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.log.Error("turn: recording the answer in the transcript failed", "key", key, "session", sessionID, "error", err)
+	}
+}
+
+// turnMessages is what a turn adds to the transcript: its trail and its answer.
+func turnMessages(rep *agent.Reply) []agent.Message {
+	if rep == nil {
+		return nil
+	}
+	msgs := append([]agent.Message(nil), rep.Trail...)
+	if strings.TrimSpace(rep.Text) != "" {
+		msgs = append(msgs, agent.Message{Role: agent.RoleAssistant, Text: rep.Text})
+	}
+	return msgs
+}
+
+// MoreNote ends an answer cut at Options.MaxAnswerMessages; %d is how many messages remain.
+const MoreNote = "(The answer goes on for about %d more messages. Send /more to see the next part.)"
+
+// NothingMore answers /more when no cut answer is waiting.
+const NothingMore = "There is nothing more to send."
+
+// pending is the rest of a cut answer, sent on /more.
+type pending struct {
+	text            string
+	plugin, profile string
+	target          abi.OutboundMessage
+	stamp           session.Stamp
+}
+
+// capParts splits text for plugin and cuts it to at most Options.MaxAnswerMessages messages: the
+// last one says how to get the rest, which is returned.
+func (e *Engine) capParts(plugin, text string) (parts []string, rest string) {
+	parts = e.ledger.Split(plugin, text)
+	limit := e.opt.MaxAnswerMessages
+	if len(parts) <= limit {
+		return parts, ""
+	}
+	// The longest prefix that fits limit-1 messages, cut at a line or word boundary.
+	lo, hi := 0, len(text)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		for mid > 0 && !utf8.RuneStart(text[mid]) {
+			mid--
+		}
+		if mid <= lo {
+			break
+		}
+		if len(e.ledger.Split(plugin, text[:mid])) <= limit-1 {
+			lo = mid
+		} else {
+			hi = mid - 1
+			for hi > 0 && hi < len(text) && !utf8.RuneStart(text[hi]) {
+				hi--
+			}
+		}
+	}
+	cut := lo
+	if i := strings.LastIndexAny(text[:cut], "\n"); i > cut*4/5 {
+		cut = i + 1
+	} else if i := strings.LastIndexAny(text[:cut], " \t"); i > cut*4/5 {
+		cut = i + 1
+	}
+	if cut == 0 {
+		cut = lo
+	}
+	head, rest := text[:cut], text[cut:]
+	remaining := len(e.ledger.Split(plugin, rest))
+	parts = append(e.ledger.Split(plugin, strings.TrimRight(head, " \t\n")), fmt.Sprintf(MoreNote, remaining))
+	return parts, rest
+}
+
+// setMore keeps (or, with rest "", forgets) the rest of key's last answer.
+func (e *Engine) setMore(key string, p *pending) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p == nil || p.text == "" {
+		delete(e.more, key)
+		return
+	}
+	e.more[key] = p
+}
+
+// sendMore answers /more with the next part of the last cut answer.
+func (e *Engine) sendMore(ctx context.Context, key string, it *item) (string, string) {
+	e.mu.Lock()
+	p := e.more[key]
+	delete(e.more, key)
+	e.mu.Unlock()
+	if p == nil {
+		e.notice(ctx, it.plugin, it.profile, key, it.src, NothingMore)
+		return stDone, "command /more: nothing pending"
+	}
+	parts, rest := e.capParts(p.plugin, p.text)
+	if rest != "" {
+		e.setMore(key, &pending{text: rest, plugin: p.plugin, profile: p.profile, target: p.target, stamp: p.stamp})
+	}
+	id, err := e.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{
+		Plugin: p.plugin, Profile: p.profile, Key: key, Target: p.target, Text: p.text, Parts: parts, Kind: delivery.KindReply,
+		Guard: delivery.GuardLineage, Stamp: p.stamp, Origin: "more:" + it.ids[0],
+	})
+	if err != nil {
+		return stDone, "command /more: not recorded: " + err.Error()
+	}
+	return stDone, "command /more: sent " + id
+}

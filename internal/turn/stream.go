@@ -1,0 +1,184 @@
+package turn
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/session"
+)
+
+// streamer shows an answer while the agent writes it, on a platform that can edit messages: the
+// first text is posted at once, later text replaces it in place, at most once per
+// Options.EditInterval per chat; the final text is put in place by finish. Posts and edits go
+// through the ledger with the turn's guard, so a /new during the turn stops them too.
+type streamer struct {
+	e      *Engine
+	key    string
+	msg    delivery.Message // plugin, profile, key, target, guard, stamp, generation
+	origin string
+
+	mu      sync.Mutex
+	latest  string
+	changed chan struct{} // buffered(1)
+	stop    chan struct{}
+	stopped chan struct{}
+	msgID   string // the posted message; "" until the first post is delivered
+	shown   string // the text the chat shows
+}
+
+// streamSuffix marks a message that is still being written.
+const streamSuffix = " …"
+
+func (e *Engine) newStreamer(key string, msg delivery.Message) *streamer {
+	s := &streamer{e: e, key: key, msg: msg, origin: msg.Origin, changed: make(chan struct{}, 1),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+// update is Turn.OnText: it records the text so far and wakes the loop.
+func (s *streamer) update(text string) {
+	s.mu.Lock()
+	s.latest = text
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// chatKey names the chat an edit rate applies to.
+func (s *streamer) chatKey() string {
+	return s.msg.Plugin + "\x00" + s.msg.Profile + "\x00" + s.msg.Target.ChatID
+}
+
+// waitGate waits until the chat may be edited again, then claims the slot. It reports false
+// when stop closed first (unless force).
+func (s *streamer) waitGate(force bool) bool {
+	for {
+		s.e.mu.Lock()
+		next := s.e.lastEdit[s.chatKey()].Add(s.e.opt.EditInterval)
+		now := time.Now()
+		if !now.Before(next) {
+			s.e.lastEdit[s.chatKey()] = now
+			s.e.mu.Unlock()
+			return true
+		}
+		s.e.mu.Unlock()
+		t := time.NewTimer(next.Sub(now))
+		if force {
+			<-t.C
+			continue
+		}
+		select {
+		case <-t.C:
+		case <-s.stop:
+			t.Stop()
+			return false
+		}
+	}
+}
+
+func (s *streamer) run() {
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.changed:
+		case <-s.stop:
+			return
+		}
+		if !s.waitGate(false) {
+			return
+		}
+		s.mu.Lock()
+		text := s.latest
+		s.mu.Unlock()
+		if !s.show(text+streamSuffix, false) {
+			return
+		}
+	}
+}
+
+// show posts text (first) or edits the posted message to it, and waits for the outcome. Only
+// the first part of a long text is shown while streaming. It reports whether streaming can go on.
+func (s *streamer) show(text string, final bool) bool {
+	parts := s.e.ledger.Split(s.msg.Plugin, text)
+	if len(parts) == 0 {
+		return true
+	}
+	first := parts[0] // while streaming, a text longer than one message shows its first part
+	s.mu.Lock()
+	if first == s.shown {
+		s.mu.Unlock()
+		return true
+	}
+	id := s.msgID
+	s.mu.Unlock()
+	m := s.msg
+	m.Text, m.Parts = first, []string{first}
+	if id != "" {
+		m.Target.EditMessageID = id
+		m.Target.ReplyTo = ""
+	}
+	ctx := context.WithoutCancel(s.e.ctx)
+	group, err := s.e.ledger.Enqueue(ctx, m)
+	if err != nil {
+		s.e.log.Warn("turn: streaming an answer failed", "key", s.key, "error", err)
+		return false
+	}
+	row, err := s.e.ledger.Wait(s.e.ctx, group)
+	if err != nil || row.State != delivery.Delivered {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.msgID == "" && len(row.MessageIDs) > 0 {
+		s.msgID = row.MessageIDs[0]
+	}
+	s.shown = first
+	return s.msgID != ""
+}
+
+// finish stops the loop and puts the final text in place: its first part into the streamed
+// message, the rest as new messages (parts, already capped). It reports false when nothing was
+// streamed (the caller sends the answer the usual way).
+func (s *streamer) finish(parts []string) bool {
+	s.halt()
+	s.mu.Lock()
+	id := s.msgID
+	s.mu.Unlock()
+	if id == "" || len(parts) == 0 {
+		return false
+	}
+	s.waitGate(true)
+	s.show(parts[0], true)
+	if len(parts) > 1 {
+		m := s.msg
+		m.Parts = parts[1:]
+		m.Text = parts[1]
+		m.Target.ReplyTo = ""
+		if _, err := s.e.ledger.Enqueue(context.WithoutCancel(s.e.ctx), m); err != nil {
+			s.e.log.Warn("turn: sending the rest of a streamed answer failed", "key", s.key, "error", err)
+		}
+	}
+	return true
+}
+
+// halt stops the loop and waits for it.
+func (s *streamer) halt() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.stopped
+}
+
+// streamMessage is the delivery message a streamed answer uses.
+func streamMessage(plugin, profile, key string, target abi.OutboundMessage, st session.Stamp, origin string) delivery.Message {
+	return delivery.Message{Plugin: plugin, Profile: profile, Key: key, Target: target, Kind: delivery.KindReply,
+		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Origin: origin}
+}
