@@ -3,7 +3,7 @@ GO ?= go
 PLUGINS := $(notdir $(wildcard plugins/*))
 WASM := $(PLUGINS:%=build/plugins/%.wasm)
 
-.PHONY: all plugins serve test bench vet fmt clean FORCE
+.PHONY: all plugins serve test bench vet fmt clean tools FORCE
 
 all: bin/hermes-host bin/hermes-conformance plugins
 
@@ -32,9 +32,14 @@ vet:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 
+# Tools some tests need beyond Go: npm (the AssemblyScript example). Installed when missing.
+tools:
+	@command -v npm >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nodejs npm)
+
 # Every test, race detector on. Tests build the plugins they load (cached by source hash).
-test: all vet
-	$(GO) test -race -timeout 30m ./...
+# HERMES_REQUIRE_TOOLS makes a test whose tool is missing fail instead of skipping.
+test: all vet tools
+	HERMES_REQUIRE_TOOLS=1 $(GO) test -race -timeout 30m ./...
 
 bench: all
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee build/bench.txt
