@@ -224,7 +224,8 @@ type LogRequest struct {
 	Attrs   map[string]string `json:"attrs,omitempty"`
 }
 
-// ClockReply is the host's clock. Plugins have no other clock (WASI's is fake and frozen).
+// ClockReply is the host's clock: the authoritative time for a plugin (tests may fake it). The
+// WASI clock is the real wall clock, but only hermes_clock follows the host's.
 type ClockReply struct {
 	UnixMs int64 `json:"unix_ms"`
 }
@@ -323,10 +324,16 @@ type SessionRef struct {
 	Generation int64  `json:"generation"`
 }
 
+// Roles a plugin may give the messages it writes into a transcript (ObserveRequest, SeedRequest).
+const (
+	RoleUser      = "user"      // what a person wrote (the default)
+	RoleAssistant = "assistant" // what the bot itself said on the platform
+)
+
 // ObserveRequest appends a message to the source's transcript without starting a turn.
 type ObserveRequest struct {
 	Source Source `json:"source"`
-	Role   string `json:"role,omitempty"` // "user" (default) or "assistant"
+	Role   string `json:"role,omitempty" jsonschema:"enum=,enum=user,enum=assistant"` // RoleUser (default) or RoleAssistant
 	Text   string `json:"text"`
 }
 
@@ -344,7 +351,7 @@ type RedactReply struct {
 // the same critical section.
 type SeedRequest struct {
 	Source Source `json:"source"`
-	Role   string `json:"role,omitempty"`
+	Role   string `json:"role,omitempty" jsonschema:"enum=,enum=user,enum=assistant"` // RoleUser (default) or RoleAssistant
 	Text   string `json:"text,omitempty"`
 }
 

@@ -72,8 +72,10 @@ func parseDecimal(s string) (int, bool) {
 // host lacks; a much older one has had two minors to rebuild).
 func (host Version) Supports(guest Version) error {
 	switch {
-	case guest.Major != host.Major:
-		return fmt.Errorf("plugin is built for ABI %s; this host speaks ABI %s (major versions differ)", guest, host)
+	case guest.Major > host.Major:
+		return fmt.Errorf("plugin is built for ABI %s, a newer major version than this host's ABI %s; upgrade hermes-host", guest, host)
+	case guest.Major < host.Major:
+		return fmt.Errorf("plugin is built for ABI %s, an older major version than this host's ABI %s; rebuild the plugin with a current SDK", guest, host)
 	case guest.Minor > host.Minor:
 		return fmt.Errorf("plugin is built for ABI %s, newer than this host's ABI %s; upgrade hermes-host", guest, host)
 	case guest.Minor < host.Minor-1:

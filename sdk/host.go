@@ -61,7 +61,8 @@ func (c *Context) Log(level, msg string, attrs ...string) {
 	_ = call(abi.HostLog, req, nil) // logging never fails a handler
 }
 
-// Now is the host's clock. (WASI's clock inside the sandbox is not the wall clock.)
+// Now is the host's clock, the authoritative time for a plugin: use it, not time.Now, for
+// anything a test of the host may need to move (WASI's clock is the real wall clock).
 func (c *Context) Now() (time.Time, error) {
 	var r abi.ClockReply
 	if err := call(abi.HostClock, struct{}{}, &r); err != nil {

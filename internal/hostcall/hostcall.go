@@ -26,8 +26,12 @@ func (s Sessions) Resolve(ctx context.Context, c plugin.Caller, src abi.Source) 
 
 // Observe appends a message to the source's transcript without a turn.
 func (s Sessions) Observe(ctx context.Context, c plugin.Caller, req abi.ObserveRequest) (abi.SessionRef, error) {
+	r, err := role(req.Role)
+	if err != nil {
+		return abi.SessionRef{}, err
+	}
 	res, err := s.Kernel.Observe(ctx, req.Source, session.ResolveOptions{Internal: true},
-		session.Message{Role: role(req.Role), Text: req.Text, PlatformMessageID: req.Source.MessageID})
+		session.Message{Role: r, Text: req.Text, PlatformMessageID: req.Source.MessageID})
 	return res.Ref(), Err(err)
 }
 
@@ -43,19 +47,29 @@ func (s Sessions) Redact(ctx context.Context, c plugin.Caller, src abi.Source) (
 
 // Seed appends context to the source's session (for example a scheduled job's output).
 func (s Sessions) Seed(ctx context.Context, c plugin.Caller, req abi.SeedRequest) (abi.SessionRef, error) {
+	r, err := role(req.Role)
+	if err != nil {
+		return abi.SessionRef{}, err
+	}
 	var msgs []session.Message
 	if req.Text != "" {
-		msgs = append(msgs, session.Message{Role: role(req.Role), Text: req.Text})
+		msgs = append(msgs, session.Message{Role: r, Text: req.Text})
 	}
 	res, err := s.Kernel.Observe(ctx, req.Source, session.ResolveOptions{Internal: true}, msgs...)
 	return res.Ref(), Err(err)
 }
 
-func role(r string) string {
-	if r == "" {
-		return "user"
+// role checks the role a plugin gives a transcript message: "user" (the default) for what people
+// wrote, "assistant" for what the bot itself said on the platform. A plugin speaks for chat users
+// and the platform, never for the host, so it cannot write system or notification entries.
+func role(r string) (string, error) {
+	switch r {
+	case "", abi.RoleUser:
+		return abi.RoleUser, nil
+	case abi.RoleAssistant:
+		return r, nil
 	}
-	return r
+	return "", abi.Errorf(abi.CodeBadRequest, "role %q: a plugin may write %q or %q", r, abi.RoleUser, abi.RoleAssistant)
 }
 
 // Err maps kernel errors to ABI codes.
