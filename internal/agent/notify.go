@@ -24,6 +24,7 @@ const (
 	SummaryOutputHeader    = "Last lines of output:"
 	SummaryFullOutputHint  = "(Full output: log %s)"
 	summaryTailLines       = 5
+	summaryBatchTailLines  = 2
 	summaryTailLineChars   = 200
 	summaryUpdateLines     = 3
 	notificationFooterMark = "[INTERNAL NOTIFICATION"
@@ -144,6 +145,12 @@ func summarizeBatch(items []notice) string {
 			b.WriteString("was stopped")
 		default:
 			b.WriteString("ended (exit status unknown)")
+		}
+		// Each job's result stays visible in a batch: its last lines, indented under it.
+		// (An item of the engine's batch ends with the "]" that closes its "[IMPORTANT: …".)
+		out := strings.TrimSuffix(strings.TrimRight(n.output, "\n"), "]")
+		if tail := lastLines(out, summaryBatchTailLines); tail != "" {
+			b.WriteString("\n  " + SummaryOutputHeader + "\n  " + strings.ReplaceAll(tail, "\n", "\n  "))
 		}
 	}
 	return b.String()

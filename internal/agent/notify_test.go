@@ -60,7 +60,7 @@ func TestSummarize(t *testing.T) {
 			in: "[IMPORTANT: 2 background processes completed. Send at most one consolidated user-facing response.\n" +
 				"1. Background process proc_a completed normally (exit code 0).\nCommand: a\nOutput:\nx\n" +
 				"2. Background process proc_b exited (exit code 1).\nCommand: b\nOutput:\ny]",
-			want: "2 background jobs finished: 1 succeeded, 1 did not.\n- proc_a: finished successfully\n- proc_b: failed (exit 1)",
+			want: "2 background jobs finished: 1 succeeded, 1 did not.\n- proc_a: finished successfully\n  Last lines of output:\n  x\n- proc_b: failed (exit 1)\n  Last lines of output:\n  y",
 		},
 		{
 			name: "global watch breaker",
@@ -119,7 +119,7 @@ func TestSummarize(t *testing.T) {
 				"1. Background process proc_aaaaaaaaaaaa completed normally (exit code 0).\nCommand: a\nOutput:\nx\n]\n" +
 				"2. Background process proc_bbbbbbbbbbbb exited with exit code 1.\nCommand: b\n]\n" +
 				"3. Background process proc_cccccccccccc matched watch pattern \"up\".\nCommand: c\nOutput:\nup\n]\n",
-			want: "3 updates about your background jobs:\n- proc_aaaaaaaaaaaa: finished successfully\n- proc_bbbbbbbbbbbb: failed (exit 1)\n- proc_cccccccccccc: printed a watched line",
+			want: "3 updates about your background jobs:\n- proc_aaaaaaaaaaaa: finished successfully\n  Last lines of output:\n  x\n- proc_bbbbbbbbbbbb: failed (exit 1)\n- proc_cccccccccccc: printed a watched line\n  Last lines of output:\n  up",
 		},
 		{
 			name: "plain text",
