@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -40,7 +41,7 @@ func Open(path string, opt Options) (*sql.DB, error) {
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Add("_txlock", "immediate")
-	dsn := "file:" + path + "?" + q.Encode()
+	dsn := "file:" + uriPath(path) + "?" + q.Encode()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -61,6 +62,13 @@ func Open(path string, opt Options) (*sql.DB, error) {
 		return nil, fmt.Errorf("store: create schema_migrations: %w", err)
 	}
 	return db, nil
+}
+
+// uriPath escapes the characters that would end or alter the path part of a SQLite URI: in
+// "file:/tmp/a#1/hermes.db" everything after '#' is a fragment, so the database would silently
+// be /tmp/a. SQLite decodes %HH escapes in the path.
+func uriPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
 // Migrate applies, in order and each in its own transaction, the migrations of component that

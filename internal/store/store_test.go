@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -61,5 +62,28 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 	db.QueryRow(`SELECT COUNT(*) FROM schema_migrations WHERE component = 'bad'`).Scan(&n)
 	if n != 1 {
 		t.Fatalf("recorded %d migrations, want 1 (the good one)", n)
+	}
+}
+
+// TestOpenPathWithURICharacters opens a database whose directory name holds the characters a
+// SQLite URI treats specially ('#' starts a fragment, '?' a query, '%' an escape): the file must
+// land at exactly that path, not at a truncated one shared with other callers.
+func TestOpenPathWithURICharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a#1?b%41")
+	path := filepath.Join(dir, "hermes.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (x)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database not at %s: %v", path, err)
+	}
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode %q %v", mode, err)
 	}
 }
