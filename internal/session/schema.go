@@ -46,4 +46,9 @@ var migrations = []string{
 	// agent's structured parts (tool calls, the call a tool result answers) as JSON.
 	`ALTER TABLE session_messages ADD COLUMN turn_id TEXT;
 	ALTER TABLE session_messages ADD COLUMN meta TEXT;`,
+	// 3: the key's generation at which a session became current when a transition created it.
+	// With created_by it is the compression marker ClassifyWork follows: a compression child
+	// created at generation g accounts for the bump from g-1 to g, which does not supersede work.
+	// NULL for rows written before this migration (treated as "not a compression bump").
+	`ALTER TABLE sessions ADD COLUMN created_gen INTEGER;`,
 }
