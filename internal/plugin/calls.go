@@ -79,26 +79,34 @@ func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, 
 		return nil, fmt.Errorf("plugin %s: %w", p.name, ErrUnloaded)
 	}
 	defer v.inflight.Done()
+	return typedCallOn[Res](ctx, v, nil, profile, export, timeout, build)
+}
+
+// typedCallOn is typedCall on version v, with a reserved instance (consumed) or, when inst is
+// nil, one from the pool.
+func typedCallOn[Res any](ctx context.Context, v *version, inst *instance, profile, export string, timeout time.Duration, build func(abi.Call) any) (*Res, error) {
 	ps, err := v.profile(profile)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var in []byte
+		if in, err = json.Marshal(build(abi.Call{Profile: profile, Config: ps.config})); err == nil {
+			if timeout <= 0 {
+				timeout = v.limits.CallTimeout
+			}
+			var out []byte
+			if out, err = v.callOn(ctx, inst, v.caller(profile), export, in, timeout); err != nil {
+				return nil, err
+			}
+			res := new(Res)
+			if err := json.Unmarshal(out, res); err != nil {
+				return nil, abi.Errorf(abi.CodeInternal, "plugin %s: %s returned malformed JSON: %v", v.manifest.Name, export, err)
+			}
+			return res, nil
+		}
 	}
-	in, err := json.Marshal(build(abi.Call{Profile: profile, Config: ps.config}))
-	if err != nil {
-		return nil, err
+	if inst != nil {
+		v.pool.put(inst)
 	}
-	if timeout <= 0 {
-		timeout = v.limits.CallTimeout
-	}
-	out, err := v.call(ctx, v.caller(profile), export, in, timeout)
-	if err != nil {
-		return nil, err
-	}
-	res := new(Res)
-	if err := json.Unmarshal(out, res); err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "plugin %s: %s returned malformed JSON: %v", p.name, export, err)
-	}
-	return res, nil
+	return nil, err
 }
 
 // Webhook passes an inbound HTTP request to the plugin.

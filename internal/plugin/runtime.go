@@ -579,21 +579,36 @@ func (e *FailedError) Error() string {
 }
 
 func (v *version) call(ctx context.Context, c Caller, export string, input []byte, timeout time.Duration) ([]byte, error) {
+	return v.callOn(ctx, nil, c, export, input, timeout)
+}
+
+// callOn calls export on inst (a reserved instance), or on one from the pool when inst is nil.
+// It always consumes inst: back to the pool, or discarded.
+func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export string, input []byte, timeout time.Duration) ([]byte, error) {
 	start := time.Now()
+	unused := func() {
+		if inst != nil {
+			v.pool.put(inst)
+		}
+	}
 	if err := v.breaker.check(c.Plugin); err != nil {
+		unused()
 		v.metrics.call(export, "failed", start)
 		return nil, err
 	}
 	if len(input) > v.limits.MaxInput {
+		unused()
 		v.metrics.call(export, "too_large", start)
 		return nil, abi.Errorf(abi.CodeTooLarge, "%s input of %d bytes exceeds the cap of %d", export, len(input), v.limits.MaxInput)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	inst, err := v.pool.get(ctx)
-	if err != nil {
-		v.metrics.call(export, "no_instance", start)
-		return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
+	if inst == nil {
+		var err error
+		if inst, err = v.pool.get(ctx); err != nil {
+			v.metrics.call(export, "no_instance", start)
+			return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
+		}
 	}
 	st := &callState{caller: c}
 	rc, out, err := inst.p.CallWithContext(context.WithValue(ctx, callKey{}, st), export, input)
