@@ -13,7 +13,7 @@ import (
 // exactly one send; while all instances are reserved, another reservation waits (bounded by the
 // call deadline); Release gives an unused one back.
 func TestReserve(t *testing.T) {
-	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Defaults: Limits{PoolSize: 1, CallTimeout: 300 * time.Millisecond}})
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Defaults: Limits{PoolSize: 1}})
 	if rej := r.Scan(context.Background()); len(rej) != 0 {
 		t.Fatalf("rejections: %+v", rej)
 	}
@@ -23,7 +23,9 @@ func TestReserve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Reserve(ctx); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Reserve(short); err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second reservation of a pool of one: %v", err)
 	}
 	out, err := res.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "version"})

@@ -46,6 +46,17 @@ func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessag
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(c.sent))}}, nil
 }
 
+func (c *chatPlatform) Reserve(context.Context, string) (delivery.Sender, error) { return chatSend{c}, nil }
+
+// chatSend is a Sender for the chat platform; there is nothing to reserve.
+type chatSend struct{ c *chatPlatform }
+
+func (s chatSend) Send(ctx context.Context, profile string, m abi.OutboundMessage) (*abi.SendResult, error) {
+	return s.c.Send(ctx, "echo", profile, m)
+}
+
+func (chatSend) Release() {}
+
 func (c *chatPlatform) Limit(string) (abi.MessageLimit, bool) {
 	return abi.MessageLimit{Max: 4000, Unit: abi.UnitCodePoint}, true
 }
