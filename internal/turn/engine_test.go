@@ -46,7 +46,9 @@ func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessag
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(c.sent))}}, nil
 }
 
-func (c *chatPlatform) Reserve(context.Context, string) (delivery.Sender, error) { return chatSend{c}, nil }
+func (c *chatPlatform) Reserve(context.Context, string) (delivery.Sender, error) {
+	return chatSend{c}, nil
+}
 
 // chatSend is a Sender for the chat platform; there is nothing to reserve.
 type chatSend struct{ c *chatPlatform }
