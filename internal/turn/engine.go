@@ -489,6 +489,9 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 		kq.running, kq.cancel = it, cancel
 		e.mu.Unlock()
 
+		if testHookPopped != nil {
+			testHookPopped(it)
+		}
 		if e.begin(key, it) {
 			e.run(ctx, key, it)
 		}
@@ -498,6 +501,10 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 		e.mu.Unlock()
 	}
 }
+
+// testHookPopped, when set by a test, runs in a chat's runner right after it took a turn off
+// the queue, before the turn is marked running.
+var testHookPopped func(*item)
 
 // begin marks it's inbox rows running. Rows that are no longer queued (a /new recorded them
 // dropped meanwhile) leave the turn; it reports whether anything is left to run.
