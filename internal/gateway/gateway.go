@@ -14,7 +14,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +59,9 @@ type Gateway struct {
 	agent    agent.Agent
 	door     *inbound.Door
 	loops    *loop.Supervisor
+
+	warnMu sync.Mutex
+	warned map[string]bool // configuration warnings already logged
 }
 
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
@@ -66,7 +71,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, warned: map[string]bool{}}
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if g.kv, err = kv.Open(ctx, db); err != nil {
 		db.Close()
@@ -238,7 +243,56 @@ func (g *Gateway) Close() {
 func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	rej := g.runtime.Scan(ctx)
 	g.loops.Reconcile(ctx)
+	for _, w := range unmatchedConfig(g.cfg, g.runtime.Plugins()) {
+		g.warnOnce(w)
+	}
 	return rej
+}
+
+// unmatchedConfig lists configuration that matches nothing loaded: settings the file gives for
+// a plugin that is not in the plugins directory, and profile keys a plugin's config_schema does
+// not declare. Either is accepted, and most likely a mistake (a typo, a missing file).
+func unmatchedConfig(cfg *config.Config, loaded []*plugin.Plugin) []string {
+	byName := map[string]*plugin.Plugin{}
+	for _, p := range loaded {
+		byName[p.Name()] = p
+	}
+	var out []string
+	for _, name := range cfg.FilePlugins {
+		p := byName[name]
+		if p == nil {
+			out = append(out, fmt.Sprintf("config: plugins.%s configures a plugin that is not loaded (no %s.wasm in %s, or it was rejected)",
+				name, name, cfg.PluginsDir))
+			continue
+		}
+		profiles := make([]string, 0, len(cfg.Plugins[name].Profiles))
+		for profile := range cfg.Plugins[name].Profiles {
+			profiles = append(profiles, profile)
+		}
+		slices.Sort(profiles)
+		for _, profile := range profiles {
+			raw, err := cfg.Plugins[name].ProfileJSON(profile)
+			if err != nil {
+				continue
+			}
+			if unknown := plugin.UnknownConfigKeys(p.Manifest(), raw); len(unknown) > 0 {
+				out = append(out, fmt.Sprintf("config: plugins.%s.profiles.%s: %s not in the plugin's config_schema (ignored by the plugin; a typo?)",
+					name, profile, strings.Join(unknown, ", ")))
+			}
+		}
+	}
+	return out
+}
+
+// warnOnce logs a configuration warning the first time it occurs (plugins reload often).
+func (g *Gateway) warnOnce(msg string) {
+	g.warnMu.Lock()
+	seen := g.warned[msg]
+	g.warned[msg] = true
+	g.warnMu.Unlock()
+	if !seen {
+		g.log.Warn(msg)
+	}
 }
 
 // Run serves until ctx is cancelled: it loads the plugins, watches the plugins directory for
