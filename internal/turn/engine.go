@@ -180,6 +180,18 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.end(r.key, it, stInterrupted, "interrupted: the host restarted during this turn", &notice, stRunning)
 			continue
 		}
+		if r.state == stQueued && (it.cmd == "stop" || it.cmd == "new" || it.cmd == "reset") {
+			// Recorded, then the host stopped before the command acted (it acts at once, in
+			// Dispatch): it acts now. Its platform's redelivery is taken for a duplicate.
+			row := r
+			if err := e.k.WithBoundary(ctx, r.key, func(b *session.Boundary) error {
+				_, err := e.cut(b, row.key, &row, it.cmd, it.arg)
+				return err
+			}); err != nil {
+				e.log.Error("turn: a recorded "+it.cmd+" could not act after the restart", "id", r.id, "error", err)
+			}
+			continue
+		}
 		if r.state == stRunning {
 			if err := e.write(func(ctx context.Context, t *delivery.Tx) error {
 				_, err := e.settle(ctx, t, r.key, it, stQueued, "", stRunning)
