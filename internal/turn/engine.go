@@ -5,6 +5,21 @@
 // classified when it is picked up, and whatever it becomes (a text notice, or a synthetic turn
 // of the agent) is delivered through the ledger's guarded send, which classifies it again inside
 // the key's boundary immediately before the plugin's send.
+//
+// # Records
+//
+// Every inbound event and every queued notification is an inbox row, and what becomes of it is
+// written in the same transaction as whatever goes with it: a turn's answer and its row's
+// "done"; a dropped notification and its ledger drop record; a /stop or /new and everything it
+// cancels; a process event's acknowledgement and the ledger row, drop record or inbox row that is
+// its outcome. Row states move by compare-and-set, so a turn and the command that interrupts it
+// never both record an outcome. Outcomes are true: done, failed, interrupted (by /stop, /new,
+// /reset or a restart), dropped.
+//
+// # Lock order
+//
+// A plugin instance, then a key's boundary, then Engine.mu (a leaf, never held across I/O). See
+// Engine.
 package turn
 
 import (
