@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/process"
 )
 
 // floodOnce makes the chat platform answer the next send with retry_after: the message stays
@@ -98,17 +99,7 @@ func TestNotificationQueuedWhenCompressing(t *testing.T) {
 	})
 	t.Run("answer-pending", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			a := newBlocking()
-			h := newHarness(t, a, Options{})
-			h.say(dm, "hi")
-			a.next(t)
-			a.release <- "hello"
-			synctest.Wait()
-			p := h.spawn(dm, "echo pending-answer-job", true)
-			a.next(t) // the notification turn runs
-			h.chat.floodOnce(30 * time.Second)
-			a.release <- "job summary"
-			until(t, "the answer refused", func() bool { return h.chat.refused() == 1 })
+			h, p := answerPending(t, "echo pending-answer-job")
 			before := h.current(dm).SessionID
 			h.say(dm, "/compress")
 			until(t, "/compress", func() bool { return h.current(dm).SessionID != before })
@@ -172,17 +163,7 @@ func TestNotificationQueuedWhenNew(t *testing.T) {
 	})
 	t.Run("answer-pending", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			a := newBlocking()
-			h := newHarness(t, a, Options{})
-			h.say(dm, "hi")
-			a.next(t)
-			a.release <- "hello"
-			synctest.Wait()
-			p := h.spawn(dm, "echo answer-pending-new", true)
-			a.next(t)
-			h.chat.floodOnce(30 * time.Second)
-			a.release <- "job summary"
-			until(t, "the answer refused", func() bool { return h.chat.refused() == 1 })
+			h, p := answerPending(t, "echo answer-pending-new")
 			h.say(dm, "/new")
 			time.Sleep(31 * time.Second)
 			synctest.Wait()
@@ -208,6 +189,24 @@ func until(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// answerPending sets up a notification turn whose answer ("job summary") is pending in the
+// ledger: the process cmd ended, its notification turn answered, and the platform refused the
+// send with retry_after.
+func answerPending(t *testing.T, cmd string) (*harness, process.SpawnResult) {
+	a := newBlocking()
+	h := newHarness(t, a, Options{})
+	h.say(dm, "hi")
+	a.next(t)
+	a.release <- "hello"
+	synctest.Wait()
+	p := h.spawn(dm, cmd, true)
+	a.next(t) // the notification turn runs
+	h.chat.floodOnce(30 * time.Second)
+	a.release <- "job summary"
+	until(t, "the answer refused", func() bool { return h.chat.refused() == 1 })
+	return h, p
 }
 
 // rowsWith returns the ledger rows in state whose text contains sub, as observed.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
-	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
@@ -122,23 +121,6 @@ func (h *harness) reach(proc string, stage int) {
 			}
 		}
 	}
-}
-
-// trySpawn is spawn for other goroutines: it returns errors instead of failing the test.
-func (h *harness) trySpawn(src abi.Source, cmd string, notify bool) (process.SpawnResult, error) {
-	var res process.SpawnResult
-	err := h.k.WithBoundary(context.Background(), h.key(src), func(b *session.Boundary) error {
-		if _, err := b.Resolve(src, session.ResolveOptions{}); err != nil {
-			return err
-		}
-		st, err := b.Stamp(src)
-		if err != nil {
-			return err
-		}
-		res, err = h.procs.Spawn(b.Context(), process.SpawnRequest{Command: cmd, Stamp: st, NotifyOnComplete: notify})
-		return err
-	})
-	return res, err
 }
 
 // quiesce waits until every process event is final, no turn is open and no message is waiting.
