@@ -344,6 +344,9 @@ func (g *Gateway) startCore(ctx context.Context) error {
 		g.log.Info("background processes recovered", "adopted", len(rep.Adopted), "ended_while_down", rep.Exited,
 			"lost", rep.Lost, "killed", rep.Killed, "reclaimed_events", rep.Reclaimed)
 	}
+	if len(rep.Corrupt) > 0 {
+		g.log.Error("background-process checkpoints that cannot be decoded were left untouched", "ids", rep.Corrupt)
+	}
 	reconciled, err := g.ledger.Start(ctx)
 	if err != nil {
 		return fmt.Errorf("starting the delivery ledger: %w", err)

@@ -102,3 +102,24 @@ func TestCloseWhileTheStoreFails(t *testing.T) {
 		t.Fatalf("completions %+v", c)
 	}
 }
+
+// TestCorruptCheckpointIsReported: a checkpoint whose stamp cannot be decoded is an error, never
+// an unstamped process (which would be delivered by route): Recover leaves it untouched and says
+// so, and the host starts.
+func TestCorruptCheckpointIsReported(t *testing.T) {
+	e := newEnv(t, Options{})
+	res := e.spawn(SpawnRequest{Command: "sleep 30", NotifyOnComplete: true})
+	if _, err := e.db.Exec(`UPDATE processes SET stamp = '{not json' WHERE id = ?`, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadRow(context.Background(), e.db, res.ID); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("loadRow = %v", err)
+	}
+	rep := e.reopen()
+	if len(rep.Corrupt) != 1 || rep.Corrupt[0] != res.ID || len(rep.Adopted) != 0 {
+		t.Fatalf("recover %+v", rep)
+	}
+	if len(e.completions(res.ID)) != 0 {
+		t.Fatal("a completion was produced for a checkpoint whose owner is unknown")
+	}
+}
