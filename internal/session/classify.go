@@ -59,7 +59,7 @@ const (
 	ReasonSessionMissing   = "session_missing"       // Unverifiable: the stamped or routed session row does not exist
 	ReasonNoRoute          = "no_route"              // Unverifiable: a stamped event for a key with no route
 	ReasonCompressInFlight = "compression_in_flight" // Unverifiable: compression ended the session, no continuation visible
-	ReasonTipEnded         = "compression_tip_ended" // Unverifiable: the compression tip is not live
+	ReasonTipEnded         = "compression_tip_ended" // Unverifiable: the compression tip ended for a non-user reason
 	ReasonTipWalk          = "compression_chain"     // Unverifiable: the chain is cyclic or longer than MaxTipHops
 )
 
@@ -308,6 +308,12 @@ func (k *Kernel) liveTip(ctx context.Context, r rowState) (rowState, Verdict, bo
 	}
 	if t.id == r.id {
 		return t, unverifiable(ReasonCompressInFlight, "session "+r.id+" ended by compression; no continuation visible yet", nil), false
+	}
+	if t.ended && UserBoundary(t.reason) {
+		// Compression is one transaction here, so a continuation that ended is final: the user
+		// left the conversation after it was compressed.
+		return t, Verdict{Kind: Stale, Reason: ReasonUserBoundary,
+			Detail: fmt.Sprintf("compression tip %s of %s ended %s", t.id, r.id, t.reason)}, false
 	}
 	if t.ended {
 		return t, unverifiable(ReasonTipEnded, fmt.Sprintf("compression tip %s of %s ended %s", t.id, r.id, quoteReason(t.reason)), nil), false

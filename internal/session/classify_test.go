@@ -152,10 +152,19 @@ func TestClassificationTable(t *testing.T) {
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonCompressInFlight},
-		{"unverifiable: compression tip ended", Options{}, func(e *env) (Stamp, string) {
+		{"user boundary: the compression tip ended by /new", Options{}, func(e *env) (Stamp, string) {
 			s := e.stamp(src)
 			e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
 			e.r(e.k.Reset(e.ctx, s.Key, ""))
+			return s, ""
+		}, Stale, ReasonUserBoundary},
+		{"unverifiable: compression tip ended for a non-user reason", Options{}, func(e *env) (Stamp, string) {
+			s := e.stamp(src)
+			r := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
+			// Another writer ended the continuation without moving the route on.
+			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'timeout' WHERE id = ?`, r.SessionID)
+			e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, s.SessionID, s.Key)
+			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonTipEnded},
 		{"unverifiable: compression chain cycle", Options{}, func(e *env) (Stamp, string) {
@@ -264,7 +273,7 @@ func TestClassifyWorkTable(t *testing.T) {
 		{"compression, then /stop", []step{compress, stop}, Stale, ReasonSuperseded},
 		{"/stop, then compression", []step{stop, compress}, Stale, ReasonSuperseded},
 		{"/new", []step{reset}, Stale, ReasonUserBoundary},
-		{"compression, then /new", []step{compress, reset}, Unverifiable, ReasonTipEnded},
+		{"compression, then /new", []step{compress, reset}, Stale, ReasonUserBoundary},
 		{"/branch", []step{branch}, Stale, ReasonUserBoundary},
 		{"suspended and replaced", []step{suspend, resolve}, Stale, ReasonSuperseded},
 		{"agent_close, reopened", []step{agentClose, resolve}, Stale, ReasonSuperseded},

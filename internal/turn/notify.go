@@ -72,8 +72,10 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 	if dropped.Text == "" {
 		dropped.Text = syntheticText(ev)
 	}
-	drop := func(reason string) {
-		e.acked(ctx, c, "dropped: "+reason, func(ctx context.Context, t *delivery.Tx) error {
+	// drop records the notification as dropped with reason and acks the event with outcome, in
+	// one transaction.
+	drop := func(reason, outcome string) {
+		e.acked(ctx, c, "dropped: "+outcome, func(ctx context.Context, t *delivery.Tx) error {
 			_, err := t.Record(ctx, dropped, delivery.Dropped, reason)
 			return err
 		})
@@ -82,18 +84,18 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		// The route would take the notice somewhere the stamped key does not own (a DM/group
 		// bleed): never deliver it.
 		e.log.Warn("process notification dropped: route does not match its key", "proc", ev.ProcID, "error", err)
-		drop(session.ReasonKeyMismatch + ": " + err.Error())
+		drop(session.ReasonKeyMismatch+": "+err.Error(), session.ReasonKeyMismatch)
 		return
 	}
 	v := e.k.Classify(ctx, st)
 	switch {
 	case v.Kind == session.Stale:
 		// Recorded, never silent; the process's output stays readable with `hermes-host ps log`.
-		drop("stale: " + v.Reason)
+		drop("stale: "+v.Reason, v.Reason)
 		return
 	case !v.Deliverable():
 		if c.Attempt >= e.opt.MaxNotifyAttempts {
-			drop("unverifiable: " + v.Reason)
+			drop("unverifiable: "+v.Reason, "unverifiable "+v.Reason)
 			return
 		}
 		e.retry(ctx, c, "unverifiable: "+v.String())
