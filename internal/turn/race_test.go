@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
@@ -65,7 +66,7 @@ func TestNewRaceAccountsForEveryCompletion(t *testing.T) {
 			}
 			p, err := h.trySpawn(src, cmd, i%2 == 0)
 			if err == nil {
-				h.reach(p.ID, rng.IntN(5))
+				h.reach(p.ID, p.Stamp.Key, rng.IntN(5))
 				time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
 				_, err = h.e.Dispatch(context.Background(), "echo", "main", abi.InboundEvent{ID: fmt.Sprintf("new%d", i), Source: src, Text: "/new"})
 			}
@@ -91,35 +92,34 @@ func TestNewRaceAccountsForEveryCompletion(t *testing.T) {
 }
 
 // reach waits until proc's completion got to stage: 0 started, 1 ended, 2 event claimed, 3 event
-// handed on, 4 its chat was sent something after the start. Every stage comes (nothing else
-// happens in the chat before the /new); the deadline only bounds a broken run.
-func (h *harness) reach(proc string, stage int) {
+// handed on, 4 a notice or answer was delivered into key. Every stage comes (nothing else
+// happens in the chat before the /new); the deadline only bounds a broken run. The checks are
+// cheap (memory, one indexed row): polling must not become the test's main cost.
+func (h *harness) reach(proc, key string, stage int) {
 	ctx := context.Background()
-	for deadline := time.Now().Add(30 * time.Second); stage > 0 && time.Now().Before(deadline); time.Sleep(500 * time.Microsecond) {
+	for deadline := time.Now().Add(30 * time.Second); stage > 0 && time.Now().Before(deadline); {
 		switch stage {
 		case 1:
 			if st, err := h.procs.Poll(ctx, proc); err == nil && st.State.Final() {
 				return
 			}
-		default:
-			recs, _ := h.procs.Queue().Events(ctx, proc)
-			if len(recs) == 0 {
-				continue
+		case 2, 3:
+			var q string
+			h.e.db.QueryRow(`SELECT state FROM process_events WHERE proc_id = ? AND kind = 'completion'`, proc).Scan(&q)
+			if (stage == 2 && q != "" && q != "pending") || (stage == 3 && q == "done") {
+				return
 			}
-			q := recs[0].QueueState
-			switch {
-			case stage == 2 && q != "pending":
-				return
-			case stage == 3 && q == "done":
-				return
-			case stage == 4 && q == "done":
-				var n int
-				h.e.db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE state = 'delivered' AND session_key = ?`, recs[0].Stamp.Key).Scan(&n)
-				if n > 0 {
+		case 4:
+			h.mu.Lock()
+			for _, r := range h.rows {
+				if r.Key == key && r.State == delivery.Delivered {
+					h.mu.Unlock()
 					return
 				}
 			}
+			h.mu.Unlock()
 		}
+		time.Sleep(3 * time.Millisecond)
 	}
 }
 
