@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	extism "github.com/extism/go-sdk"
 )
@@ -14,6 +15,17 @@ import (
 type instance struct {
 	p      *extism.Plugin
 	stderr *headBuffer // the guest's stderr, for crash reports (a Go panic prints there)
+	// dead is set by wazero when any module of the instance closes: the guest called
+	// proc_exit (even with status 0), a deadline stopped it, or the host closed it. A dead
+	// instance never runs code again; exitCode is the status it closed with.
+	dead     atomic.Bool
+	exitCode atomic.Uint32
+}
+
+// CloseNotify implements wazero's experimental.CloseNotifier for the instance's modules.
+func (i *instance) CloseNotify(_ context.Context, exitCode uint32) {
+	i.exitCode.Store(exitCode)
+	i.dead.Store(true)
 }
 
 func (i *instance) close() { i.p.Close(context.Background()) }

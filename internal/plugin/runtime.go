@@ -26,6 +26,7 @@ import (
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/egress"
@@ -508,10 +509,12 @@ func (v *version) caller(profile string) Caller {
 }
 
 func (v *version) newInstance(ctx context.Context) (*instance, error) {
-	stderr := &headBuffer{max: 8 << 10}
-	p, err := v.compiled.Instance(ctx, extism.PluginInstanceConfig{
+	inst := &instance{stderr: &headBuffer{max: 8 << 10}}
+	// wazero notifies inst when one of its modules closes (proc_exit included), so the runtime
+	// knows an instance died even when the call that killed it "succeeded".
+	p, err := v.compiled.Instance(experimental.WithCloseNotifier(ctx, inst), extism.PluginInstanceConfig{
 		ModuleConfig: wazero.NewModuleConfig().
-			WithStderr(stderr).
+			WithStderr(inst.stderr).
 			WithSysWalltime().
 			WithSysNanotime().
 			WithRandSource(rand.Reader),
@@ -519,8 +522,9 @@ func (v *version) newInstance(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}
+	inst.p = p
 	v.metrics.instances(1)
-	return &instance{p: p, stderr: stderr}, nil
+	return inst, nil
 }
 
 func (v *version) discard(inst *instance) {
@@ -553,7 +557,7 @@ type callState struct {
 type CrashError struct {
 	Plugin string
 	Export string
-	Reason string // "deadline", "trap"
+	Reason string // "deadline", "trap", "exit" (proc_exit during the call)
 	Err    error
 	Stderr string // the guest's last words, if any
 }
@@ -590,7 +594,7 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	inst, err := v.pool.get(ctx)
+	inst, err := v.liveInstance(ctx)
 	if err != nil {
 		v.metrics.call(export, "no_instance", start)
 		return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
@@ -598,13 +602,19 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	st := &callState{caller: c}
 	rc, out, err := inst.p.CallWithContext(context.WithValue(ctx, callKey{}, st), export, input)
 
-	if err != nil && !isGuestError(inst, err) {
+	if inst.dead.Load() || (err != nil && !isGuestError(inst, err)) {
 		// The instance is dead or its state is suspect: never reuse it.
 		v.discard(inst)
 		reason := "trap"
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			reason = "deadline"
 			err = fmt.Errorf("call deadline of %v exceeded; instance stopped: %w", timeout, err)
+		case err == nil:
+			// proc_exit(0): Extism reports a clean return, but the module is closed. Whatever
+			// the guest wrote before exiting is not trusted.
+			reason = "exit"
+			err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed", inst.exitCode.Load())
 		}
 		crash := &CrashError{Plugin: c.Plugin, Export: export, Reason: reason, Err: err, Stderr: inst.stderr.take()}
 		v.metrics.crash(reason)
@@ -636,6 +646,20 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	}
 	v.metrics.call(export, "ok", start)
 	return out, nil
+}
+
+// liveInstance takes an instance from the pool, discarding any that died while idle (a module
+// closed by proc_exit or by the host). A dead instance refuses a call without running guest
+// code, so taking the next one is a safe retry, not a second attempt of the call.
+func (v *version) liveInstance(ctx context.Context) (*instance, error) {
+	for {
+		inst, err := v.pool.get(ctx)
+		if err != nil || !inst.dead.Load() {
+			return inst, err
+		}
+		v.rt.log.Warn("dead plugin instance found idle in the pool; discarded without counting a crash", "plugin", v.manifest.Name)
+		v.discard(inst)
+	}
 }
 
 // isGuestError reports whether err is the guest's own error_set message (the instance is

@@ -51,7 +51,7 @@ func newRuntime(t testing.TB, files map[string]string, cfg Config) *Runtime {
 	if cfg.Plugins == nil {
 		cfg.Plugins = map[string]Settings{}
 	}
-	for _, name := range []string{"probe", "echo", "loop", "membomb", "bigout", "sneaky"} {
+	for _, name := range []string{"probe", "echo", "loop", "membomb", "bigout", "sneaky", "exiter"} {
 		s, ok := cfg.Plugins[name]
 		if !ok {
 			s = Settings{Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t-main","outbox_url":"http://127.0.0.1:1/"}`)}}
@@ -448,5 +448,56 @@ func TestHotReload(t *testing.T) {
 	}
 	if _, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1"}); !errors.Is(err, ErrUnloaded) {
 		t.Fatalf("call to unloaded plugin: %v", err)
+	}
+}
+
+// TestProcExitDiscardsInstance: an export that calls proc_exit(0) looks like a clean return to
+// Extism, but its module is closed. The runtime discards that instance as a crash, and later
+// calls, unrelated to the exit, all run on live instances.
+func TestProcExitDiscardsInstance(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, map[string]string{"exiter.wasm": hostileTD + "exiter"}, Config{})
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		t.Fatalf("rejections %+v", rej)
+	}
+	p := r.Get("exiter")
+	_, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "exit"})
+	var crash *CrashError
+	if !errors.As(err, &crash) || crash.Reason != "exit" || !strings.Contains(err.Error(), "proc_exit(0)") {
+		t.Fatalf("exit: %v", err)
+	}
+	if n := p.Info().Instances; n != 0 {
+		t.Fatalf("the exited instance was kept: %d instances", n)
+	}
+	for i := 0; i < 20; i++ {
+		res, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "hello"})
+		if err != nil || len(res.MessageIDs) != 1 {
+			t.Fatalf("call %d after the exit: %+v %v", i, res, err)
+		}
+	}
+}
+
+// TestDeadIdleInstanceIsReplaced: an instance that died while idle refuses calls without running
+// guest code, so the call moves to a fresh instance and no crash is counted.
+func TestDeadIdleInstanceIsReplaced(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, map[string]string{"exiter.wasm": hostileTD + "exiter"}, Config{})
+	r.Scan(ctx)
+	p := r.Get("exiter")
+	v := p.current()
+	inst, err := v.pool.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst.p.Close(ctx) // dies behind the runtime's back
+	v.pool.put(inst)
+	if !inst.dead.Load() {
+		t.Fatal("closing the instance did not mark it dead")
+	}
+	if _, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "hello"}); err != nil {
+		t.Fatalf("call after an idle instance died: %v", err)
+	}
+	if len(v.breaker.times) != 0 {
+		t.Fatalf("a refused call on a dead instance counted as a crash")
 	}
 }
