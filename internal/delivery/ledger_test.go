@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"log/slog"
@@ -48,13 +49,17 @@ func (p *platform) Send(ctx context.Context, plugin, profile string, m abi.Outbo
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(p.sent))}}, nil
 }
 
-func (p *platform) Limit(string) (abi.MessageLimit, bool) {
+func (p *platform) Limit(string) (abi.MessageLimit, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.limit.Max == 0 {
-		return abi.MessageLimit{Max: 1000, Unit: abi.UnitCodePoint}, !p.gone
+	var err error
+	if p.gone {
+		err = errors.New("plugin chat is not loaded")
 	}
-	return p.limit, !p.gone
+	if p.limit.Max == 0 {
+		return abi.MessageLimit{Max: 1000, Unit: abi.UnitCodePoint}, err
+	}
+	return p.limit, err
 }
 
 func (p *platform) texts() []string {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,8 @@ type Gateway struct {
 	agent    agent.Agent
 	door     *inbound.Door
 	loops    *loop.Supervisor
+	// running is set by Run: from then on, each plugin load reconciles the loops at once.
+	running atomic.Bool
 }
 
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
@@ -82,6 +85,11 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		Env:      g.env,
 		Logger:   log,
 		Metrics:  plugin.NewMetrics(g.registry),
+		OnChange: func() {
+			if g.running.Load() {
+				g.loops.Reconcile(context.Background())
+			}
+		},
 	})
 	if err != nil {
 		db.Close()
@@ -241,29 +249,34 @@ func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	return rej
 }
 
-// Run serves until ctx is cancelled: it loads the plugins, watches the plugins directory for
-// changes, runs the poll and tick loops, and serves HTTP on cfg.Listen. ready, if not nil, is
-// called with the listening address once the server accepts connections.
+// Run serves until ctx is cancelled. It opens the listener first (health and the admin API
+// answer at once), starts the core (process recovery, ledger, turn engine), then loads the
+// plugins in parallel: each plugin serves, and its loops start, as soon as it has loaded,
+// whatever the other files do. Then it watches the plugins directory for changes. ready, if not
+// nil, is called with the listening address once the server accepts connections.
 func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	start := time.Now()
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
 	}
-	g.LoadPlugins(ctx)
 	if err := g.startCore(ctx); err != nil {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
-	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
-		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	g.log.Info("hermes-host listening", "addr", ln.Addr().String())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	g.running.Store(true)
+	g.LoadPlugins(ctx)
+	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
+	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
+		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -280,7 +293,8 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 }
 
 // startCore recovers background processes, reconciles the ledger and starts the turn engine.
-// Plugins are loaded first, so pending deliveries find their plugin.
+// It runs before the plugins load: a pending delivery whose plugin is still loading waits for it
+// without using up an attempt (see transport.Limit).
 func (g *Gateway) startCore(ctx context.Context) error {
 	rep, err := g.procs.Recover(ctx)
 	if err != nil {

@@ -144,6 +144,16 @@ func (p *Plugin) Active() bool {
 	return v != nil && v.breaker.check(p.name) == nil
 }
 
+// Status is nil when the plugin can serve, and otherwise says why not: its file was removed
+// (ErrUnloaded), or its breaker tripped (a *FailedError carrying the last crash).
+func (p *Plugin) Status() error {
+	v := p.current()
+	if v == nil {
+		return fmt.Errorf("plugin %s: %w", p.name, ErrUnloaded)
+	}
+	return v.breaker.check(p.name)
+}
+
 // Info describes a loaded plugin for the admin API and the CLI.
 type Info struct {
 	Name      string              `json:"name"`

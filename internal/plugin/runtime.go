@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -43,6 +44,9 @@ type Limits struct {
 	BreakerCrashes int           // default 5
 	BreakerWindow  time.Duration // default 1 minute
 	MaxFileBytes   int64         // .wasm file size cap; default 64 MiB
+	// LoadTimeout bounds loading one file: compiling it, describe and every profile's configure
+	// (each call also has its own CallTimeout). Default 2 minutes.
+	LoadTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -70,6 +74,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxFileBytes <= 0 {
 		l.MaxFileBytes = 64 << 20
 	}
+	if l.LoadTimeout <= 0 {
+		l.LoadTimeout = 2 * time.Minute
+	}
 	return l
 }
 
@@ -94,6 +101,14 @@ type Config struct {
 	Env      *Env
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: no metrics
+	// LoadParallel bounds how many files load at once (default 8); compiling, the CPU-heavy
+	// part, is further bounded by GOMAXPROCS. A file that spins in describe or configure holds
+	// one load slot until its deadline, never the others.
+	LoadParallel int
+	// OnChange, if set, is called after a plugin is installed, replaced or unloaded, so the
+	// caller can start or stop what depends on it (poll loops) without waiting for the rest
+	// of a scan.
+	OnChange func()
 }
 
 // Runtime holds the loaded plugins.
@@ -103,11 +118,16 @@ type Runtime struct {
 	cache wazero.CompilationCache
 	fns   []extism.HostFunction
 
-	// mu guards plugins and files. Lock order: Runtime.mu before Plugin.mu.
+	// mu guards plugins, files and loading. Lock order: Runtime.mu before Plugin.mu.
 	mu      sync.Mutex
 	plugins map[string]*Plugin    // by manifest name
 	files   map[string]*fileState // by path
-	scanMu  sync.Mutex            // one Scan at a time
+	loading map[string]string     // path → sha256 of the content being loaded
+	// scanMu makes one Scan at a time compare the directory with files; the loads a scan starts
+	// run outside it, so a rescan (a hot reload) never waits behind a slow load.
+	scanMu      sync.Mutex
+	loadSlots   chan struct{} // bounds concurrent loads
+	compileSlot chan struct{} // bounds concurrent compilations
 }
 
 // fileState is what the runtime last saw of one file in the plugins directory.
@@ -130,7 +150,13 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Env.Logger == nil {
 		cfg.Env.Logger = cfg.Logger
 	}
-	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{}}
+	if cfg.LoadParallel <= 0 {
+		cfg.LoadParallel = 8
+	}
+	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{},
+		loading:     map[string]string{},
+		loadSlots:   make(chan struct{}, cfg.LoadParallel),
+		compileSlot: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -198,46 +224,121 @@ func (r *Runtime) Rejections() []Rejection {
 	return out
 }
 
+// Loading lists the files being loaded right now.
+func (r *Runtime) Loading() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.loading))
+	for path := range r.loading {
+		out = append(out, path)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Scan brings the runtime in line with the plugins directory: new and changed files are
 // validated and loaded (replacing the old version once its calls drain), removed files are
 // unloaded, and a file that fails validation is recorded as rejected while any version already
-// serving keeps serving. It returns the rejections of this scan.
+// serving keeps serving. Files load in parallel (bounded by Config.LoadParallel), each under its
+// own deadline (Limits.LoadTimeout), so one slow or spinning file delays no other. A file whose
+// same content is already being loaded by another scan is skipped. Scan returns when the loads
+// it started have finished, with the rejections among them.
 func (r *Runtime) Scan(ctx context.Context) []Rejection {
+	type job struct {
+		path, sum string
+		data      []byte
+		err       error
+	}
 	r.scanMu.Lock()
-	defer r.scanMu.Unlock()
 	paths, err := filepath.Glob(filepath.Join(r.cfg.Dir, "*.wasm"))
 	if err != nil {
+		r.scanMu.Unlock()
 		r.log.Error("plugin directory scan failed", "dir", r.cfg.Dir, "error", err)
 		return nil
 	}
 	present := map[string]bool{}
-	var rejected []Rejection
+	var jobs []*job
 	for _, path := range paths {
 		present[path] = true
 		data, sum, err := r.readFile(path)
 		r.mu.Lock()
-		prev := r.files[path]
+		prev, busy := r.files[path], r.loading[path]
+		unchanged := err == nil && ((prev != nil && prev.sha256 == sum) || busy == sum)
+		if !unchanged {
+			r.loading[path] = sum
+		}
 		r.mu.Unlock()
-		if err == nil && prev != nil && prev.sha256 == sum {
-			continue // unchanged (loaded or already rejected with this content)
+		if unchanged {
+			continue // loaded, rejected or being loaded with this content
 		}
-		if err == nil {
-			err = r.loadFile(ctx, path, data, sum)
-		}
-		if err != nil {
-			r.mu.Lock()
-			st := &fileState{path: path, sha256: sum, err: err, at: time.Now()}
-			if prev != nil {
-				st.name = prev.name // the old version keeps serving under its name
-			}
-			r.files[path] = st
-			r.mu.Unlock()
-			r.log.Error("plugin rejected", "file", path, "error", err)
-			rejected = append(rejected, Rejection{Path: path, Error: err.Error(), At: st.at})
+		jobs = append(jobs, &job{path: path, sum: sum, data: data, err: err})
+	}
+	gone := r.forgetRemoved(present)
+	r.scanMu.Unlock()
+
+	for _, p := range gone {
+		r.log.Info("plugin unloaded: file removed", "plugin", p.name)
+		p.unload()
+		if r.cfg.Env.Egress != nil {
+			r.cfg.Env.Egress.CloseOwner(p.name)
 		}
 	}
-	// Unload plugins whose file is gone.
+	if len(gone) > 0 {
+		r.changed()
+	}
+
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if j.err == nil {
+				select {
+				case r.loadSlots <- struct{}{}:
+					j.err = r.loadFile(ctx, j.path, j.data, j.sum)
+					<-r.loadSlots
+				case <-ctx.Done():
+					j.err = fmt.Errorf("not loaded: %w", ctx.Err())
+				}
+			}
+			r.finishLoad(j.path, j.sum, j.err)
+		}()
+	}
+	wg.Wait()
+	var rejected []Rejection
+	for _, j := range jobs {
+		if j.err != nil {
+			rejected = append(rejected, Rejection{Path: j.path, Error: j.err.Error(), At: time.Now()})
+		}
+	}
+	return rejected
+}
+
+// finishLoad records the outcome of loading path: a rejection (the old version, if any, keeps
+// serving under its name), or nothing more (loadFile recorded the success).
+func (r *Runtime) finishLoad(path, sum string, err error) {
 	r.mu.Lock()
+	if r.loading[path] == sum {
+		delete(r.loading, path)
+	}
+	if err != nil {
+		st := &fileState{path: path, sha256: sum, err: err, at: time.Now()}
+		if prev := r.files[path]; prev != nil {
+			st.name = prev.name
+		}
+		r.files[path] = st
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.log.Error("plugin rejected", "file", path, "error", err)
+	}
+}
+
+// forgetRemoved drops the state of files no longer present and returns the plugins they
+// provided, for unloading.
+func (r *Runtime) forgetRemoved(present map[string]bool) []*Plugin {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var gone []*Plugin
 	for path, st := range r.files {
 		if present[path] {
@@ -249,15 +350,13 @@ func (r *Runtime) Scan(ctx context.Context) []Rejection {
 			gone = append(gone, p)
 		}
 	}
-	r.mu.Unlock()
-	for _, p := range gone {
-		r.log.Info("plugin unloaded: file removed", "plugin", p.name)
-		p.unload()
-		if r.cfg.Env.Egress != nil {
-			r.cfg.Env.Egress.CloseOwner(p.name)
-		}
+	return gone
+}
+
+func (r *Runtime) changed() {
+	if r.cfg.OnChange != nil {
+		r.cfg.OnChange()
 	}
-	return rejected
 }
 
 func (r *Runtime) readFile(path string) ([]byte, string, error) {
@@ -280,6 +379,8 @@ func (r *Runtime) readFile(path string) ([]byte, string, error) {
 // loadFile validates and loads one file, installing it under its manifest name.
 func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum string) error {
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Defaults.withDefaults().LoadTimeout)
+	defer cancel()
 	v, err := r.build(ctx, path, data, sum)
 	if err != nil {
 		return err
@@ -308,6 +409,7 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		renamed.unload()
 	}
 	old := p.swap(v)
+	r.changed()
 	r.log.Info("plugin loaded", "plugin", name, "version", v.manifest.Version, "file", path,
 		"abi", v.abi.String(), "sha256", sum[:12], "took", time.Since(start).Round(time.Millisecond))
 	if old != nil {
@@ -338,6 +440,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		limits = r.cfg.Defaults
 	}
 	limits = limits.withDefaults()
+	r.compileSlot <- struct{}{}
 	compiled, err := extism.NewCompiledPlugin(ctx,
 		extism.Manifest{
 			Wasm:   []extism.Wasm{extism.WasmData{Data: data, Name: "main"}},
@@ -350,6 +453,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 				WithCloseOnContextDone(true),
 		},
 		r.fns)
+	<-r.compileSlot
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}

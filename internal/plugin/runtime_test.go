@@ -501,3 +501,75 @@ func TestDeadIdleInstanceIsReplaced(t *testing.T) {
 		t.Fatalf("a refused call on a dead instance counted as a crash")
 	}
 }
+
+// spinloaders builds four files that spin while loading (in _initialize, describe, and in
+// configure for two names) and copies them into dir.
+func spinloaders(t testing.TB, dir string) {
+	t.Helper()
+	for file, flags := range map[string]string{
+		"spin-init.wasm":       "-X main.where=init",
+		"spin-describe.wasm":   "-X main.where=describe",
+		"spin-configure1.wasm": "-X main.where=configure -X main.name=spinc1",
+		"spin-configure2.wasm": "-X main.where=configure -X main.name=spinc2",
+	} {
+		built, err := wasmbuild.BuildWith(hostileTD+"spinload", flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wasmbuild.CopyFile(built, filepath.Join(dir, file)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSlowLoadsDoNotDelayOthers: four files spin while loading; a good plugin in the same
+// directory loads and serves while they are still spinning, and each spinner is rejected at its
+// own deadline with the reason.
+func TestSlowLoadsDoNotDelayOthers(t *testing.T) {
+	dir := t.TempDir()
+	spinloaders(t, dir)
+	profile := map[string]json.RawMessage{"main": json.RawMessage(`{}`)}
+	r := newRuntime(t, map[string]string{"zz-probe.wasm": probeDir}, Config{Dir: dir,
+		Defaults: Limits{CallTimeout: 8 * time.Second},
+		Plugins:  map[string]Settings{"spinc1": {Profiles: profile}, "spinc2": {Profiles: profile}}})
+	done := make(chan []Rejection)
+	go func() { done <- r.Scan(context.Background()) }()
+	for r.Get("probe") == nil {
+		select {
+		case rej := <-done:
+			t.Fatalf("the scan finished before the probe was loaded: %+v", rej)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// The probe serves while the spinners are still loading.
+	if _, err := probeSend(t, r.Get("probe"), "main", "version"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Loading()); n != 4 {
+		t.Fatalf("%d files loading while the probe serves, want the 4 spinners", n)
+	}
+	select {
+	case rej := <-done:
+		t.Fatalf("the scan finished before the spinners' deadline: %+v", rej)
+	default:
+	}
+	rej := <-done
+	if len(rej) != 2 || len(r.Loading()) != 0 {
+		t.Fatalf("rejections %+v, loading %v", rej, r.Loading())
+	}
+	for _, x := range rej {
+		if !strings.Contains(x.Error, "describe") || !strings.Contains(x.Error, "deadline") {
+			t.Errorf("%s: %s", filepath.Base(x.Path), x.Error)
+		}
+	}
+	// The configure spinners load, with their profile disabled and the reason shown.
+	for _, name := range []string{"spinc1", "spinc2"} {
+		p := r.Get(name)
+		if p == nil {
+			t.Fatalf("%s not loaded", name)
+		}
+		if probs := p.Info().Profiles["main"]; len(probs) != 1 || !strings.Contains(probs[0], "deadline") {
+			t.Errorf("%s problems %q", name, probs)
+		}
+	}
+}
