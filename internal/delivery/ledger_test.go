@@ -1,8 +1,8 @@
 package delivery
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
