@@ -88,10 +88,10 @@ func BenchmarkPool(b *testing.B) {
 	v := r.Get("probe").current()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		inst, err := v.pool.get(ctx)
+		inst, err := v.pool.get(ctx, classOut)
 		if err != nil {
 			b.Fatal(err)
 		}
-		v.pool.put(inst)
+		v.pool.put(inst, classOut)
 	}
 }

@@ -39,7 +39,16 @@ type Limits struct {
 	CallTimeout time.Duration // per export call (poll adds its wait); default 10s
 	MaxInput    int           // bytes of one export's input; default 4 MiB
 	MaxOutput   int           // bytes of one export's output; default 4 MiB
-	PoolSize    int           // instances at most; default 4
+	PoolSize    int           // instances for send, tick and configure at most; default 4
+	// InboundPoolSize is how many more instances serve webhook and poll calls, which the
+	// others can never use up; default 2. A plugin uses at most PoolSize+InboundPoolSize.
+	InboundPoolSize int
+	// KeepMemoryPages: an instance whose memories have grown past this many pages in all is
+	// discarded after its call instead of kept idle. Default a quarter of MemoryPages.
+	KeepMemoryPages uint32
+	// IdleTimeout: instances idle for longer are closed, except the most recently used one.
+	// Default 1 minute.
+	IdleTimeout time.Duration
 	// A plugin that crashes BreakerCrashes times within BreakerWindow is marked failed.
 	BreakerCrashes int           // default 5
 	BreakerWindow  time.Duration // default 1 minute
@@ -64,6 +73,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.PoolSize <= 0 {
 		l.PoolSize = 4
+	}
+	if l.InboundPoolSize <= 0 {
+		l.InboundPoolSize = 2
+	}
+	if l.KeepMemoryPages == 0 {
+		l.KeepMemoryPages = l.MemoryPages / 4
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = time.Minute
 	}
 	if l.BreakerCrashes <= 0 {
 		l.BreakerCrashes = 5
@@ -119,6 +137,8 @@ type Runtime struct {
 	fns   []extism.HostFunction
 
 	// mu guards plugins, files and loading. Lock order: Runtime.mu before Plugin.mu.
+	stop    chan struct{} // closed by Close: stops the idle trimmer
+
 	mu      sync.Mutex
 	plugins map[string]*Plugin    // by manifest name
 	files   map[string]*fileState // by path
@@ -154,7 +174,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.LoadParallel = 8
 	}
 	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{},
-		loading:     map[string]string{},
+		loading:     map[string]string{}, stop: make(chan struct{}),
 		loadSlots:   make(chan struct{}, cfg.LoadParallel),
 		compileSlot: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if cfg.CacheDir != "" {
@@ -169,11 +189,67 @@ func New(cfg Config) (*Runtime, error) {
 	for _, name := range abi.HostFunctions() {
 		r.fns = append(r.fns, r.hostFunction(name))
 	}
+	go r.trimIdle()
 	return r, nil
+}
+
+// trimIdle closes instances idle for longer than their plugin's IdleTimeout (keeping one per
+// plugin, so the next call is warm), until Close.
+func (r *Runtime) trimIdle() {
+	every := time.Minute
+	for _, s := range append([]Settings{{Limits: r.cfg.Defaults}, r.cfg.Other}, mapValues(r.cfg.Plugins)...) {
+		l := s.Limits
+		if l == (Limits{}) {
+			l = r.cfg.Defaults
+		}
+		every = min(every, max(l.withDefaults().IdleTimeout/2, 10*time.Millisecond))
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-t.C:
+			for _, p := range r.Plugins() {
+				if v := p.acquire(); v != nil {
+					if n := v.pool.trim(now.Add(-v.limits.IdleTimeout), 1); n > 0 {
+						v.metrics.instances(-float64(n))
+					}
+					v.inflight.Done()
+				}
+			}
+		}
+	}
+}
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// maxMemoryPages is the largest per-memory cap any plugin may have: the runtime-wide limit
+// wazero enforces. Each instance's allocator enforces its own plugin's cap below it.
+func (r *Runtime) maxMemoryPages() uint32 {
+	pages := r.cfg.Defaults.withDefaults().MemoryPages
+	for _, s := range append([]Settings{r.cfg.Other}, mapValues(r.cfg.Plugins)...) {
+		if s.Limits.MemoryPages > pages {
+			pages = s.Limits.MemoryPages
+		}
+	}
+	return pages
 }
 
 // Close unloads every plugin, waiting for in-flight calls.
 func (r *Runtime) Close() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
 	r.mu.Lock()
 	plugins := r.plugins
 	r.plugins = map[string]*Plugin{}
@@ -444,7 +520,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	compiled, err := extism.NewCompiledPlugin(ctx,
 		extism.Manifest{
 			Wasm:   []extism.Wasm{extism.WasmData{Data: data, Name: "main"}},
-			Memory: &extism.ManifestMemory{MaxPages: limits.MemoryPages, MaxHttpResponseBytes: 0, MaxVarBytes: 0},
+			Memory: &extism.ManifestMemory{MaxPages: r.maxMemoryPages(), MaxHttpResponseBytes: 0, MaxVarBytes: 0},
 		},
 		extism.PluginConfig{
 			EnableWasi: true,
@@ -459,7 +535,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	}
 	v := &version{rt: r, file: path, sha256: sum, abi: guestABI, info: info, compiled: compiled, limits: limits, loaded: time.Now()}
 	v.breaker = breaker{crashes: limits.BreakerCrashes, window: limits.BreakerWindow}
-	v.pool = newPool(limits.PoolSize, v.newInstance)
+	v.pool = newPool([numClasses]int{classOut: limits.PoolSize, classIn: limits.InboundPoolSize}, v.newInstance)
 
 	// Create one instance eagerly and ask it who it is.
 	out, err := v.call(ctx, Caller{Plugin: base}, abi.ExportDescribe, nil, limits.CallTimeout)
@@ -613,10 +689,12 @@ func (v *version) caller(profile string) Caller {
 }
 
 func (v *version) newInstance(ctx context.Context) (*instance, error) {
-	inst := &instance{stderr: &headBuffer{max: 8 << 10}}
+	inst := &instance{stderr: &headBuffer{max: 8 << 10}, mem: &instanceMemory{limit: v.memoryLimit}}
 	// wazero notifies inst when one of its modules closes (proc_exit included), so the runtime
-	// knows an instance died even when the call that killed it "succeeded".
-	p, err := v.compiled.Instance(experimental.WithCloseNotifier(ctx, inst), extism.PluginInstanceConfig{
+	// knows an instance died even when the call that killed it "succeeded"; and it allocates
+	// the instance's memories through inst.mem, which caps and counts them.
+	ictx := experimental.WithMemoryAllocator(experimental.WithCloseNotifier(ctx, inst), inst.mem)
+	p, err := v.compiled.Instance(ictx, extism.PluginInstanceConfig{
 		ModuleConfig: wazero.NewModuleConfig().
 			WithStderr(inst.stderr).
 			WithSysWalltime().
@@ -631,8 +709,11 @@ func (v *version) newInstance(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-func (v *version) discard(inst *instance) {
-	v.pool.discard(inst)
+// memoryLimit is the cap of each of an instance's memories, in bytes.
+func (v *version) memoryLimit() uint64 { return uint64(v.limits.MemoryPages) << 16 }
+
+func (v *version) discard(inst *instance, c class) {
+	v.pool.discard(inst, c)
 	v.metrics.instances(-1)
 }
 
@@ -698,7 +779,8 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	inst, err := v.liveInstance(ctx)
+	cls := classOf(export)
+	inst, err := v.liveInstance(ctx, cls)
 	if err != nil {
 		v.metrics.call(export, "no_instance", start)
 		return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
@@ -708,7 +790,7 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 
 	if inst.dead.Load() || (err != nil && !isGuestError(inst, err)) {
 		// The instance is dead or its state is suspect: never reuse it.
-		v.discard(inst)
+		v.discard(inst, cls)
 		reason := "trap"
 		switch {
 		case ctx.Err() != nil:
@@ -731,10 +813,16 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 		return nil, crash
 	}
 	inst.stderr.take()
-	if st.panicked != nil {
-		v.discard(inst)
-	} else {
-		v.pool.put(inst)
+	switch keep := int64(v.limits.KeepMemoryPages) << 16; {
+	case st.panicked != nil:
+		v.discard(inst, cls)
+	case inst.mem.bytes() > keep:
+		// A healthy instance that grew large is not kept idle holding that memory.
+		v.rt.log.Info("plugin instance discarded after its call: its memory grew past what is kept idle",
+			"plugin", c.Plugin, "export", export, "memory_mib", inst.mem.bytes()>>20, "keep_mib", keep>>20)
+		v.discard(inst, cls)
+	default:
+		v.pool.put(inst, cls)
 	}
 	if err != nil {
 		v.metrics.call(export, "error", start)
@@ -755,14 +843,14 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 // liveInstance takes an instance from the pool, discarding any that died while idle (a module
 // closed by proc_exit or by the host). A dead instance refuses a call without running guest
 // code, so taking the next one is a safe retry, not a second attempt of the call.
-func (v *version) liveInstance(ctx context.Context) (*instance, error) {
+func (v *version) liveInstance(ctx context.Context, c class) (*instance, error) {
 	for {
-		inst, err := v.pool.get(ctx)
+		inst, err := v.pool.get(ctx, c)
 		if err != nil || !inst.dead.Load() {
 			return inst, err
 		}
 		v.rt.log.Warn("dead plugin instance found idle in the pool; discarded without counting a crash", "plugin", v.manifest.Name)
-		v.discard(inst)
+		v.discard(inst, c)
 	}
 }
 

@@ -51,7 +51,7 @@ func newRuntime(t testing.TB, files map[string]string, cfg Config) *Runtime {
 	if cfg.Plugins == nil {
 		cfg.Plugins = map[string]Settings{}
 	}
-	for _, name := range []string{"probe", "echo", "loop", "membomb", "bigout", "sneaky", "exiter"} {
+	for _, name := range []string{"probe", "echo", "loop", "membomb", "bigout", "sneaky", "exiter", "grower"} {
 		s, ok := cfg.Plugins[name]
 		if !ok {
 			s = Settings{Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t-main","outbox_url":"http://127.0.0.1:1/"}`)}}
@@ -485,12 +485,12 @@ func TestDeadIdleInstanceIsReplaced(t *testing.T) {
 	r.Scan(ctx)
 	p := r.Get("exiter")
 	v := p.current()
-	inst, err := v.pool.get(ctx)
+	inst, err := v.pool.get(ctx, classOut)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inst.p.Close(ctx) // dies behind the runtime's back
-	v.pool.put(inst)
+	v.pool.put(inst, classOut)
 	if !inst.dead.Load() {
 		t.Fatal("closing the instance did not mark it dead")
 	}
