@@ -137,7 +137,7 @@ type Runtime struct {
 	fns   []extism.HostFunction
 
 	// mu guards plugins, files and loading. Lock order: Runtime.mu before Plugin.mu.
-	stop    chan struct{} // closed by Close: stops the idle trimmer
+	stop chan struct{} // closed by Close: stops the idle trimmer
 
 	mu      sync.Mutex
 	plugins map[string]*Plugin    // by manifest name
@@ -174,7 +174,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.LoadParallel = 8
 	}
 	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{},
-		loading:     map[string]string{}, stop: make(chan struct{}),
+		loading: map[string]string{}, stop: make(chan struct{}),
 		loadSlots:   make(chan struct{}, cfg.LoadParallel),
 		compileSlot: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if cfg.CacheDir != "" {
