@@ -78,13 +78,14 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
 	g.runtime, err = plugin.New(plugin.Config{
-		Dir:      cfg.PluginsDir,
-		CacheDir: filepath.Join(cfg.DataDir, "cache", "wazero"),
-		Defaults: limits(cfg.Limits),
-		Plugins:  pluginSettings(cfg),
-		Env:      g.env,
-		Logger:   log,
-		Metrics:  plugin.NewMetrics(g.registry),
+		Dir:        cfg.PluginsDir,
+		CacheDir:   filepath.Join(cfg.DataDir, "cache", "wazero"),
+		Defaults:   limits(cfg.Limits),
+		Plugins:    pluginSettings(cfg),
+		Env:        g.env,
+		Logger:     log,
+		Metrics:    plugin.NewMetrics(g.registry),
+		ScaleProcs: true,
 		OnChange: func() {
 			if g.running.Load() {
 				g.loops.Reconcile(context.Background())

@@ -49,7 +49,7 @@ func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 	wasmbuild.CopyTo(t, "../../plugins/echo", filepath.Join(cfg.PluginsDir, "echo.wasm"))
 	for name, p := range extra {
 		wasmbuild.CopyTo(t, p.dir, filepath.Join(cfg.PluginsDir, name+".wasm"))
-		cfg.Plugins[name] = config.Plugin{Profiles: map[string]map[string]any{"main": p.config}}
+		cfg.Plugins[name] = config.Plugin{Profiles: map[string]map[string]any{"main": p.config}, Limits: p.limits}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g, err := Open(ctx, cfg, slog.New(slog.DiscardHandler))
@@ -70,6 +70,7 @@ func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 type extraPlugin struct {
 	dir    string
 	config map[string]any
+	limits *config.Limits
 }
 
 // say sends a chat message through the echo plugin's webhook (the Wasm plugin parses it).

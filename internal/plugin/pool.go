@@ -65,6 +65,9 @@ type pool struct {
 	idle    []*instance // the most recently used last
 	busy    [numClasses]int
 	total   int           // instances that exist, idle or busy
+	// keep[c] idle instances are left for class c alone: the other classes create their own
+	// rather than take them.
+	keep    [numClasses]int
 	changed chan struct{} // closed and replaced when an instance or a slot is released
 	closed  bool
 }
@@ -85,14 +88,15 @@ func (p *pool) get(ctx context.Context, c class) (*instance, error) {
 		}
 		if p.busy[c] < p.max[c] {
 			p.busy[c]++
-			if n := len(p.idle); n > 0 {
+			if n := len(p.idle); n > p.keptFor(c) {
 				inst := p.idle[n-1]
 				p.idle = p.idle[:n-1]
 				p.mu.Unlock()
 				return inst, nil
 			}
-			// No instance is idle, so every one that exists is busy: fewer than the sum of the
-			// maxima exist, and one more may be created.
+			// Every instance that exists is busy or kept for another class. Kept ones count
+			// against that class's slots (keep never exceeds them), so fewer than the sum of
+			// the maxima exist, and one more may be created.
 			p.total++
 			p.mu.Unlock()
 			inst, err := p.create(ctx)
@@ -110,6 +114,24 @@ func (p *pool) get(ctx context.Context, c class) (*instance, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// reserveIdle keeps n idle instances for class c alone (at most its slots).
+func (p *pool) reserveIdle(c class, n int) {
+	p.mu.Lock()
+	p.keep[c] = min(n, p.max[c])
+	p.mu.Unlock()
+}
+
+// keptFor is how many idle instances class c may not take. Called with p.mu held.
+func (p *pool) keptFor(c class) int {
+	n := 0
+	for other := range numClasses {
+		if other != c {
+			n += max(0, p.keep[other]-p.busy[other])
+		}
+	}
+	return n
 }
 
 // release frees c's slot and, if gone, the instance's place in the pool. Called with p.mu not held.
@@ -146,10 +168,13 @@ func (p *pool) discard(inst *instance, c class) {
 	p.release(c, true)
 }
 
-// trim closes idle instances unused since before cutoff, keeping the keep most recently used.
-// It returns how many it closed.
+// trim closes idle instances unused since before cutoff, keeping the keep most recently used
+// (and those reserved for a class). It returns how many it closed.
 func (p *pool) trim(cutoff time.Time, keep int) int {
 	p.mu.Lock()
+	for c := range numClasses {
+		keep += p.keep[c]
+	}
 	var victims []*instance
 	kept := p.idle[:0]
 	for i, inst := range p.idle {

@@ -127,6 +127,9 @@ type Config struct {
 	// caller can start or stop what depends on it (poll loops) without waiting for the rest
 	// of a scan.
 	OnChange func()
+	// ScaleProcs lets the runtime raise GOMAXPROCS to the number of CPUs plus the instance
+	// slots of the loaded plugins (see RATIONALE.md, "A spinning guest holds a P").
+	ScaleProcs bool
 }
 
 // Runtime holds the loaded plugins.
@@ -229,6 +232,25 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 		out = append(out, v)
 	}
 	return out
+}
+
+// scaleProcs gives the Go scheduler one P per instance slot of every loaded plugin, on top of
+// the CPUs. Guest code gives its P back only at the points where it checks its deadline, every
+// few milliseconds at best; with as many Ps as CPUs, a few spinning guests leave the host's own
+// goroutines (the listener, SQLite, a webhook's handler) queued behind them. With a P each,
+// guests compete for CPU through the operating system's scheduler, which time-slices threads
+// finely, and host goroutines always find a P.
+func (r *Runtime) scaleProcs() {
+	want := runtime.NumCPU()
+	for _, p := range r.Plugins() {
+		if v := p.current(); v != nil {
+			want += v.limits.PoolSize + v.limits.InboundPoolSize
+		}
+	}
+	want = min(want, 256)
+	if runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 }
 
 // maxMemoryPages is the largest per-memory cap any plugin may have: the runtime-wide limit
@@ -430,6 +452,9 @@ func (r *Runtime) forgetRemoved(present map[string]bool) []*Plugin {
 }
 
 func (r *Runtime) changed() {
+	if r.cfg.ScaleProcs {
+		r.scaleProcs()
+	}
 	if r.cfg.OnChange != nil {
 		r.cfg.OnChange()
 	}
@@ -559,6 +584,11 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	if err := v.configureProfiles(ctx); err != nil {
 		v.close()
 		return nil, err
+	}
+	if v.manifest.Has(abi.CapWebhook) || v.manifest.Has(abi.CapPoll) {
+		// The instance that ran describe stays warm for inbound calls: a webhook should not
+		// pay for creating and initializing an instance while sends hold theirs.
+		v.pool.reserveIdle(classIn, 1)
 	}
 	return v, nil
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/hermes-host/hermes-host/sdk"
 )
 
+var spins int
+
 // version is replaced by tests that build a second version of the probe (hot reload).
 var version = "1"
 
@@ -35,7 +37,7 @@ func init() {
 		Webhook: func(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error) {
 			return &abi.WebhookResult{
 				Response: abi.HTTPResponse{Status: 200, Body: []byte("probe " + version + " " + c.Profile)},
-				Events:   []abi.InboundEvent{{ID: "w1", Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
+				Events:   []abi.InboundEvent{{ID: "w:" + string(req.Body), Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
 			}, nil
 		},
 		Send: send,
@@ -101,6 +103,10 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		c.Log(abi.LevelInfo, arg, "k", "v")
 	case "panic":
 		panic("probe was asked to panic")
+	case "spin": // a platform that never answers, as far as the host can tell
+		for {
+			spins++
+		}
 	default:
 		return nil, abi.Errorf(abi.CodeBadRequest, "unknown probe command %q", cmd)
 	}
