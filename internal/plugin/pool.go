@@ -61,10 +61,10 @@ type pool struct {
 	create func(context.Context) (*instance, error)
 	max    [numClasses]int
 
-	mu      sync.Mutex
-	idle    []*instance // the most recently used last
-	busy    [numClasses]int
-	total   int           // instances that exist, idle or busy
+	mu    sync.Mutex
+	idle  []*instance // the most recently used last
+	busy  [numClasses]int
+	total int // instances that exist, idle or busy
 	// keep[c] idle instances are left for class c alone: the other classes create their own
 	// rather than take them.
 	keep    [numClasses]int
