@@ -116,6 +116,15 @@ func (p *pool) get(ctx context.Context, c class) (*instance, error) {
 	}
 }
 
+// setMax changes the class maxima (once the plugin's own limits are known).
+func (p *pool) setMax(max [numClasses]int) {
+	p.mu.Lock()
+	p.max = max
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
 // reserveIdle keeps n idle instances for class c alone (at most its slots).
 func (p *pool) reserveIdle(c class, n int) {
 	p.mu.Lock()

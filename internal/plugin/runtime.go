@@ -532,15 +532,10 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	if err != nil {
 		return nil, err
 	}
-	// Limits apply at compile time, before the plugin has said its name, so they are looked up
-	// by the file's base name (the convention is <name>.wasm); the rest by the real name.
+	// Until describe says the plugin's name, it runs under the default limits; then the
+	// operator's settings for that name apply (memory caps through the instance allocator).
+	limits := r.cfg.Defaults.withDefaults()
 	base := filepath.Base(path)
-	settings := r.settings(strings.TrimSuffix(base, ".wasm"))
-	limits := settings.Limits
-	if limits == (Limits{}) {
-		limits = r.cfg.Defaults
-	}
-	limits = limits.withDefaults()
 	r.compileSlot <- struct{}{}
 	compiled, err := extism.NewCompiledPlugin(ctx,
 		extism.Manifest{
@@ -576,9 +571,15 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		v.close()
 		return nil, err
 	}
-	// Apply the operator's settings for the plugin's real name.
+	// Apply the operator's settings for the plugin's name: one identity everywhere after load,
+	// whatever the file is called.
 	v.settings = r.settings(v.manifest.Name)
-	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: settings.EgressNarrow, Extra: settings.EgressExtra}
+	if l := v.settings.Limits; l != (Limits{}) {
+		v.limits = l.withDefaults()
+	}
+	v.breaker = breaker{crashes: v.limits.BreakerCrashes, window: v.limits.BreakerWindow}
+	v.pool.setMax([numClasses]int{classOut: v.limits.PoolSize, classIn: v.limits.InboundPoolSize})
+	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: v.settings.EgressNarrow, Extra: v.settings.EgressExtra}
 	v.metrics = r.cfg.Metrics.forPlugin(v.manifest.Name)
 	v.metrics.instances(float64(v.pool.size())) // the eager instance, created before metrics
 	if err := v.configureProfiles(ctx); err != nil {

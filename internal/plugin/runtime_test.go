@@ -574,3 +574,28 @@ func TestSlowLoadsDoNotDelayOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsFollowManifestName: a file not named <name>.wasm still gets the operator's
+// settings for the name its manifest declares: limits and egress narrowing.
+func TestSettingsFollowManifestName(t *testing.T) {
+	r := newRuntime(t, map[string]string{"renamed-file.wasm": probeDir}, Config{
+		Env: &Env{Egress: egress.NewClient(egress.Limits{})},
+		Plugins: map[string]Settings{"probe": {
+			Limits:       Limits{CallTimeout: 1234 * time.Millisecond, PoolSize: 3},
+			EgressNarrow: []string{"api.example.com"},
+			Profiles:     map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)},
+		}}})
+	r.Scan(context.Background())
+	p := r.Get("probe")
+	if p == nil {
+		t.Fatal("not loaded")
+	}
+	v := p.current()
+	if v.limits.CallTimeout != 1234*time.Millisecond || v.pool.max[classOut] != 3 {
+		t.Fatalf("limits %+v, pool %v", v.limits, v.pool.max)
+	}
+	// The manifest declares 127.0.0.1; the operator narrowed it away.
+	if _, err := probeSend(t, p, "main", "http http://127.0.0.1:1/x"); abi.CodeOf(err) != abi.CodeDenied {
+		t.Fatalf("narrowed egress: %v", err)
+	}
+}
