@@ -76,10 +76,13 @@ type Agent struct {
 
 // Plugin is the operator's settings for one plugin.
 type Plugin struct {
-	Limits       *Limits                   `yaml:"limits" json:"limits,omitempty"`
-	EgressNarrow []string                  `yaml:"egress_narrow" json:"egress_narrow,omitempty"`
-	EgressExtra  []string                  `yaml:"egress_extra" json:"egress_extra,omitempty"`
-	Profiles     map[string]map[string]any `yaml:"profiles" json:"-"`
+	Limits       *Limits  `yaml:"limits" json:"limits,omitempty"`
+	EgressNarrow []string `yaml:"egress_narrow" json:"egress_narrow,omitempty"`
+	EgressExtra  []string `yaml:"egress_extra" json:"egress_extra,omitempty"`
+	// EgressInternal grants internal addresses (loopback, private, link-local: IPs, CIDR
+	// prefixes or host names) that declared hosts may resolve to, without granting any host.
+	EgressInternal []string                  `yaml:"egress_internal" json:"egress_internal,omitempty"`
+	Profiles       map[string]map[string]any `yaml:"profiles" json:"-"`
 }
 
 // Sessions configures session keys and auto-reset.

@@ -15,7 +15,7 @@ import (
 )
 
 func TestPolicy(t *testing.T) {
-	p := Policy{Manifest: []string{"api.telegram.org", "*.slack.com", "127.0.0.1:9000"}}
+	p := Policy{Manifest: []string{"api.telegram.org", "*.slack.com", "127.0.0.1:9000"}, Internal: []string{"127.0.0.1"}}
 	for raw, want := range map[string]bool{
 		"https://api.telegram.org/bot1/getMe": true,
 		"https://API.Telegram.org/x":          true,
@@ -26,6 +26,9 @@ func TestPolicy(t *testing.T) {
 		"http://127.0.0.1:9000/x":             true,
 		"http://127.0.0.1:9001/x":             false,
 		"http://user@api.telegram.org@evil/":  false,
+		"https://api.telegram.org:6379/":      false, // a port-less pattern is the scheme's default port
+		"http://api.telegram.org/":            true,
+		"https://api.telegram.org:443/":       true,
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -36,6 +39,7 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 	narrowed := Policy{Manifest: p.Manifest, Narrow: []string{"api.telegram.org"}, Extra: []string{"localhost"}}
+	// An operator's port-less pattern grants every port.
 	for raw, want := range map[string]bool{
 		"https://api.telegram.org/": true,
 		"https://x.slack.com/":      false, // declared, but the operator narrowed it away
@@ -46,7 +50,7 @@ func TestPolicy(t *testing.T) {
 			t.Errorf("narrowed %s: allowed=%v, want %v", raw, got, want)
 		}
 	}
-	for _, bad := range []string{"", "http://x", "*.", "a b", "h:port"} {
+	for _, bad := range []string{"", "http://x", "*.", "a b", "h:port", "*.com", "*.co.uk", "*.github.io", "*.COM", "*.127.0.0.1"} {
 		if ValidatePattern(bad) == nil {
 			t.Errorf("ValidatePattern(%q) accepted", bad)
 		}
@@ -73,7 +77,7 @@ func TestHTTP(t *testing.T) {
 	defer srv.Close()
 	c := NewClient(Limits{MaxResponse: 1000})
 	ctx := context.Background()
-	allowed := Policy{Manifest: []string{"127.0.0.1"}}
+	allowed := Policy{Extra: []string{"127.0.0.1"}} // the operator's grant of the loopback fake
 
 	resp, err := c.HTTP(ctx, allowed, &abi.HTTPRequest{Method: "POST", URL: srv.URL + "/x", Headers: map[string][]string{"X-Test": {"1"}}})
 	if err != nil || resp.Status != 200 || string(resp.Body) != "hello POST" || resp.Headers["X-Echo"][0] != "1" {
@@ -96,7 +100,7 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("slow: %v", err)
 	}
 	// Nothing listening: nothing was sent, so it is a plain I/O error (safe to retry).
-	if _, err := c.HTTP(ctx, Policy{Manifest: []string{"127.0.0.1"}}, &abi.HTTPRequest{URL: "http://127.0.0.1:1/x"}); abi.CodeOf(err) != abi.CodeIO {
+	if _, err := c.HTTP(ctx, allowed, &abi.HTTPRequest{URL: "http://127.0.0.1:1/x"}); abi.CodeOf(err) != abi.CodeIO {
 		t.Fatalf("refused: %v", err)
 	}
 	if _, err := c.HTTP(ctx, allowed, &abi.HTTPRequest{URL: "file:///etc/passwd"}); abi.CodeOf(err) != abi.CodeBadRequest {
@@ -129,7 +133,7 @@ func TestWebSocket(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	me := Owner{"yuanbao", "main"}
-	pol := Policy{Manifest: []string{"127.0.0.1"}}
+	pol := Policy{Extra: []string{"127.0.0.1"}}
 
 	if _, err := c.WSOpen(ctx, me, Policy{Manifest: []string{"bot-wss.yuanbao.tencent.com"}}, &abi.WSOpenRequest{URL: wsURL}); abi.CodeOf(err) != abi.CodeDenied {
 		t.Fatalf("undeclared: %v", err)

@@ -6,8 +6,11 @@ package egress
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
+
+	"golang.org/x/net/publicsuffix"
 )
 
 // Policy decides which hosts a plugin may reach. Deny by default: a host is allowed only if it
@@ -16,45 +19,118 @@ import (
 //
 // A pattern is a host name or IP ("api.telegram.org", "127.0.0.1"), optionally with a port
 // ("127.0.0.1:8080"), or a wildcard for subdomains ("*.slack.com", which does not match
-// "slack.com" itself). Matching is case-insensitive.
+// "slack.com" itself; a wildcard over a public suffix such as "*.com" is refused). Matching is
+// case-insensitive. A manifest pattern without a port means the scheme's default port (443 for
+// https and wss, 80 for http and ws); an operator's pattern without a port means any port.
+//
+// Whatever the patterns say, an address that is not public (loopback, private, link-local
+// including cloud metadata endpoints, unspecified, multicast, shared CGNAT space) is reached only
+// if the operator granted it, through Extra or Internal. That is checked on the address actually
+// dialed, after name resolution, so a declared name that resolves to 127.0.0.1 is refused too.
 type Policy struct {
 	Manifest []string // declared by the plugin
 	Narrow   []string // if not empty, the operator allows only these of the manifest's
-	Extra    []string // granted by the operator beyond the manifest
+	Extra    []string // granted by the operator beyond the manifest (and internal addresses)
+	// Internal grants internal addresses (IPs, CIDR prefixes or host patterns) without granting
+	// any host: a declared host may then resolve to them (a self-hosted API on the LAN).
+	Internal []string
 }
 
-// Check returns nil if u may be reached, and an error naming the refused host otherwise.
+// Check returns nil if u may be reached, and an error naming the refused origin otherwise.
 func (p Policy) Check(u *url.URL) error {
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		switch u.Scheme {
-		case "http", "ws":
-			port = "80"
-		case "https", "wss":
-			port = "443"
+	host, port, def := u.Hostname(), portOf(u), defaultPort(u.Scheme)
+	if host == "" {
+		return fmt.Errorf("egress: URL %s has no host", Origin(u))
+	}
+	if matchAny(p.Extra, host, port, "") {
+		return nil
+	}
+	if !(matchAny(p.Manifest, host, port, def) && (len(p.Narrow) == 0 || matchAny(p.Narrow, host, port, def))) {
+		return &DeniedError{Origin: Origin(u), Declared: p.Manifest}
+	}
+	// A literal internal address is refused here already, with the same reason as at dial time.
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return p.CheckAddr(host, ip)
+	}
+	return nil
+}
+
+// CheckAddr is the dial-time check: ip, the address host resolved to, must be public or granted
+// by the operator.
+func (p Policy) CheckAddr(host string, ip netip.Addr) error {
+	ip = ip.Unmap()
+	kind := internalKind(ip)
+	if kind == "" || p.grantsInternal(host, ip) {
+		return nil
+	}
+	return &InternalError{Host: host, Addr: ip, Kind: kind}
+}
+
+func (p Policy) grantsInternal(host string, ip netip.Addr) bool {
+	for _, list := range [][]string{p.Extra, p.Internal} {
+		for _, pat := range list {
+			h := pat
+			if hh, _, err := net.SplitHostPort(pat); err == nil {
+				h = hh
+			}
+			h = strings.Trim(h, "[]")
+			if pfx, err := netip.ParsePrefix(h); err == nil && pfx.Contains(ip) {
+				return true
+			}
+			if a, err := netip.ParseAddr(h); err == nil && a.Unmap() == ip {
+				return true
+			}
+			if matchHost(strings.ToLower(h), strings.ToLower(host)) {
+				return true
+			}
 		}
 	}
-	if host == "" {
-		return fmt.Errorf("egress: URL %q has no host", u.Redacted())
+	return false
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// internalKind names the class of a non-public address, or "" for a public one.
+func internalKind(ip netip.Addr) string {
+	switch {
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return "link-local (cloud metadata lives there)"
+	case ip.IsPrivate(), cgnat.Contains(ip):
+		return "private"
+	case ip.IsUnspecified():
+		return "unspecified"
+	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+		return "multicast"
+	case ip.Is4() && ip.As4()[0] == 0:
+		return "this-network"
 	}
-	if matchAny(p.Extra, host, port) {
-		return nil
-	}
-	if matchAny(p.Manifest, host, port) && (len(p.Narrow) == 0 || matchAny(p.Narrow, host, port)) {
-		return nil
-	}
-	return &DeniedError{Host: net.JoinHostPort(host, port), Declared: p.Manifest}
+	return ""
 }
 
 // DeniedError reports egress to a host the policy does not allow.
 type DeniedError struct {
-	Host     string
+	Origin   string // scheme://host:port, never the path (tokens live there)
 	Declared []string
 }
 
 func (e *DeniedError) Error() string {
 	return fmt.Sprintf("egress to %s is not allowed: the plugin's manifest does not declare it (declared: %s)",
-		e.Host, describe(e.Declared))
+		e.Origin, describe(e.Declared))
+}
+
+// InternalError reports a host that is, or resolved to, an internal address the operator did
+// not grant.
+type InternalError struct {
+	Host string
+	Addr netip.Addr
+	Kind string
+}
+
+func (e *InternalError) Error() string {
+	return fmt.Sprintf("egress to %s refused: it is %s, a %s address; internal addresses are reachable only when the operator grants them (egress_internal or egress_extra)",
+		e.Host, e.Addr, e.Kind)
 }
 
 func describe(patterns []string) string {
@@ -64,32 +140,67 @@ func describe(patterns []string) string {
 	return strings.Join(patterns, ", ")
 }
 
-func matchAny(patterns []string, host, port string) bool {
+// Origin is u's scheme://host[:port], the only part of a URL that errors and logs quote: paths
+// and queries carry tokens (Telegram's /bot<token>/).
+func Origin(u *url.URL) string {
+	if u == nil {
+		return "(no URL)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return defaultPort(u.Scheme)
+}
+
+func defaultPort(scheme string) string {
+	switch scheme {
+	case "http", "ws":
+		return "80"
+	case "https", "wss":
+		return "443"
+	}
+	return ""
+}
+
+func matchAny(patterns []string, host, port, portless string) bool {
 	for _, pat := range patterns {
-		if match(pat, host, port) {
+		if match(pat, host, port, portless) {
 			return true
 		}
 	}
 	return false
 }
 
-func match(pattern, host, port string) bool {
+// match reports whether host:port matches pattern. A pattern without a port matches only the
+// port portless (the scheme's default, for a manifest), or any port if portless is empty (the
+// operator's patterns).
+func match(pattern, host, port, portless string) bool {
 	pHost, pPort := pattern, ""
 	if h, p, err := net.SplitHostPort(pattern); err == nil {
 		pHost, pPort = h, p
 	}
-	if pPort != "" && pPort != port {
+	switch {
+	case pPort != "" && pPort != port:
+		return false
+	case pPort == "" && portless != "" && port != portless:
 		return false
 	}
-	pHost = strings.ToLower(strings.Trim(pHost, "[]"))
-	host = strings.ToLower(host)
-	if suffix, ok := strings.CutPrefix(pHost, "*."); ok {
-		return strings.HasSuffix(host, "."+suffix) && len(host) > len(suffix)+1
-	}
-	return pHost == host
+	return matchHost(strings.ToLower(strings.Trim(pHost, "[]")), strings.ToLower(strings.Trim(host, "[]")))
 }
 
-// ValidatePattern reports whether s is a well-formed egress pattern.
+func matchHost(pattern, host string) bool {
+	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
+		return strings.HasSuffix(host, "."+suffix) && len(host) > len(suffix)+1
+	}
+	return pattern == host
+}
+
+// ValidatePattern reports whether s is a well-formed egress pattern. A wildcard over a public
+// suffix ("*.com", "*.co.uk", "*.github.io") is refused: it would allow most of the internet.
 func ValidatePattern(s string) error {
 	h := s
 	if host, port, err := net.SplitHostPort(s); err == nil {
@@ -98,9 +209,18 @@ func ValidatePattern(s string) error {
 			return fmt.Errorf("egress pattern %q: bad port", s)
 		}
 	}
-	h = strings.TrimPrefix(h, "*.")
-	if h == "" || strings.ContainsAny(h, "/*?@ ") {
+	domain, wildcard := strings.CutPrefix(h, "*.")
+	if domain == "" || strings.ContainsAny(domain, "/*?@ ") {
 		return fmt.Errorf("egress pattern %q: want a host name, an IP or *.domain", s)
+	}
+	if wildcard {
+		if _, err := netip.ParseAddr(domain); err == nil {
+			return fmt.Errorf("egress pattern %q: a wildcard needs a domain, not an IP", s)
+		}
+		d := strings.ToLower(strings.TrimSuffix(domain, "."))
+		if suffix, _ := publicsuffix.PublicSuffix(d); suffix == d {
+			return fmt.Errorf("egress pattern %q: %s is a public suffix; a wildcard over it would allow every site under it", s, d)
+		}
 	}
 	return nil
 }

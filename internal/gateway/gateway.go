@@ -122,7 +122,8 @@ func limits(l config.Limits) plugin.Limits {
 func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
 	out := map[string]plugin.Settings{}
 	for name, p := range cfg.Plugins {
-		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, Profiles: map[string]json.RawMessage{}}
+		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, EgressInternal: p.EgressInternal,
+			Profiles: map[string]json.RawMessage{}}
 		if p.Limits != nil {
 			s.Limits = limits(*p.Limits)
 		}

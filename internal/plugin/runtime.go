@@ -103,8 +103,12 @@ type Settings struct {
 	Limits Limits
 	// EgressNarrow, when set, allows only these of the manifest's egress hosts.
 	EgressNarrow []string
-	// EgressExtra grants hosts beyond the manifest's (a loopback fake, a self-hosted API).
+	// EgressExtra grants hosts beyond the manifest's (a loopback fake, a self-hosted API), and
+	// the internal addresses they name.
 	EgressExtra []string
+	// EgressInternal grants internal addresses (IPs, prefixes, host names) that declared hosts
+	// may resolve to; without it, loopback, private and link-local addresses are refused.
+	EgressInternal []string
 	// Profiles maps each profile this plugin serves to its configuration (a JSON object).
 	Profiles map[string]json.RawMessage
 }
@@ -579,7 +583,8 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	}
 	v.breaker = breaker{crashes: v.limits.BreakerCrashes, window: v.limits.BreakerWindow}
 	v.pool.setMax([numClasses]int{classOut: v.limits.PoolSize, classIn: v.limits.InboundPoolSize})
-	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: v.settings.EgressNarrow, Extra: v.settings.EgressExtra}
+	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: v.settings.EgressNarrow, Extra: v.settings.EgressExtra,
+		Internal: v.settings.EgressInternal}
 	v.metrics = r.cfg.Metrics.forPlugin(v.manifest.Name)
 	v.metrics.instances(float64(v.pool.size())) // the eager instance, created before metrics
 	if err := v.configureProfiles(ctx); err != nil {

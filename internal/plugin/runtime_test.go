@@ -348,6 +348,8 @@ func TestEgressFromWasm(t *testing.T) {
 	defer srv.Close()
 	r := newRuntime(t, map[string]string{"probe.wasm": probeDir, "sneaky.wasm": hostileTD + "sneaky"}, Config{
 		Env: &Env{Egress: egress.NewClient(egress.Limits{MaxResponse: 1024})},
+		Plugins: map[string]Settings{"probe": {EgressExtra: []string{"127.0.0.1"}, // the operator grants the loopback server
+			Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)}}},
 	})
 	r.Scan(context.Background())
 
