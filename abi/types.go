@@ -106,6 +106,11 @@ type OutboundMessage struct {
 type Call struct {
 	Profile string          `json:"profile"`
 	Config  json.RawMessage `json:"config,omitempty"`
+	// DeadlineMs is how many milliseconds this call had left when the host made it: the host
+	// stops the instance after that. Plugins keep every wait (an HTTP timeout, a WebSocket
+	// receive) inside it, so they can report a typed failure instead of being killed. 0 means
+	// unknown (an older host).
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
 }
 
 // ConfigureRequest asks the plugin to validate a profile's configuration.

@@ -19,7 +19,8 @@ func (v *version) configureProfiles(ctx context.Context) error {
 		ps := &profileState{config: cfg}
 		ps.problems = validateConfig(&v.manifest, cfg)
 		if len(ps.problems) == 0 {
-			in, _ := json.Marshal(abi.ConfigureRequest{Call: abi.Call{Profile: profile, Config: cfg}})
+			in, _ := json.Marshal(abi.ConfigureRequest{Call: abi.Call{Profile: profile, Config: cfg,
+				DeadlineMs: remaining(ctx, v.limits.CallTimeout).Milliseconds()}})
 			out, err := v.call(ctx, v.caller(profile), abi.ExportConfigure, in, v.limits.CallTimeout)
 			var res abi.ConfigureResult
 			switch {
@@ -71,6 +72,14 @@ func (p *Plugin) Profiles() []string {
 	return out
 }
 
+// remaining is the time a call with this timeout has under ctx.
+func remaining(ctx context.Context, timeout time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return min(timeout, time.Until(d))
+	}
+	return timeout
+}
+
 // typedCall is the common path of the typed calls: build the request with the profile's
 // configuration, call, decode the reply.
 func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, timeout time.Duration, build func(abi.Call) any) (*Res, error) {
@@ -83,12 +92,12 @@ func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, 
 	if err != nil {
 		return nil, err
 	}
-	in, err := json.Marshal(build(abi.Call{Profile: profile, Config: ps.config}))
-	if err != nil {
-		return nil, err
-	}
 	if timeout <= 0 {
 		timeout = v.limits.CallTimeout
+	}
+	in, err := json.Marshal(build(abi.Call{Profile: profile, Config: ps.config, DeadlineMs: remaining(ctx, timeout).Milliseconds()}))
+	if err != nil {
+		return nil, err
 	}
 	out, err := v.call(ctx, v.caller(profile), export, in, timeout)
 	if err != nil {

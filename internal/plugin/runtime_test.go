@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -599,5 +601,43 @@ func TestSettingsFollowManifestName(t *testing.T) {
 	// The manifest declares 127.0.0.1; the operator narrowed it away.
 	if _, err := probeSend(t, p, "main", "http http://127.0.0.1:1/x"); abi.CodeOf(err) != abi.CodeDenied {
 		t.Fatalf("narrowed egress: %v", err)
+	}
+}
+
+// TestDeadlineVisibleToGuest: the call's remaining time reaches the plugin, and the SDK's HTTP
+// helper keeps its default timeout inside it: a platform that never answers produces an error
+// the plugin reports, not a call the host has to stop as a crash.
+func TestDeadlineVisibleToGuest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accepts, reads, never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{
+		Env: &Env{Egress: egress.NewClient(egress.Limits{})},
+		Plugins: map[string]Settings{"probe": {Limits: Limits{CallTimeout: 3 * time.Second}, EgressExtra: []string{"127.0.0.1"},
+			Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)}}}})
+	r.Scan(context.Background())
+	p := r.Get("probe")
+	if got, err := probeSend(t, p, "main", "deadline"); err != nil || got != "3" {
+		t.Fatalf("deadline seen by the guest: %s %v", got, err)
+	}
+	start := time.Now()
+	res, err := p.Send(context.Background(), "main", abi.OutboundMessage{ChatID: "1", Text: "http http://" + ln.Addr().String() + "/hang"})
+	if err != nil {
+		t.Fatalf("the HTTP wait outlived the call: %v", err)
+	}
+	if res.Error == nil || res.Error.Code != abi.CodeUncertain || time.Since(start) > 3*time.Second {
+		t.Fatalf("after %v: %+v", time.Since(start), res.Error)
 	}
 }

@@ -81,6 +81,8 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		out, err = c.Dispatch(abi.InboundEvent{ID: arg, Source: abi.Source{ChatType: abi.ChatDM, ChatID: "9"}, Text: "hi"})
 	case "sendto":
 		out, err = c.SendTo(&abi.HostSendRequest{Target: abi.Source{Platform: "probe", ChatID: "1"}, Text: "x"})
+	case "deadline": // what the SDK was told: the time left, in whole seconds
+		out = time.Until(c.Deadline).Round(time.Second).Seconds()
 	case "clock":
 		var t time.Time
 		t, err = c.Now()
