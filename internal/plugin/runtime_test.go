@@ -145,17 +145,21 @@ func TestBadFilesAreRejectedWithReasons(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "garbage.wasm"), []byte("#!/bin/sh\nrm -rf /\n"), 0o644)
 	r := newRuntime(t, map[string]string{
-		"probe.wasm":     probeDir,
-		"panicky.wasm":   hostileTD + "panicky",
-		"wrongabi.wasm":  hostileTD + "wrongabi",
-		"noexports.wasm": hostileTD + "noexports",
+		"probe.wasm":      probeDir,
+		"panicky.wasm":    hostileTD + "panicky",
+		"wrongabi.wasm":   hostileTD + "wrongabi",
+		"noexports.wasm":  hostileTD + "noexports",
+		"badsig.wasm":     hostileTD + "badsig",
+		"extismhttp.wasm": hostileTD + "extismhttp",
 	}, Config{Dir: dir})
 	rej := r.Scan(context.Background())
 	want := map[string]string{
-		"garbage.wasm":   "not a WebAssembly module",
-		"panicky.wasm":   "panicky: describe",
-		"wrongabi.wasm":  "plugin is built for ABI 2.0; this host speaks ABI 1.0",
-		"noexports.wasm": `missing required export "describe"`,
+		"garbage.wasm":    "not a WebAssembly module",
+		"panicky.wasm":    "panicky: describe",
+		"wrongabi.wasm":   "plugin is built for ABI 2.0; this host speaks ABI 1.0",
+		"noexports.wasm":  `missing required export "describe"`,
+		"badsig.wasm":     `export "send" has type (i32) -> (i32); every export the host calls must be () -> (i32)`,
+		"extismhttp.wasm": "imports extism:host/env.http_request (Extism HTTP), which this host disables; use hermes_http",
 	}
 	if len(rej) != len(want) {
 		t.Fatalf("rejections %+v", rej)
@@ -165,7 +169,7 @@ func TestBadFilesAreRejectedWithReasons(t *testing.T) {
 			t.Errorf("%s: %q does not say %q", filepath.Base(x.Path), x.Error, w)
 		}
 	}
-	if got := len(r.Rejections()); got != 4 {
+	if got := len(r.Rejections()); got != 6 {
 		t.Errorf("Rejections() has %d entries", got)
 	}
 	// The healthy plugin loaded regardless.
