@@ -371,6 +371,9 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 	}
 	r.State, r.Reason, r.NextAttempt = Pending, why, next
 	l.observe(r)
+	// Every failed attempt is visible to the operator as it happens, not only the final outcome.
+	l.log.Warn("delivery attempt failed; will retry", "id", r.ID, "key", r.Key, "plugin", r.Plugin,
+		"attempt", r.Attempts, "of", l.opt.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "reason", why)
 }
 
 func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v session.Verdict) {

@@ -827,6 +827,13 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	if inst.dead.Load() || (err != nil && !isGuestError(inst, err)) {
 		// The instance is dead or its state is suspect: never reuse it.
 		v.discard(inst, cls)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The caller gave up (the host is stopping, a loop was cancelled): the instance was
+			// stopped for it, which says nothing about the plugin. Not a crash.
+			inst.stderr.take()
+			v.metrics.call(export, "cancelled", start)
+			return nil, fmt.Errorf("plugin %s: %s cancelled by the host: %w", c.Plugin, export, context.Canceled)
+		}
 		reason := "trap"
 		switch {
 		case ctx.Err() != nil:

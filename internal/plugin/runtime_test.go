@@ -645,3 +645,24 @@ func TestDeadlineVisibleToGuest(t *testing.T) {
 		t.Fatalf("after %v: %+v", time.Since(start), res.Error)
 	}
 }
+
+// TestCancelledCallIsNotACrash: a call the host cancels (a long poll at shutdown) stops the
+// instance, but is neither logged nor counted as a crash.
+func TestCancelledCallIsNotACrash(t *testing.T) {
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{})
+	r.Scan(context.Background())
+	p := r.Get("probe")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "spin"})
+	var crash *CrashError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &crash) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	if n := len(p.current().breaker.times); n != 0 {
+		t.Fatalf("%d crashes counted", n)
+	}
+	if _, err := probeSend(t, p, "main", "version"); err != nil {
+		t.Fatal(err)
+	}
+}
