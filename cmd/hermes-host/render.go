@@ -239,6 +239,12 @@ func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejectio
 		if info.LastError != "" {
 			fmt.Fprintf(out, "%s %s: %s\n", strings.ToUpper(info.State), info.Name, info.LastError)
 		}
+		for _, w := range info.Warnings {
+			fmt.Fprintf(out, "WARNING %s: %s\n", info.Name, w)
+		}
+		if info.EgressDenied > 0 {
+			fmt.Fprintf(out, "DENIED %s: %d egress calls refused (last: %s)\n", info.Name, info.EgressDenied, info.LastDenied)
+		}
 	}
 	for _, r := range rejected {
 		fmt.Fprintf(out, "REJECTED %s: %s\n", r.Path, r.Error)

@@ -147,6 +147,10 @@ func refused(err error) *abi.Error {
 	if errors.As(err, &denied) {
 		return &abi.Error{Code: abi.CodeDenied, Message: "redirect refused: " + denied.Error()}
 	}
+	var scope *ScopeError
+	if errors.As(err, &scope) {
+		return &abi.Error{Code: abi.CodeDenied, Message: "redirect refused: " + scope.Error()}
+	}
 	return nil
 }
 
@@ -164,20 +168,20 @@ func (c *Client) timeout(ms int64) time.Duration {
 // HTTP performs req for a plugin under policy pol. Redirects are followed only to allowed hosts.
 // A response body over the cap (the smaller of the host's limit and req.MaxBytes) is an
 // abi.CodeTooLarge error: the plugin never sees a silently truncated body.
-func (c *Client) HTTP(ctx context.Context, pol Policy, req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
+func (c *Client) HTTP(ctx context.Context, pol Policy, export string, req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, abi.Errorf(abi.CodeBadRequest, "egress: not an http(s) URL (%s)", safeOrigin(req.URL))
 	}
-	if err := pol.Check(u); err != nil {
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if err := pol.Check(u, Use{Export: export, Method: method}); err != nil {
 		return nil, &abi.Error{Code: abi.CodeDenied, Message: err.Error()}
 	}
 	if int64(len(req.Body)) > c.limits.MaxRequest {
 		return nil, abi.Errorf(abi.CodeTooLarge, "egress: request body of %d bytes exceeds %d", len(req.Body), c.limits.MaxRequest)
-	}
-	method := req.Method
-	if method == "" {
-		method = http.MethodGet
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout(req.TimeoutMs))
 	defer cancel()
@@ -193,7 +197,7 @@ func (c *Client) HTTP(ctx context.Context, pol Policy, req *abi.HTTPRequest) (*a
 	client := c.httpClient(pol, func(r *http.Request) error {
 		// A redirect is checked like the request itself, and dialed under the same policy.
 		*r = *r.WithContext(dialContext(r.Context(), pol, r.URL))
-		return pol.Check(r.URL)
+		return pol.Check(r.URL, Use{Export: export, Method: r.Method})
 	})
 	var wrote atomic.Bool
 	hr = hr.WithContext(httptrace.WithClientTrace(hr.Context(), &httptrace.ClientTrace{

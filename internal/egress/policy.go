@@ -8,9 +8,13 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/publicsuffix"
+
+	"github.com/hermes-host/hermes-host/abi"
 )
 
 // Policy decides which hosts a plugin may reach. Deny by default: a host is allowed only if it
@@ -34,19 +38,60 @@ type Policy struct {
 	// Internal grants internal addresses (IPs, CIDR prefixes or host patterns) without granting
 	// any host: a declared host may then resolve to them (a self-hosted API on the LAN).
 	Internal []string
+	// Scopes are the manifest's scoped hosts: reachable only from some exports, methods, paths.
+	Scopes []abi.EgressScope
+	// Alias maps an address (host:port) to the declared host it stands in for (a self-hosted
+	// Bot API server, a loopback fake): a request to the address is checked as one to the host
+	// (its scopes and narrowing apply), and the address is granted.
+	Alias map[string]string
 }
 
-// Check returns nil if u may be reached, and an error naming the refused origin otherwise.
-func (p Policy) Check(u *url.URL) error {
+// Use is what a request is for: the export making it and the HTTP method ("" for a WebSocket
+// frame). The scope check needs it; an empty Export is an internal use (no scope allows it).
+type Use struct {
+	Export string
+	Method string
+}
+
+// Check returns nil if u may be reached for use, and an error naming the refused origin (and,
+// for a scoped host, the scopes) otherwise.
+func (p Policy) Check(u *url.URL, use Use) error {
 	host, port, def := u.Hostname(), portOf(u), defaultPort(u.Scheme)
 	if host == "" {
 		return fmt.Errorf("egress: URL %s has no host", Origin(u))
 	}
-	if matchAny(p.Extra, host, port, "") {
+	aliased := false
+	if h, ok := p.aliasOf(host, port); ok {
+		host, port, aliased = h, def, true
+	}
+	// The operator's extra hosts are reachable from any export, unless the manifest scopes the
+	// host: then its scopes apply, and the grant only opens its internal address.
+	if !aliased && !p.scoped(host, port, def) && matchAny(p.Extra, host, port, "") {
 		return nil
 	}
-	if !(matchAny(p.Manifest, host, port, def) && (len(p.Narrow) == 0 || matchAny(p.Narrow, host, port, def))) {
-		return &DeniedError{Origin: Origin(u), Declared: p.Manifest}
+	narrowed := len(p.Narrow) == 0 || matchAny(p.Narrow, host, port, def)
+	if !narrowed {
+		return &DeniedError{Origin: Origin(u), Declared: p.declared()}
+	}
+	if !matchAny(p.Manifest, host, port, def) {
+		var scopes []abi.EgressScope
+		extra := !aliased && matchAny(p.Extra, host, port, "")
+		for _, s := range p.Scopes {
+			// A scoped host the operator granted with egress_extra (a loopback fake on another
+			// port) keeps its scopes on any port.
+			if match(s.Host, host, port, def) || (extra && match(s.Host, host, port, "")) {
+				scopes = append(scopes, s)
+			}
+		}
+		if len(scopes) == 0 {
+			return &DeniedError{Origin: Origin(u), Declared: p.declared()}
+		}
+		if !anyScopeAllows(scopes, use, u.Path) {
+			return &ScopeError{Origin: Origin(u), Use: use, Scopes: scopes}
+		}
+	}
+	if aliased {
+		return nil // the stand-in address is the operator's grant
 	}
 	// A literal internal address is refused here already, with the same reason as at dial time.
 	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
@@ -66,7 +111,97 @@ func (p Policy) CheckAddr(host string, ip netip.Addr) error {
 	return &InternalError{Host: host, Addr: ip, Kind: kind}
 }
 
+func (p Policy) aliasOf(host, port string) (string, bool) {
+	for target, declared := range p.Alias {
+		if match(target, host, port, "") {
+			return declared, true
+		}
+	}
+	return "", false
+}
+
+func (p Policy) scoped(host, port, def string) bool {
+	for _, s := range p.Scopes {
+		if match(s.Host, host, port, def) || match(s.Host, host, port, "") {
+			return true
+		}
+	}
+	return false
+}
+
+func (p Policy) declared() []string {
+	out := append([]string{}, p.Manifest...)
+	for _, s := range p.Scopes {
+		out = append(out, s.Host+" (scoped)")
+	}
+	return out
+}
+
+// anyScopeAllows reports whether one of scopes allows use on path.
+func anyScopeAllows(scopes []abi.EgressScope, use Use, p string) bool {
+	for _, s := range scopes {
+		if !slices.Contains(s.Exports, use.Export) {
+			continue
+		}
+		if use.Method != "" && len(s.Methods) > 0 && !slices.Contains(s.Methods, strings.ToUpper(use.Method)) {
+			continue
+		}
+		if use.Method != "" && len(s.Paths) > 0 && !slices.ContainsFunc(s.Paths, func(pat string) bool {
+			ok, _ := path.Match(pat, p)
+			return ok
+		}) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// ScopeError reports egress to a scoped host outside its scopes. It names the scopes, never
+// the request's path (tokens live there).
+type ScopeError struct {
+	Origin string
+	Use    Use
+	Scopes []abi.EgressScope
+}
+
+func (e *ScopeError) Error() string {
+	var scopes []string
+	for _, s := range e.Scopes {
+		d := fmt.Sprintf("%q: %s", s.Label(), strings.Join(s.Exports, ","))
+		if len(s.Methods) > 0 {
+			d += " " + strings.Join(s.Methods, ",")
+		}
+		if len(s.Paths) > 0 {
+			d += " " + strings.Join(s.Paths, ",")
+		}
+		scopes = append(scopes, d)
+	}
+	what := "a WebSocket frame"
+	if e.Use.Method != "" {
+		what = e.Use.Method
+	}
+	export := e.Use.Export
+	if export == "" {
+		export = "(no export)"
+	}
+	return fmt.Sprintf("egress scope: %s to %s from %s is outside the plugin's egress scopes for that host (%s)",
+		what, e.Origin, export, strings.Join(scopes, "; "))
+}
+
 func (p Policy) grantsInternal(host string, ip netip.Addr) bool {
+	for target := range p.Alias {
+		h := target
+		if hh, _, err := net.SplitHostPort(target); err == nil {
+			h = hh
+		}
+		if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil && a.Unmap() == ip {
+			return true
+		}
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
 	for _, list := range [][]string{p.Extra, p.Internal} {
 		for _, pat := range list {
 			h := pat
@@ -197,6 +332,21 @@ func matchHost(pattern, host string) bool {
 		return strings.HasSuffix(host, "."+suffix) && len(host) > len(suffix)+1
 	}
 	return pattern == host
+}
+
+// PlatformAPIs are chat platforms' API hosts: a plugin that reaches one can post messages, so
+// reaching one unscoped (from every export) is flagged at load.
+func PlatformAPIs() []string {
+	return []string{"api.telegram.org", "slack.com", "api.slack.com", "wss-primary.slack.com",
+		"bot.yuanbao.tencent.com", "bot-wss.yuanbao.tencent.com"}
+}
+
+// Covers reports whether pattern matches host on some port.
+func Covers(pattern, host string) bool {
+	if h, _, err := net.SplitHostPort(pattern); err == nil {
+		pattern = h
+	}
+	return matchHost(strings.ToLower(pattern), strings.ToLower(host))
 }
 
 // ValidatePattern reports whether s is a well-formed egress pattern. A wildcard over a public

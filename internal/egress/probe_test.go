@@ -32,7 +32,7 @@ func TestInternalAddressesNeedAGrant(t *testing.T) {
 		{"0.0.0.0:" + port, "http://0.0.0.0:" + port + "/"},
 		{"[::1]:" + port, "http://[::1]:" + port + "/"},
 	} {
-		_, err := c.HTTP(ctx, Policy{Manifest: []string{tc.declared}}, &abi.HTTPRequest{URL: tc.url})
+		_, err := c.HTTP(ctx, Policy{Manifest: []string{tc.declared}}, "send", &abi.HTTPRequest{URL: tc.url})
 		if abi.CodeOf(err) != abi.CodeDenied || !strings.Contains(err.Error(), "operator grants") {
 			t.Errorf("%s declared %s: %v", tc.url, tc.declared, err)
 		}
@@ -50,13 +50,13 @@ func TestInternalAddressesNeedAGrant(t *testing.T) {
 		if len(pol.Manifest) == 0 {
 			u = srv.URL + "/x"
 		}
-		if r, err := c.HTTP(ctx, pol, &abi.HTTPRequest{URL: u}); err != nil || string(r.Body) != "ok" {
+		if r, err := c.HTTP(ctx, pol, "send", &abi.HTTPRequest{URL: u}); err != nil || string(r.Body) != "ok" {
 			t.Errorf("granted %+v: %v", pol, err)
 		}
 	}
 	// WebSocket dials are checked the same way.
 	ws := "ws://localhost:" + port + "/"
-	if _, err := c.WSOpen(ctx, Owner{"p", "main"}, Policy{Manifest: []string{"localhost:" + port}}, &abi.WSOpenRequest{URL: ws}); abi.CodeOf(err) != abi.CodeDenied {
+	if _, err := c.WSOpen(ctx, Owner{"p", "main"}, Policy{Manifest: []string{"localhost:" + port}}, "poll", &abi.WSOpenRequest{URL: ws}); abi.CodeOf(err) != abi.CodeDenied {
 		t.Errorf("WebSocket to a name resolving to loopback: %v", err)
 	}
 }
@@ -92,12 +92,12 @@ func TestErrorsQuoteOnlyTheOrigin(t *testing.T) {
 		{ok, "ftp://127.0.0.1/botSECRET"},
 		{Policy{Manifest: []string{"localhost"}}, "http://localhost/botSECRET"},
 	} {
-		_, err := c.HTTP(ctx, tc.pol, &abi.HTTPRequest{URL: tc.url, TimeoutMs: 2000})
+		_, err := c.HTTP(ctx, tc.pol, "send", &abi.HTTPRequest{URL: tc.url, TimeoutMs: 2000})
 		if err == nil || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%s: %v", tc.url, err)
 		}
 	}
-	if _, err := c.WSOpen(ctx, Owner{"p", "main"}, ok, &abi.WSOpenRequest{URL: "ws://127.0.0.1:1/botSECRET"}); err == nil || strings.Contains(err.Error(), "SECRET") {
+	if _, err := c.WSOpen(ctx, Owner{"p", "main"}, ok, "poll", &abi.WSOpenRequest{URL: "ws://127.0.0.1:1/botSECRET"}); err == nil || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("WebSocket: %v", err)
 	}
 }
@@ -111,7 +111,7 @@ func TestWebSocketRedirectsCapped(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := NewClient(Limits{})
-	_, err := c.WSOpen(context.Background(), Owner{"p", "main"}, Policy{Extra: []string{"127.0.0.1"}},
+	_, err := c.WSOpen(context.Background(), Owner{"p", "main"}, Policy{Extra: []string{"127.0.0.1"}}, "poll",
 		&abi.WSOpenRequest{URL: "ws" + strings.TrimPrefix(srv.URL, "http") + "/start"})
 	if err == nil || !strings.Contains(err.Error(), "redirects") || hops > maxRedirects+1 {
 		t.Fatalf("after %d hops: %v", hops, err)

@@ -31,6 +31,7 @@ type wsRegistry struct {
 }
 
 type wsConn struct {
+	url    *url.URL // as opened: sends are checked against its host's scopes
 	id     string
 	owner  Owner
 	conn   *websocket.Conn
@@ -51,12 +52,12 @@ func newWSRegistry(c *Client) *wsRegistry {
 }
 
 // WSOpen dials a WebSocket for owner under policy pol.
-func (c *Client) WSOpen(ctx context.Context, owner Owner, pol Policy, req *abi.WSOpenRequest) (string, error) {
+func (c *Client) WSOpen(ctx context.Context, owner Owner, pol Policy, export string, req *abi.WSOpenRequest) (string, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") {
 		return "", abi.Errorf(abi.CodeBadRequest, "egress: not a ws(s) URL (%s)", safeOrigin(req.URL))
 	}
-	if err := pol.Check(u); err != nil {
+	if err := pol.Check(u, Use{Export: export, Method: http.MethodGet}); err != nil {
 		return "", &abi.Error{Code: abi.CodeDenied, Message: err.Error()}
 	}
 	r := c.ws
@@ -67,7 +68,7 @@ func (c *Client) WSOpen(ctx context.Context, owner Owner, pol Policy, req *abi.W
 	defer cancel()
 	client := c.httpClient(pol, func(r *http.Request) error {
 		*r = *r.WithContext(dialContext(r.Context(), pol, r.URL))
-		return pol.Check(r.URL)
+		return pol.Check(r.URL, Use{Export: export, Method: r.Method})
 	})
 	conn, resp, err := websocket.Dial(dctx, u.String(), &websocket.DialOptions{
 		HTTPClient:   client,
@@ -86,6 +87,7 @@ func (c *Client) WSOpen(ctx context.Context, owner Owner, pol Policy, req *abi.W
 	}
 	conn.SetReadLimit(c.limits.MaxFrame)
 	wc := &wsConn{
+		url:    u,
 		id:     "ws_" + strconv.FormatUint(r.next.Add(1), 10),
 		owner:  owner,
 		conn:   conn,
@@ -163,11 +165,15 @@ func (r *wsRegistry) forget(id string) {
 	r.mu.Unlock()
 }
 
-// WSSend writes one frame.
-func (c *Client) WSSend(ctx context.Context, owner Owner, req *abi.WSSendRequest) error {
+// WSSend writes one frame, if export may send on the connection's host (its scopes). What the
+// frame says is the plugin's: the host does not read frames.
+func (c *Client) WSSend(ctx context.Context, owner Owner, pol Policy, export string, req *abi.WSSendRequest) error {
 	wc, err := c.ws.get(owner, req.Conn)
 	if err != nil {
 		return err
+	}
+	if err := pol.Check(wc.url, Use{Export: export}); err != nil {
+		return &abi.Error{Code: abi.CodeDenied, Message: err.Error()}
 	}
 	if int64(len(req.Frame.Data)) > c.limits.MaxFrame {
 		return abi.Errorf(abi.CodeTooLarge, "egress: frame of %d bytes exceeds %d", len(req.Frame.Data), c.limits.MaxFrame)

@@ -41,7 +41,7 @@ func TestClosingAFullConnectionLeavesNoGoroutine(t *testing.T) {
 			defer srv.Close()
 			ignore := goleak.IgnoreCurrent()
 			c := NewClient(Limits{QueuedFrames: 4})
-			id, err := c.WSOpen(context.Background(), Owner{"p", "main"}, Policy{Extra: []string{"127.0.0.1"}},
+			id, err := c.WSOpen(context.Background(), Owner{"p", "main"}, Policy{Extra: []string{"127.0.0.1"}}, "poll",
 				&abi.WSOpenRequest{URL: "ws" + strings.TrimPrefix(srv.URL, "http")})
 			if err != nil {
 				t.Fatal(err)

@@ -78,14 +78,15 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
 	g.runtime, err = plugin.New(plugin.Config{
-		Dir:        cfg.PluginsDir,
-		CacheDir:   filepath.Join(cfg.DataDir, "cache", "wazero"),
-		Defaults:   limits(cfg.Limits),
-		Plugins:    pluginSettings(cfg),
-		Env:        g.env,
-		Logger:     log,
-		Metrics:    plugin.NewMetrics(g.registry),
-		ScaleProcs: true,
+		Dir:          cfg.PluginsDir,
+		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
+		Defaults:     limits(cfg.Limits),
+		Plugins:      pluginSettings(cfg),
+		Env:          g.env,
+		Logger:       log,
+		Metrics:      plugin.NewMetrics(g.registry),
+		ScaleProcs:   true,
+		StrictEgress: cfg.StrictEgress,
 		OnChange: func() {
 			if g.running.Load() {
 				g.loops.Reconcile(context.Background())
@@ -123,7 +124,8 @@ func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
 	out := map[string]plugin.Settings{}
 	for name, p := range cfg.Plugins {
 		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, EgressInternal: p.EgressInternal,
-			Profiles: map[string]json.RawMessage{}}
+			EgressAlias: p.EgressAlias,
+			Profiles:    map[string]json.RawMessage{}}
 		if p.Limits != nil {
 			s.Limits = limits(*p.Limits)
 		}

@@ -175,6 +175,11 @@ type Info struct {
 	Instances int                 `json:"instances"`
 	Loaded    time.Time           `json:"loaded"`
 	Profiles  map[string][]string `json:"profiles"` // profile → problems (empty: serving)
+	// Warnings found at load (unscoped egress to a chat platform's API).
+	Warnings []string `json:"warnings,omitempty"`
+	// EgressDenied counts egress calls the policy refused; LastDenied is the last refusal.
+	EgressDenied int64  `json:"egress_denied,omitempty"`
+	LastDenied   string `json:"last_denied,omitempty"`
 }
 
 // Info reports the plugin's current state.
@@ -187,8 +192,9 @@ func (p *Plugin) Info() Info {
 	info := Info{
 		Name: p.name, File: v.file, SHA256: v.sha256, ABI: v.abi.String(), Manifest: v.manifest,
 		State: state, LastError: last, Instances: v.pool.size(), Loaded: v.loaded,
-		Profiles: map[string][]string{},
+		Profiles: map[string][]string{}, Warnings: v.warnings, EgressDenied: v.denied.Load(),
 	}
+	info.LastDenied, _ = v.lastDenied.Load().(string)
 	v.profMu.RLock()
 	for name, ps := range v.profiles {
 		info.Profiles[name] = append([]string{}, ps.problems...)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -155,6 +156,30 @@ func checkManifest(m *abi.Manifest, info *moduleInfo) error {
 	for _, p := range m.Egress {
 		if err := egress.ValidatePattern(p); err != nil {
 			bad("%v", err)
+		}
+	}
+	exports := []string{abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick}
+	for i, s := range m.EgressScopes {
+		if err := egress.ValidatePattern(s.Host); err != nil {
+			bad("egress_scopes[%d]: %v", i, err)
+		}
+		if len(s.Exports) == 0 {
+			bad("egress_scopes[%d] (%s): exports is empty; name the exports that may use it", i, s.Label())
+		}
+		for _, e := range s.Exports {
+			if !slices.Contains(exports, e) {
+				bad("egress_scopes[%d] (%s): unknown export %q (want one of %s)", i, s.Label(), e, strings.Join(exports, ", "))
+			}
+		}
+		for _, meth := range s.Methods {
+			if meth == "" || meth != strings.ToUpper(meth) || strings.ContainsAny(meth, " /") {
+				bad("egress_scopes[%d] (%s): method %q: want an upper-case HTTP method", i, s.Label(), meth)
+			}
+		}
+		for _, pat := range s.Paths {
+			if _, err := path.Match(pat, ""); err != nil || !strings.HasPrefix(pat, "/") {
+				bad("egress_scopes[%d] (%s): path %q: want a pattern starting with /", i, s.Label(), pat)
+			}
 		}
 	}
 	if len(m.ConfigSchema) > 0 {

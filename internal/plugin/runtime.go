@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	extism "github.com/extism/go-sdk"
@@ -106,6 +107,9 @@ type Settings struct {
 	// EgressExtra grants hosts beyond the manifest's (a loopback fake, a self-hosted API), and
 	// the internal addresses they name.
 	EgressExtra []string
+	// EgressAlias maps an address (host:port) to the declared host it stands in for (a
+	// self-hosted Bot API server, a loopback fake); the host's scopes apply to it.
+	EgressAlias map[string]string
 	// EgressInternal grants internal addresses (IPs, prefixes, host names) that declared hosts
 	// may resolve to; without it, loopback, private and link-local addresses are refused.
 	EgressInternal []string
@@ -131,6 +135,10 @@ type Config struct {
 	// caller can start or stop what depends on it (poll loops) without waiting for the rest
 	// of a scan.
 	OnChange func()
+	// StrictEgress refuses a plugin that can reach a chat platform's API from every export
+	// (unscoped egress): only its send, through the host's guarded path, should post messages.
+	// Without it such a plugin loads with a warning.
+	StrictEgress bool
 	// ScaleProcs lets the runtime raise GOMAXPROCS to the number of CPUs plus the instance
 	// slots of the loaded plugins (see RATIONALE.md, "A spinning guest holds a P").
 	ScaleProcs bool
@@ -196,8 +204,27 @@ func New(cfg Config) (*Runtime, error) {
 	for _, name := range abi.HostFunctions() {
 		r.fns = append(r.fns, r.hostFunction(name))
 	}
+	prev := cfg.Env.Denied
+	cfg.Env.Denied = func(c Caller, fn string, err error) {
+		r.noteDenied(c, fn, err)
+		if prev != nil {
+			prev(c, fn, err)
+		}
+	}
 	go r.trimIdle()
 	return r, nil
+}
+
+// noteDenied counts and logs an egress call the policy refused.
+func (r *Runtime) noteDenied(c Caller, fn string, err error) {
+	r.log.Warn("plugin egress refused", "plugin", c.Plugin, "profile", c.Profile, "export", c.Export, "fn", fn, "error", err)
+	if p := r.Get(c.Plugin); p != nil {
+		if v := p.current(); v != nil {
+			v.denied.Add(1)
+			v.lastDenied.Store(err.Error())
+			v.metrics.denied(c.Export)
+		}
+	}
 }
 
 // trimIdle closes instances idle for longer than their plugin's IdleTimeout (keeping one per
@@ -584,7 +611,22 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	v.breaker = breaker{crashes: v.limits.BreakerCrashes, window: v.limits.BreakerWindow}
 	v.pool.setMax([numClasses]int{classOut: v.limits.PoolSize, classIn: v.limits.InboundPoolSize})
 	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: v.settings.EgressNarrow, Extra: v.settings.EgressExtra,
-		Internal: v.settings.EgressInternal}
+		Internal: v.settings.EgressInternal, Scopes: v.manifest.EgressScopes, Alias: v.settings.EgressAlias}
+	for _, pat := range v.manifest.Egress {
+		for _, api := range egress.PlatformAPIs() {
+			if !egress.Covers(pat, api) {
+				continue
+			}
+			w := fmt.Sprintf("unscoped egress %q reaches %s, a chat platform's API, from every export: it could post messages outside send, behind the session boundary; declare egress_scopes", pat, api)
+			if r.cfg.StrictEgress {
+				v.close()
+				return nil, fmt.Errorf("refused under strict_egress: %s", w)
+			}
+			v.warnings = append(v.warnings, w)
+			r.log.Warn("plugin egress is unscoped", "plugin", v.manifest.Name, "warning", w)
+			break
+		}
+	}
 	v.metrics = r.cfg.Metrics.forPlugin(v.manifest.Name)
 	v.metrics.instances(float64(v.pool.size())) // the eager instance, created before metrics
 	if err := v.configureProfiles(ctx); err != nil {
@@ -637,8 +679,11 @@ func (r *Runtime) PluginFor(platform, profile string) (string, bool) {
 
 // Caller is the identity the plugin acts under for profile: its name, kind and platform.
 func (p *Plugin) Caller(profile string) Caller {
-	m := p.Manifest()
-	return Caller{Plugin: p.name, Kind: m.Kind, Platform: m.Platform, Profile: profile}
+	v := p.current()
+	if v == nil {
+		return Caller{Plugin: p.name, Profile: profile}
+	}
+	return v.caller(profile)
 }
 
 // Limits are the current version's effective limits.
@@ -713,6 +758,10 @@ type version struct {
 
 	profMu   sync.RWMutex
 	profiles map[string]*profileState
+
+	warnings   []string     // shown to the operator (unscoped egress to a platform API)
+	denied     atomic.Int64 // egress calls the policy refused
+	lastDenied atomic.Value // string: the last refusal
 }
 
 type profileState struct {
@@ -805,6 +854,7 @@ func (e *FailedError) Error() string {
 
 func (v *version) call(ctx context.Context, c Caller, export string, input []byte, timeout time.Duration) ([]byte, error) {
 	start := time.Now()
+	c.Export = export
 	if err := v.breaker.check(c.Plugin); err != nil {
 		v.metrics.call(export, "failed", start)
 		return nil, err
