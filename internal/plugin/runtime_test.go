@@ -156,7 +156,7 @@ func TestBadFilesAreRejectedWithReasons(t *testing.T) {
 	want := map[string]string{
 		"garbage.wasm":    "not a WebAssembly module",
 		"panicky.wasm":    "panicky: describe",
-		"wrongabi.wasm":   "plugin is built for ABI 2.0; this host speaks ABI 1.0",
+		"wrongabi.wasm":   "plugin is built for ABI 2.0",
 		"noexports.wasm":  `missing required export "describe"`,
 		"badsig.wasm":     `export "send" has type (i32) -> (i32); every export the host calls must be () -> (i32)`,
 		"extismhttp.wasm": "imports extism:host/env.http_request (Extism HTTP), which this host disables; use hermes_http",
