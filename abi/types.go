@@ -1,18 +1,44 @@
 package abi
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Manifest is what a plugin's describe export returns. The host validates it before any traffic.
 type Manifest struct {
-	Name         string          `json:"name"`                                           // [a-z0-9_-], unique in a host; routes /hooks/{name}/…
-	Version      string          `json:"version"`                                        // the plugin's own version, free text (semver advised)
-	Kind         string          `json:"kind" jsonschema:"enum=platform,enum=scheduler"` // KindPlatform or KindScheduler
-	Platform     string          `json:"platform"`                                       // the platform name in session keys, e.g. "telegram"
-	Description  string          `json:"description,omitempty"`
-	Capabilities []string        `json:"capabilities"` // Cap* values
-	MessageLimit MessageLimit    `json:"message_limit"`
-	Egress       []string        `json:"egress,omitempty"` // host patterns the plugin may reach: "api.telegram.org", "*.slack.com"
+	Name         string       `json:"name"`                                           // [a-z0-9_-], unique in a host; routes /hooks/{name}/…
+	Version      string       `json:"version"`                                        // the plugin's own version, free text (semver advised)
+	Kind         string       `json:"kind" jsonschema:"enum=platform,enum=scheduler"` // KindPlatform or KindScheduler
+	Platform     string       `json:"platform"`                                       // the platform name in session keys, e.g. "telegram"
+	Description  string       `json:"description,omitempty"`
+	Capabilities []string     `json:"capabilities"` // Cap* values
+	MessageLimit MessageLimit `json:"message_limit"`
+	Egress       []string     `json:"egress,omitempty"` // host patterns the plugin may reach from any export: "api.telegram.org", "*.slack.com"
+	// EgressScopes are hosts the plugin may reach only from some exports, and for HTTP only with
+	// some methods and paths (SPEC 5.4.1). A host listed here and not in Egress is reachable
+	// only through its scopes.
+	EgressScopes []EgressScope   `json:"egress_scopes,omitempty"`
 	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`
+}
+
+// EgressScope allows egress to Host (an egress pattern) from the listed exports, and for HTTP
+// only with the listed methods and paths. Empty Methods or Paths allow any; Exports may not be
+// empty. For WebSocket, Exports bound who may open a connection to Host and send frames on it.
+type EgressScope struct {
+	Name    string   `json:"name,omitempty"` // shown in refusals; default "host from exports"
+	Host    string   `json:"host"`
+	Exports []string `json:"exports"`           // export names: send, poll, webhook, configure, tick
+	Methods []string `json:"methods,omitempty"` // HTTP methods, upper case
+	Paths   []string `json:"paths,omitempty"`   // path patterns: "*" matches within one segment ("/bot*/sendMessage")
+}
+
+// Label is the scope's name, or a description of it.
+func (s EgressScope) Label() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.Host + " from " + strings.Join(s.Exports, ",")
 }
 
 // Has reports whether the manifest declares capability c.
@@ -106,6 +132,11 @@ type OutboundMessage struct {
 type Call struct {
 	Profile string          `json:"profile"`
 	Config  json.RawMessage `json:"config,omitempty"`
+	// DeadlineMs is how many milliseconds this call had left when the host made it: the host
+	// stops the instance after that. Plugins keep every wait (an HTTP timeout, a WebSocket
+	// receive) inside it, so they can report a typed failure instead of being killed. 0 means
+	// unknown (an older host).
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
 }
 
 // ConfigureRequest asks the plugin to validate a profile's configuration.

@@ -21,7 +21,14 @@ import (
 )
 
 func main() {
-	if err := newRoot().Execute(); err != nil {
+	// Ctrl-C (or SIGTERM) cancels the running command through cmd.Context().
+	ctx, stop := signalContext()
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		if _, reported := err.(exitError); !reported {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }
@@ -51,10 +58,11 @@ type globals struct {
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "hermes-host",
-		Short:         "Gateway between an AI agent and chat platforms, with platform adapters as Wasm plugins",
-		SilenceUsage:  true,
-		SilenceErrors: false,
+		Use:          "hermes-host",
+		Short:        "Gateway between an AI agent and chat platforms, with platform adapters as Wasm plugins",
+		SilenceUsage: true,
+		// main prints errors, except an exitError: the command already reported its outcome.
+		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.configPath, "config", "c", os.Getenv("HERMES_CONFIG"), "YAML config file merged over the embedded defaults (env HERMES_CONFIG)")

@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -214,4 +216,41 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writePlugins renders the plugins table and the rejected files.
+func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejection, dir string) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tVERSION\tKIND\tPLATFORM\tSTATE\tPROFILES\tFILE")
+	for _, info := range infos {
+		var profiles []string
+		for name, problems := range info.Profiles {
+			if len(problems) > 0 {
+				name += "(disabled)"
+			}
+			profiles = append(profiles, name)
+		}
+		sort.Strings(profiles)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", info.Name, info.Manifest.Version, info.Manifest.Kind,
+			info.Manifest.Platform, info.State, strings.Join(profiles, ","), info.File)
+	}
+	w.Flush()
+	for _, info := range infos {
+		if info.LastError != "" {
+			fmt.Fprintf(out, "%s %s: %s\n", strings.ToUpper(info.State), info.Name, info.LastError)
+		}
+		for _, w := range info.Warnings {
+			fmt.Fprintf(out, "WARNING %s: %s\n", info.Name, w)
+		}
+		if info.EgressDenied > 0 {
+			fmt.Fprintf(out, "DENIED %s: %d egress calls refused (last: %s)\n", info.Name, info.EgressDenied, info.LastDenied)
+		}
+	}
+	for _, r := range rejected {
+		fmt.Fprintf(out, "REJECTED %s: %s\n", r.Path, r.Error)
+	}
+	if len(infos) == 0 && len(rejected) == 0 {
+		fmt.Fprintf(out, "no plugins in %s\n", dir)
+	}
+	return nil
 }

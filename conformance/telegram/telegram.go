@@ -19,7 +19,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
@@ -103,6 +105,10 @@ type suite struct {
 	hookURL string
 	// sendTokens maps each chat the suite sends to to the token its profile must use.
 	sendTokens map[int64]string
+	// posts records Bot API methods that post into a chat, called from an export other than
+	// send and let through (reaching the fake), as "export: method".
+	postsMu sync.Mutex
+	posts   []string
 }
 
 // Run checks the Telegram adapter at wasmPath against a fake Bot API and reports each behaviour
@@ -140,6 +146,15 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	defer closeEnv()
 	s.env = env
+	env.Egressed = func(c plugin.Caller, _ string, u *url.URL, err error) {
+		method := path.Base(u.Path)
+		if c.Export == abi.ExportSend || !postingMethod(method) || abi.CodeOf(err) == abi.CodeDenied {
+			return
+		}
+		s.postsMu.Lock()
+		s.posts = append(s.posts, c.Export+": "+method)
+		s.postsMu.Unlock()
+	}
 	defer func() {
 		if s.rt != nil {
 			s.rt.Close()
@@ -172,7 +187,35 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.check("webhook: registered with secret", s.checkWebhookRegistered)
 	s.check("webhook: secret enforced", s.checkWebhookSecret)
 	s.check("profiles: own token only", s.checkTokens)
+	s.check("egress: messages posted only from send", s.checkPostsOnlyFromSend)
 	return s.rep
+}
+
+// postingMethod reports whether a Bot API method puts something into a chat or changes what
+// it shows (webhook management does not).
+func postingMethod(m string) bool {
+	if strings.HasSuffix(m, "Webhook") {
+		return false
+	}
+	for _, prefix := range []string{"send", "edit", "forward", "copy", "delete", "pin", "unpin", "setChat", "setMessageReaction"} {
+		if strings.HasPrefix(m, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPostsOnlyFromSend: during the whole run, nothing posted into a chat from poll, webhook or
+// configure reached the fake. Only send runs inside the session boundary, after the stale
+// check, with a ledger row; a message posted from anywhere else bypasses all three.
+func (s *suite) checkPostsOnlyFromSend() (string, error) {
+	s.postsMu.Lock()
+	defer s.postsMu.Unlock()
+	if len(s.posts) > 0 {
+		return "", fmt.Errorf("%d message-posting calls outside send reached the Bot API (%s): only send may post, inside the host's guarded path; declare egress_scopes so the host refuses them",
+			len(s.posts), strings.Join(s.posts[:min(len(s.posts), 5)], ", "))
+	}
+	return "every message-posting call came from send", nil
 }
 
 func sortedProfiles() []string {
@@ -252,7 +295,9 @@ func (s *suite) load() (string, error) {
 	}
 	start := time.Now()
 	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
-		Profiles: s.profiles(), Env: s.env, EgressExtra: []string{"127.0.0.1"},
+		// The fakes stand in for api.telegram.org: the adapter's egress scopes apply to them.
+		Profiles: s.profiles(), Env: s.env, EgressAlias: map[string]string{
+			hostOf(s.tg.URL()): "api.telegram.org", hostOf(s.tgLive.URL()): "api.telegram.org"},
 		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
@@ -406,4 +451,12 @@ func (s *suite) current() *plugin.Plugin {
 	s.hook.mu.Lock()
 	defer s.hook.mu.Unlock()
 	return s.p
+}
+
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Host
 }

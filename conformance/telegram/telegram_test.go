@@ -40,12 +40,13 @@ func TestNaiveAdapterFails(t *testing.T) {
 		failed[r.Name] = !r.Passed
 	}
 	for _, name := range []string{
-		"poll: restart, no loss or replay", // offset in instance memory
-		"inbound: topics and thread traps", // every message_thread_id echoed
-		"inbound: mention gating",          // every group message a turn
-		"send: UTF-16 limit respected",     // code points counted
-		"send: 429 mapped to retry_after",  // retried inside send
-		"webhook: secret enforced",         // no secret check
+		"poll: restart, no loss or replay",       // offset in instance memory
+		"inbound: topics and thread traps",       // every message_thread_id echoed
+		"inbound: mention gating",                // every group message a turn
+		"send: UTF-16 limit respected",           // code points counted
+		"send: 429 mapped to retry_after",        // retried inside send
+		"webhook: secret enforced",               // no secret check
+		"egress: messages posted only from send", // acknowledges commands from poll
 	} {
 		if !failed[name] {
 			t.Errorf("check %q did not fail", name)

@@ -56,7 +56,13 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	if len(failed) > 0 {
 		status = "degraded"
 	}
-	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed})
+	// Files still loading (at start-up, or a reload) do not make the host unhealthy either: the
+	// listener answers from the start and every loaded plugin serves.
+	loading := a.Plugins.Loading()
+	if len(loading) > 0 && status == "ok" {
+		status = "loading"
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed, "loading": loading})
 }
 
 func (a *API) plugins(w http.ResponseWriter, r *http.Request) {

@@ -20,11 +20,13 @@ var defaults []byte
 
 // Config is the whole configuration.
 type Config struct {
-	Listen        string            `yaml:"listen" json:"listen"`
-	DataDir       string            `yaml:"data_dir" json:"data_dir"`
-	PluginsDir    string            `yaml:"plugins_dir" json:"plugins_dir"`
-	LogLevel      string            `yaml:"log_level" json:"log_level"`
-	Limits        Limits            `yaml:"limits" json:"limits"`
+	Listen     string `yaml:"listen" json:"listen"`
+	DataDir    string `yaml:"data_dir" json:"data_dir"`
+	PluginsDir string `yaml:"plugins_dir" json:"plugins_dir"`
+	LogLevel   string `yaml:"log_level" json:"log_level"`
+	Limits     Limits `yaml:"limits" json:"limits"`
+	// StrictEgress refuses plugins that can reach a chat platform's API from every export.
+	StrictEgress  bool              `yaml:"strict_egress" json:"strict_egress"`
 	Agent         Agent             `yaml:"agent" json:"agent"`
 	Notifications string            `yaml:"notifications" json:"notifications"`
 	Plugins       map[string]Plugin `yaml:"plugins" json:"plugins"`
@@ -76,10 +78,16 @@ type Agent struct {
 
 // Plugin is the operator's settings for one plugin.
 type Plugin struct {
-	Limits       *Limits                   `yaml:"limits" json:"limits,omitempty"`
-	EgressNarrow []string                  `yaml:"egress_narrow" json:"egress_narrow,omitempty"`
-	EgressExtra  []string                  `yaml:"egress_extra" json:"egress_extra,omitempty"`
-	Profiles     map[string]map[string]any `yaml:"profiles" json:"-"`
+	Limits       *Limits  `yaml:"limits" json:"limits,omitempty"`
+	EgressNarrow []string `yaml:"egress_narrow" json:"egress_narrow,omitempty"`
+	EgressExtra  []string `yaml:"egress_extra" json:"egress_extra,omitempty"`
+	// EgressInternal grants internal addresses (loopback, private, link-local: IPs, CIDR
+	// prefixes or host names) that declared hosts may resolve to, without granting any host.
+	EgressInternal []string `yaml:"egress_internal" json:"egress_internal,omitempty"`
+	// EgressAlias maps an address (host:port) to the declared host it stands in for (a
+	// self-hosted Bot API server): the host's scopes apply to requests to that address.
+	EgressAlias map[string]string         `yaml:"egress_alias" json:"egress_alias,omitempty"`
+	Profiles    map[string]map[string]any `yaml:"profiles" json:"-"`
 }
 
 // Sessions configures session keys and auto-reset.

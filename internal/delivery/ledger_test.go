@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -48,13 +49,17 @@ func (p *platform) Send(ctx context.Context, plugin, profile string, m abi.Outbo
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(p.sent))}}, nil
 }
 
-func (p *platform) Limit(string) (abi.MessageLimit, bool) {
+func (p *platform) Limit(string) (abi.MessageLimit, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.limit.Max == 0 {
-		return abi.MessageLimit{Max: 1000, Unit: abi.UnitCodePoint}, !p.gone
+	var err error
+	if p.gone {
+		err = errors.New("plugin chat is not loaded")
 	}
-	return p.limit, !p.gone
+	if p.limit.Max == 0 {
+		return abi.MessageLimit{Max: 1000, Unit: abi.UnitCodePoint}, err
+	}
+	return p.limit, err
 }
 
 func (p *platform) texts() []string {
@@ -93,7 +98,9 @@ func newFixture(t *testing.T, p *platform, opt Options) *fixture {
 	}
 	f := &fixture{t: t, k: k, p: p, db: path, final: map[string]Row{}}
 	f.cond = sync.NewCond(&f.mu)
-	opt.Logger = slog.New(slog.DiscardHandler)
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opt.Backoff == 0 {
 		opt.Backoff = 10 * time.Millisecond
 	}
@@ -413,4 +420,41 @@ func TestBoundaryOrders(t *testing.T) {
 			t.Fatalf("row %+v sent %q", r, p.texts())
 		}
 	})
+}
+
+// TestFailedAttemptsAreLogged: each failed attempt is logged with its reason as it happens (a
+// plugin whose output is over the cap used to fail silently until the last attempt).
+func TestFailedAttemptsAreLogged(t *testing.T) {
+	p := &platform{}
+	for range 2 {
+		p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return nil, errors.New("send output of 10485760 bytes exceeds the cap of 4194304")
+		})
+	}
+	var logs syncBuffer
+	f := newFixture(t, p, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	id, _ := f.l.Enqueue(context.Background(), f.msg(f.stamp(), "hello", GuardNone))
+	if r := f.waitFinal(id); r.State != Delivered || r.Attempts != 3 {
+		t.Fatalf("%+v", r)
+	}
+	if n := strings.Count(logs.String(), "delivery attempt failed; will retry"); n != 2 || !strings.Contains(logs.String(), "exceeds the cap") {
+		t.Fatalf("%d failed attempts logged:\n%s", n, logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

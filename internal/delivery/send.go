@@ -18,6 +18,10 @@ import (
 // failed, not retried: retrying could duplicate it.
 var ErrOutcomeUnknown = errors.New("delivery: outcome unknown")
 
+// ErrPluginStarting is wrapped by a Transport's Limit while the host is still loading plugins:
+// the plugin may yet appear, so waiting for it does not use up the message's attempts.
+var ErrPluginStarting = errors.New("the host is still loading its plugins")
+
 // Reason strings recorded on rows.
 const (
 	ReasonInterrupted = "outcome unknown: the host stopped while sending; not resent to avoid a duplicate"
@@ -224,9 +228,13 @@ func (l *Ledger) backoff(attempts int) time.Duration {
 
 // attempt makes one delivery attempt of r inside its key's boundary.
 func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
-	if _, loaded := l.tr.Limit(r.Plugin); !loaded {
+	if _, err := l.tr.Limit(r.Plugin); err != nil {
+		if errors.Is(err, ErrPluginStarting) {
+			l.retry(ctx, ln, r, time.Second, err.Error()) // not an attempt: nothing was tried
+			return
+		}
 		r.Attempts++
-		l.retry(ctx, ln, r, 0, fmt.Sprintf("plugin %s is not loaded", r.Plugin))
+		l.retry(ctx, ln, r, 0, err.Error())
 		return
 	}
 	err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
@@ -363,6 +371,9 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 	}
 	r.State, r.Reason, r.NextAttempt = Pending, why, next
 	l.observe(r)
+	// Every failed attempt is visible to the operator as it happens, not only the final outcome.
+	l.log.Warn("delivery attempt failed; will retry", "id", r.ID, "key", r.Key, "plugin", r.Plugin,
+		"attempt", r.Attempts, "of", l.opt.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "reason", why)
 }
 
 func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v session.Verdict) {

@@ -35,6 +35,7 @@ func newHost(t *testing.T, fake *echotest.Server) *host {
 	os.WriteFile(h.config, []byte(fmt.Sprintf(`
 plugins:
   echo:
+    egress_extra: ["127.0.0.1"]
     profiles:
       main: {outbox_url: "%s/outbox"}
 `, fake.URL())), 0o600)

@@ -89,3 +89,33 @@ func TestServeBinary(t *testing.T) {
 		t.Fatalf("metrics %d", code)
 	}
 }
+
+// TestPluginsCommandsOperatorView: `plugins ls` shows the running server's view (no re-run of
+// every plugin); `plugins inspect` names the file it was given; a command that reported its own
+// failure does not add "Error: exit 1".
+func TestPluginsCommandsOperatorView(t *testing.T) {
+	bin, plugins := buildHost(t)
+	data := t.TempDir()
+	addr, stop := startServe(t, bin, plugins, data)
+	defer stop()
+	out, err := runCLI(bin, data, "--plugins", plugins, "--listen", addr, "plugins", "ls")
+	if err != nil || !strings.Contains(out, "from the server at "+addr) || !strings.Contains(out, "echo") {
+		t.Fatalf("plugins ls while serving: %v\n%s", err, out)
+	}
+	stop()
+	out, err = runCLI(bin, data, "--plugins", plugins, "--listen", addr, "plugins", "ls")
+	if err != nil || !strings.Contains(out, "no server answering") || !strings.Contains(out, "echo") {
+		t.Fatalf("plugins ls without a server: %v\n%s", err, out)
+	}
+	echo := filepath.Join(plugins, "echo.wasm")
+	out, err = runCLI(bin, data, "plugins", "inspect", echo)
+	if err != nil || !strings.Contains(out, `"file": "`+echo+`"`) {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.wasm")
+	os.WriteFile(bad, []byte("not wasm"), 0o644)
+	out, err = runCLI(bin, data, "plugins", "inspect", bad)
+	if err == nil || !strings.Contains(out, "rejected") || strings.Contains(out, "Error: exit") {
+		t.Fatalf("inspect of a bad file: %v\n%s", err, out)
+	}
+}

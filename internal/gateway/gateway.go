@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,8 @@ type Gateway struct {
 	agent    agent.Agent
 	door     *inbound.Door
 	loops    *loop.Supervisor
+	// running is set by Run: from then on, each plugin load reconciles the loops at once.
+	running atomic.Bool
 }
 
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
@@ -75,13 +78,20 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
 	g.runtime, err = plugin.New(plugin.Config{
-		Dir:      cfg.PluginsDir,
-		CacheDir: filepath.Join(cfg.DataDir, "cache", "wazero"),
-		Defaults: limits(cfg.Limits),
-		Plugins:  pluginSettings(cfg),
-		Env:      g.env,
-		Logger:   log,
-		Metrics:  plugin.NewMetrics(g.registry),
+		Dir:          cfg.PluginsDir,
+		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
+		Defaults:     limits(cfg.Limits),
+		Plugins:      pluginSettings(cfg),
+		Env:          g.env,
+		Logger:       log,
+		Metrics:      plugin.NewMetrics(g.registry),
+		ScaleProcs:   true,
+		StrictEgress: cfg.StrictEgress,
+		OnChange: func() {
+			if g.running.Load() {
+				g.loops.Reconcile(context.Background())
+			}
+		},
 	})
 	if err != nil {
 		db.Close()
@@ -113,7 +123,9 @@ func limits(l config.Limits) plugin.Limits {
 func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
 	out := map[string]plugin.Settings{}
 	for name, p := range cfg.Plugins {
-		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, Profiles: map[string]json.RawMessage{}}
+		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, EgressInternal: p.EgressInternal,
+			EgressAlias: p.EgressAlias,
+			Profiles:    map[string]json.RawMessage{}}
 		if p.Limits != nil {
 			s.Limits = limits(*p.Limits)
 		}
@@ -241,29 +253,34 @@ func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	return rej
 }
 
-// Run serves until ctx is cancelled: it loads the plugins, watches the plugins directory for
-// changes, runs the poll and tick loops, and serves HTTP on cfg.Listen. ready, if not nil, is
-// called with the listening address once the server accepts connections.
+// Run serves until ctx is cancelled. It opens the listener first (health and the admin API
+// answer at once), starts the core (process recovery, ledger, turn engine), then loads the
+// plugins in parallel: each plugin serves, and its loops start, as soon as it has loaded,
+// whatever the other files do. Then it watches the plugins directory for changes. ready, if not
+// nil, is called with the listening address once the server accepts connections.
 func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	start := time.Now()
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
 	}
-	g.LoadPlugins(ctx)
 	if err := g.startCore(ctx); err != nil {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
-	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
-		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	g.log.Info("hermes-host listening", "addr", ln.Addr().String())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	g.running.Store(true)
+	g.LoadPlugins(ctx)
+	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
+	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
+		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -280,7 +297,8 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 }
 
 // startCore recovers background processes, reconciles the ledger and starts the turn engine.
-// Plugins are loaded first, so pending deliveries find their plugin.
+// It runs before the plugins load: a pending delivery whose plugin is still loading waits for it
+// without using up an attempt (see transport.Limit).
 func (g *Gateway) startCore(ctx context.Context) error {
 	rep, err := g.procs.Recover(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/delivery"
@@ -29,10 +30,16 @@ func (t transport) Send(ctx context.Context, name, profile string, msg abi.Outbo
 	return res, err
 }
 
-func (t transport) Limit(name string) (abi.MessageLimit, bool) {
+func (t transport) Limit(name string) (abi.MessageLimit, error) {
 	p := t.g.runtime.Get(name)
-	if p == nil || !p.Active() {
-		return abi.MessageLimit{}, false
+	switch {
+	case p == nil && len(t.g.runtime.Loading()) > 0:
+		return abi.MessageLimit{}, fmt.Errorf("plugin %s is not loaded yet: %w", name, delivery.ErrPluginStarting)
+	case p == nil:
+		return abi.MessageLimit{}, fmt.Errorf("plugin %s is not loaded", name)
 	}
-	return p.Manifest().MessageLimit, true
+	if err := p.Status(); err != nil {
+		return abi.MessageLimit{}, err // failed after repeated crashes: say so, with its last error
+	}
+	return p.Manifest().MessageLimit, nil
 }

@@ -217,20 +217,41 @@ type Boundary struct {
 // deadlocking. The SQLite write lock is only ever taken while holding a key lock, never the
 // other way round, and fn's own slow work (a platform send) does not hold any SQLite lock.
 func (k *Kernel) WithBoundary(ctx context.Context, key string, fn func(b *Boundary) error) error {
+	_, err := k.boundary(ctx, key, nil, fn)
+	return err
+}
+
+// TryBoundary is WithBoundary that waits at most wait for the key's lock. If another holder
+// keeps it longer, fn does not run and TryBoundary reports false with no error. The wait bounds
+// only the lock: fn runs under ctx as in WithBoundary.
+func (k *Kernel) TryBoundary(ctx context.Context, key string, wait time.Duration, fn func(b *Boundary) error) (bool, error) {
+	return k.boundary(ctx, key, &wait, fn)
+}
+
+func (k *Kernel) boundary(ctx context.Context, key string, wait *time.Duration, fn func(b *Boundary) error) (bool, error) {
 	if InBoundary(ctx) {
-		return ErrNestedBoundary
+		return false, ErrNestedBoundary
 	}
 	if key == "" {
-		return fmt.Errorf("%w: empty key", ErrMalformedKey)
+		return false, fmt.Errorf("%w: empty key", ErrMalformedKey)
 	}
-	unlock, err := k.locker.Lock(ctx, key)
+	lctx := ctx
+	if wait != nil {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, *wait)
+		defer cancel()
+	}
+	unlock, err := k.locker.Lock(lctx, key)
 	if err != nil {
-		return fmt.Errorf("session: boundary %s: %w", key, err)
+		if wait != nil && ctx.Err() == nil {
+			return false, nil // held by someone else for longer than wait
+		}
+		return false, fmt.Errorf("session: boundary %s: %w", key, err)
 	}
 	defer unlock()
 	b := &Boundary{k: k, key: key, ctx: context.WithValue(ctx, boundaryCtxKey{}, key)}
 	defer b.closed.Store(true)
-	return fn(b)
+	return true, fn(b)
 }
 
 // Key returns the key this boundary locks.

@@ -66,10 +66,11 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu       sync.Mutex // guards keys, more and lastEdit
+	mu       sync.Mutex // guards keys, more, lastEdit and intake
 	keys     map[string]*keyQueue
 	more     map[string]*pending  // the rest of a key's last cut answer (/more)
 	lastEdit map[string]time.Time // a chat's last streamed post or edit
+	intake   map[string]*intakeQueue
 	wg       sync.WaitGroup
 	ctx      context.Context
 }
@@ -128,7 +129,8 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 		opt.EditInterval = time.Second
 	}
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
-		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{}, ctx: ctx}, nil
+		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
+		intake: map[string]*intakeQueue{}, ctx: ctx}, nil
 }
 
 func newID(prefix string) string {
@@ -162,6 +164,23 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.enqueue(r.key, it)
 	}
+	// Inbound events recorded but not applied before the stop are applied now, in order.
+	received, err := e.loadReceived(ctx)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	for _, r := range received {
+		q := e.intake[r.key]
+		if q == nil {
+			q = &intakeQueue{}
+			e.intake[r.key] = q
+			e.wg.Add(1)
+			go e.runIntake(r.key, q)
+		}
+		q.rows = append(q.rows, r)
+	}
+	e.mu.Unlock()
 	if e.procs != nil {
 		e.wg.Add(1)
 		go e.consume(ctx)
@@ -172,9 +191,19 @@ func (e *Engine) Start(ctx context.Context) error {
 // Wait blocks until the engine's goroutines have stopped (after ctx is cancelled).
 func (e *Engine) Wait() { e.wg.Wait() }
 
+// IntakeWait is how long Dispatch waits for a busy chat's boundary before leaving the event,
+// already recorded, to be applied in the background. A send to a slow platform holds the
+// boundary up to the plugin's call deadline; an inbound event must not wait for it.
+const IntakeWait = 10 * time.Millisecond
+
 // Dispatch records an inbound event and acts on it: observe, redact and seed at once; a message
 // becomes a turn (or, for /stop, /new and /reset, acts at once). The event's source must
 // already carry the plugin's own platform and profile. Events are deduplicated by ev.ID.
+//
+// The event is recorded durably before the chat's boundary is taken, so Dispatch never waits
+// on a send in progress in that chat: if the boundary does not come free within IntakeWait,
+// the event is applied in the background, after the chat's earlier events, and the reply
+// carries no session. Either way, once Dispatch returns nil the event cannot be lost.
 func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	src := ev.Source
 	key, err := e.k.Key(src)
@@ -182,35 +211,109 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "source: %v", err)
 	}
 	kind := ev.Kind
-	if kind == "" {
+	switch kind {
+	case "":
 		kind = abi.EventMessage
+	case abi.EventMessage, abi.EventObserve, abi.EventRedact, abi.EventSeed:
+	default:
+		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "unknown event kind %q", kind)
 	}
-	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src, text: ev.Text, kind: kindMessage}
+	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src,
+		text: ev.Text, kind: kindMessage, eventKind: kind}
+	if kind != abi.EventMessage {
+		row.kind = kindRecord
+	}
+	fresh, err := e.insert(ctx, row, stReceived)
+	if err != nil {
+		return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
+	}
+	if !fresh {
+		return abi.DispatchReply{Duplicate: true}, nil
+	}
+	// Apply now if the chat has no earlier event waiting and its boundary is free soon enough.
+	e.mu.Lock()
+	if q := e.intake[key]; q != nil {
+		q.rows = append(q.rows, row) // behind the chat's earlier events
+		e.mu.Unlock()
+		return abi.DispatchReply{}, nil
+	}
+	q := &intakeQueue{}
+	e.intake[key] = q
+	e.mu.Unlock()
+	ref, applied, err := e.apply(ctx, row, IntakeWait)
+	if err != nil {
+		e.log.Warn("turn: applying an inbound event failed; retrying in the background", "key", key, "id", row.id, "error", err)
+	}
+	e.mu.Lock()
+	if !applied {
+		q.rows = append([]*inboxRow{row}, q.rows...)
+	}
+	if len(q.rows) > 0 {
+		e.wg.Add(1)
+		go e.runIntake(key, q)
+	} else {
+		delete(e.intake, key)
+	}
+	e.mu.Unlock()
+	return abi.DispatchReply{Session: ref}, nil
+}
+
+// intakeQueue holds a chat's recorded inbound events that wait for its boundary. Guarded by
+// Engine.mu; present in Engine.intake while a Dispatch applies an event of the chat or a
+// runIntake goroutine drains the queue, so the chat's events are applied in arrival order.
+type intakeQueue struct {
+	rows []*inboxRow
+}
+
+// runIntake applies key's waiting events in order, each under the boundary (waiting for it as
+// long as it takes), retrying a failure with backoff until the engine stops; what it has not
+// applied then is applied at the next start.
+func (e *Engine) runIntake(key string, q *intakeQueue) {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		if len(q.rows) == 0 || e.ctx.Err() != nil {
+			if e.intake[key] == q {
+				delete(e.intake, key)
+			}
+			e.mu.Unlock()
+			return
+		}
+		row := q.rows[0]
+		q.rows = q.rows[1:]
+		e.mu.Unlock()
+		for retry := 100 * time.Millisecond; ; retry = min(retry*2, 30*time.Second) {
+			_, _, err := e.apply(e.ctx, row, -1)
+			if err == nil || e.ctx.Err() != nil {
+				break
+			}
+			e.log.Error("turn: applying an inbound event failed; retrying", "key", key, "id", row.id, "error", err, "retry", retry)
+			select {
+			case <-e.ctx.Done():
+			case <-time.After(retry):
+			}
+		}
+	}
+}
+
+// apply applies a recorded inbound event inside its key's boundary, waiting at most wait for
+// it (forever if wait < 0), then sends the command's confirmation or queues the turn. applied
+// is false if the boundary stayed busy.
+func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (ref abi.SessionRef, applied bool, err error) {
+	key, src := row.key, row.src
 	var (
-		reply   abi.DispatchReply
-		submit  *item
-		confirm string
+		submit       *item
+		confirm, cmd string
 	)
-	err = e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
-		state := stQueued
-		if kind != abi.EventMessage {
-			row.kind, state = kindRecord, stDone
-		}
-		fresh, err := e.insert(b.Context(), row, state)
-		if err != nil {
-			return err
-		}
-		if !fresh {
-			reply.Duplicate = true
-			return nil
-		}
+	fn := func(b *session.Boundary) error {
 		var res session.Resolution
-		switch kind {
+		var err error
+		switch row.eventKind {
 		case abi.EventObserve:
 			if res, err = b.Resolve(src, session.ResolveOptions{Internal: true}); err != nil {
 				return err
 			}
-			text := ev.Text
+			text := row.text
 			if src.UserName != "" {
 				text = "[" + src.UserName + "] " + text
 			}
@@ -222,14 +325,15 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 			}
 		case abi.EventSeed:
 			res, err = b.Resolve(src, session.ResolveOptions{Internal: true})
-		case abi.EventMessage:
+		default: // abi.EventMessage
 			if res, err = b.Resolve(src, session.ResolveOptions{}); err != nil {
 				return err
 			}
-			if _, err = b.Append(res.SessionID, session.Message{Role: "user", Text: ev.Text, PlatformMessageID: src.MessageID, Turn: row.id}); err != nil {
+			if _, err = b.Append(res.SessionID, session.Message{Role: "user", Text: row.text, PlatformMessageID: src.MessageID, Turn: row.id}); err != nil {
 				return err
 			}
-			cmd, arg := parseCommand(ev.Text)
+			var arg string
+			cmd, arg = parseCommand(row.text)
 			switch cmd {
 			case "stop":
 				e.interrupt(key, true)
@@ -242,31 +346,44 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 			case "status":
 				confirm = e.status(b, key)
 			default:
-				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: plugin, profile: profile, src: src,
-					texts: []string{ev.Text}, cmd: cmd, arg: arg}
+				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: row.plugin, profile: row.profile, src: src,
+					texts: []string{row.text}, cmd: cmd, arg: arg}
 			}
-			if confirm != "" && err == nil {
-				e.setState(b.Context(), []string{row.id}, stDone, "command /"+cmd)
-			}
-		default:
-			return abi.Errorf(abi.CodeBadRequest, "unknown event kind %q", kind)
 		}
-		reply.Session = res.Ref()
-		return err
-	})
+		if err != nil {
+			return err
+		}
+		state, outcome := stDone, ""
+		switch {
+		case confirm != "":
+			outcome = "command /" + cmd
+		case submit != nil:
+			state = stQueued
+		}
+		e.setState(b.Context(), []string{row.id}, state, outcome)
+		ref = res.Ref()
+		return nil
+	}
+	if wait < 0 {
+		err = e.k.WithBoundary(ctx, key, fn)
+		applied = err == nil
+	} else {
+		applied, err = e.k.TryBoundary(ctx, key, wait, fn)
+		applied = applied && err == nil
+	}
 	if err != nil {
-		if abi.CodeOf(err) != "" {
-			return reply, err
-		}
-		return reply, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
+		return ref, false, err
+	}
+	if !applied {
+		return ref, false, nil
 	}
 	if confirm != "" {
-		e.notice(ctx, plugin, profile, key, src, confirm)
+		e.notice(ctx, row.plugin, row.profile, key, src, confirm)
 	}
 	if submit != nil {
 		e.enqueue(key, submit)
 	}
-	return reply, nil
+	return ref, true, nil
 }
 
 // parseCommand splits "/cmd@bot arg" into ("cmd", "arg"); "" when the text is not a command.

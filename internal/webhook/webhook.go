@@ -31,6 +31,12 @@ const Pattern = "POST /hooks/{plugin}/{profile}"
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, profile := r.PathValue("plugin"), r.PathValue("profile")
 	p := h.Plugins.Get(name)
+	if p == nil && len(h.Plugins.Loading()) > 0 {
+		// It may be among the files still loading: the platform should retry, not give up.
+		w.Header().Set("Retry-After", "1")
+		httpjson.Write(w, http.StatusServiceUnavailable, abi.Errorf(abi.CodeUnavailable, "no plugin %q yet: plugins are loading; retry", name))
+		return
+	}
 	if p == nil {
 		httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "no plugin %q", name))
 		return

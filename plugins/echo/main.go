@@ -57,7 +57,13 @@ func init() {
 			Description:  "loopback reference platform",
 			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapReplies},
 			MessageLimit: abi.MessageLimit{Max: 2000, Unit: abi.UnitCodePoint},
-			Egress:       []string{"127.0.0.1", "localhost"},
+			// Replies are posted only from send; poll only reads the inbox.
+			EgressScopes: []abi.EgressScope{
+				{Name: "post", Host: "127.0.0.1", Exports: []string{abi.ExportSend}, Methods: []string{"POST"}},
+				{Name: "post", Host: "localhost", Exports: []string{abi.ExportSend}, Methods: []string{"POST"}},
+				{Name: "inbox", Host: "127.0.0.1", Exports: []string{abi.ExportPoll}, Methods: []string{"GET"}},
+				{Name: "inbox", Host: "localhost", Exports: []string{abi.ExportPoll}, Methods: []string{"GET"}},
+			},
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,

@@ -70,7 +70,7 @@ func TestEcho(t *testing.T) {
 	ob := &outbox{inbox: []Message{{ID: "001", ChatID: "5", Text: "one"}, {ID: "002", ChatID: "5", Text: "two"}}}
 	srv := httptest.NewServer(ob)
 	defer srv.Close()
-	opts := sdktest.Options{Profiles: map[string]any{
+	opts := sdktest.Options{EgressExtra: []string{"127.0.0.1"}, Profiles: map[string]any{
 		"main":   map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in", "secret": "s3"},
 		"nosecr": map[string]any{"outbox_url": srv.URL + "/out"},
 	}}
@@ -146,7 +146,7 @@ func TestPollDispatchesBeforeCommitting(t *testing.T) {
 	srv := httptest.NewServer(ob)
 	defer srv.Close()
 	rec := &recorder{fail: true}
-	opts := sdktest.Options{Dispatcher: rec, Profiles: map[string]any{"main": map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in"}}}
+	opts := sdktest.Options{EgressExtra: []string{"127.0.0.1"}, Dispatcher: rec, Profiles: map[string]any{"main": map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in"}}}
 	hosts(t, opts, func(t *testing.T, h sdktest.Host) {
 		rec.mu.Lock()
 		rec.fail, rec.events = true, nil

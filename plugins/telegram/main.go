@@ -38,7 +38,14 @@ func init() {
 			Capabilities: []string{abi.CapPoll, abi.CapWebhook, abi.CapThreads, abi.CapTyping,
 				abi.CapReplies, abi.CapEdit},
 			MessageLimit: abi.MessageLimit{Max: MaxText, Unit: abi.UnitUTF16},
-			Egress:       []string{"api.telegram.org"},
+			// Only send may post; the other exports may read updates and manage the webhook.
+			EgressScopes: []abi.EgressScope{
+				{Name: "post", Host: "api.telegram.org", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
+					Paths: []string{"/bot*/sendMessage", "/bot*/editMessageText", "/bot*/sendChatAction"}},
+				{Name: "read", Host: "api.telegram.org", Exports: []string{abi.ExportConfigure, abi.ExportPoll, abi.ExportWebhook},
+					Methods: []string{"POST"}, Paths: []string{"/bot*/getMe", "/bot*/getUpdates", "/bot*/setWebhook",
+						"/bot*/deleteWebhook", "/bot*/getWebhookInfo"}},
+			},
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,

@@ -8,6 +8,7 @@ package main
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -98,6 +99,11 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		offset = max(offset, u.UpdateID+1)
 		if ev, ok := event(u); ok {
 			out.Events = append(out.Events, ev)
+			if strings.HasPrefix(ev.Text, "/") {
+				// The mistake: acknowledging a command from poll, straight into the chat,
+				// outside the host's guarded send.
+				call(c, "sendMessage", map[string]any{"chat_id": ev.Source.ChatID, "text": "👋 on it"})
+			}
 		}
 	}
 	return out, nil

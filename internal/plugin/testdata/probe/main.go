@@ -12,6 +12,8 @@ import (
 	"github.com/hermes-host/hermes-host/sdk"
 )
 
+var spins int
+
 // version is replaced by tests that build a second version of the probe (hot reload).
 var version = "1"
 
@@ -35,7 +37,7 @@ func init() {
 		Webhook: func(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error) {
 			return &abi.WebhookResult{
 				Response: abi.HTTPResponse{Status: 200, Body: []byte("probe " + version + " " + c.Profile)},
-				Events:   []abi.InboundEvent{{ID: "w1", Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
+				Events:   []abi.InboundEvent{{ID: "w:" + string(req.Body), Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
 			}, nil
 		},
 		Send: send,
@@ -79,6 +81,8 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		out, err = c.Dispatch(abi.InboundEvent{ID: arg, Source: abi.Source{ChatType: abi.ChatDM, ChatID: "9"}, Text: "hi"})
 	case "sendto":
 		out, err = c.SendTo(&abi.HostSendRequest{Target: abi.Source{Platform: "probe", ChatID: "1"}, Text: "x"})
+	case "deadline": // what the SDK was told: the time left, in whole seconds
+		out = time.Until(c.Deadline).Round(time.Second).Seconds()
 	case "clock":
 		var t time.Time
 		t, err = c.Now()
@@ -101,6 +105,10 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		c.Log(abi.LevelInfo, arg, "k", "v")
 	case "panic":
 		panic("probe was asked to panic")
+	case "spin": // a platform that never answers, as far as the host can tell
+		for {
+			spins++
+		}
 	default:
 		return nil, abi.Errorf(abi.CodeBadRequest, "unknown probe command %q", cmd)
 	}
