@@ -52,7 +52,8 @@ func main() {}
 
 // configure validates a profile. Beyond the local checks it asks Telegram who the bot is
 // (getMe), which rejects a revoked token and caches the bot's username for mention gating; when
-// Telegram cannot be reached the profile is accepted and poll learns the identity later.
+// Telegram cannot be reached, or does not answer within identityBudget, the profile is accepted
+// and poll learns the identity later.
 //
 // It never registers a webhook: configure runs at every load, including for a new version that
 // may still fail validation while the old one serves. Webhook mode registers (idempotently)
@@ -69,7 +70,7 @@ func configure(c *sdk.Context) ([]string, error) {
 		return nil, nil
 	}
 	a := &api{c: c, cfg: cfg}
-	_, err = a.getMe()
+	_, err = a.getMe(newBudget(identityBudget))
 	var ae *apiError
 	switch {
 	case err == nil:

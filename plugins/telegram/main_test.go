@@ -302,10 +302,13 @@ func TestSendErrors(t *testing.T) {
 			{"migrated", tgt.Migrated(-1009999), func(e *abi.SendError) bool {
 				return e.Kind == abi.SendPermanent && e.MigrateToChatID == "-1009999" && e.Code == "migrated"
 			}},
-			{"html 502", tgt.ServerError(502), func(e *abi.SendError) bool { return e.Kind == abi.SendRetryable }},
-			{"malformed json", tgt.MalformedJSON(), func(e *abi.SendError) bool { return e.Kind == abi.SendRetryable }},
+			// A 5xx may follow the effect: the message may be posted, a resend could duplicate it.
+			{"html 502", tgt.ServerError(502), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
+			{"json 500", tgt.APIError(500, "Internal Server Error").AfterEffect(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
 			// The request reached Telegram before the reset: it may have been posted.
 			{"connection reset", tgt.ConnectionReset(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
+			{"reset after the effect", tgt.ConnectionReset().AfterEffect(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
+			{"body cut short", tgt.TruncatedBody().AfterEffect(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
 			{"blocked", tgt.APIError(403, "Forbidden: bot was blocked by the user"), func(e *abi.SendError) bool {
 				return e.Kind == abi.SendPermanent && e.Code == "blocked" && strings.Contains(e.Message, "blocked by the user")
 			}},
@@ -324,6 +327,20 @@ func TestSendErrors(t *testing.T) {
 				t.Errorf("%s: token leaked in %q", c.name, e.Message)
 			}
 		}
+		// A 200 whose body is unreadable: Telegram executed it. Success, without an id; posted once.
+		tg.InjectFault("sendMessage", tgt.MalformedJSON().AfterEffect())
+		before := len(tg.Sent(111, 0))
+		if ids := sendOK(t, h, abi.OutboundMessage{ChatID: "111", Text: "cut answer"}); len(ids) != 0 {
+			t.Errorf("ids %v from an unreadable answer", ids)
+		}
+		if n := len(tg.Sent(111, 0)) - before; n != 1 {
+			t.Errorf("%d messages posted, want 1", n)
+		}
+		// An edit or a chat action is harmless to repeat: a 5xx there is retryable.
+		tg.InjectFault("sendChatAction", tgt.ServerError(502))
+		if e := sendErr(t, h, abi.OutboundMessage{ChatID: "111", Action: "typing"}); e.Kind != abi.SendRetryable {
+			t.Errorf("typing under a 502: %+v", e)
+		}
 		// A migrated group, for real: the fake refuses the old id.
 		tg.MigrateGroup(-4005, -1004005)
 		if e := sendErr(t, h, abi.OutboundMessage{ChatID: "-4005", Text: "x"}); e.MigrateToChatID != "-1004005" || e.Kind != abi.SendPermanent {
@@ -334,7 +351,7 @@ func TestSendErrors(t *testing.T) {
 		}
 
 		// UTF-16 limit: 2048 emoji are 4096 units (sent); one more unit is refused unsent.
-		before := count()
+		before = count()
 		sendOK(t, h, abi.OutboundMessage{ChatID: "111", Text: strings.Repeat("😀", 2048)})
 		if e := sendErr(t, h, abi.OutboundMessage{ChatID: "111", Text: strings.Repeat("😀", 2048) + "!"}); e.Kind != abi.SendPermanent || e.Code != "message_too_long" {
 			t.Fatalf("over the limit: %+v", e)
