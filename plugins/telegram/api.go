@@ -38,15 +38,17 @@ type reply struct {
 // instance, host functions, kv writes. A request that would run past the budget is cut short by
 // its own HTTP timeout and answered as a typed result (uncertain, retryable, a back-off).
 const (
-	// sendBudget bounds one send (a sendMessage and its retry without message_thread_id): 4 s
-	// of margin under the default deadline.
-	sendBudget = 6 * time.Second
+	// sendBudget bounds one send (a sendMessage and its retry without message_thread_id). The
+	// host's deadline also runs while a call waits for a free instance (until the runtime passes
+	// the remaining deadline to the guest), so the margin is wide: 6 s under the default
+	// deadline, about one round of other slow sends. Telegram answers in well under a second.
+	sendBudget = 4 * time.Second
 	// identityBudget bounds getMe in configure and webhook: a slow Telegram accepts the
 	// profile (poll learns the identity later), and a webhook answers 503 (Telegram retries).
 	identityBudget = 4 * time.Second
 	// pollSlack is poll's budget beyond its long-poll wait (the host allows the wait plus
-	// call_timeout).
-	pollSlack = 6 * time.Second
+	// call_timeout): 5 s of margin.
+	pollSlack = 5 * time.Second
 	// minRequest is the least time worth starting a request with.
 	minRequest = 500 * time.Millisecond
 )

@@ -4,6 +4,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -160,6 +161,51 @@ func TestPollDeletesStrayWebhook(t *testing.T) {
 			t.Fatalf("after deleteWebhook: %v", ids(res.Events))
 		}
 	})
+}
+
+// The operator is told, at warn and once per webhook URL, which webhook poll mode deleted.
+func TestStrayWebhookWarnsOnce(t *testing.T) {
+	tg := tgt.New(t, tgt.WithSecond(fakeSecond))
+	bot := tg.Bot()
+	h := newHost(t, "native", map[string]any{"main": profile(tg, bot.Token())})
+	var logs lockedBuffer
+	h.Env().Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stray := func(u string) {
+		resp, err := tg.Client().PostForm(tg.BotURL(bot.Token())+"/setWebhook", url.Values{"url": {u}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mustPoll(t, h, "main")
+		if bot.WebhookInfo().URL != "" {
+			t.Fatal("webhook not deleted")
+		}
+	}
+	stray("http://127.0.0.1:9/other-deployment")
+	stray("http://127.0.0.1:9/other-deployment")
+	stray("http://127.0.0.1:9/third")
+	out := logs.String()
+	if n := strings.Count(out, "deleted the webhook"); n != 2 || !strings.Contains(out, "level=WARN") ||
+		!strings.Contains(out, "other-deployment") || !strings.Contains(out, "/third") {
+		t.Fatalf("%d warnings:\n%s", n, out)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestPollConflictBacksOff(t *testing.T) {
