@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/conformance"
 	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
 // --- polling ---
@@ -564,8 +564,8 @@ func countText(texts []string, text string) int {
 
 // callTimeout is the call deadline the suite's runtime enforces.
 func (s *suite) callTimeout() time.Duration {
-	if s.opts.Limits.CallTimeout > 0 {
-		return s.opts.Limits.CallTimeout
+	if s.opts.CallTimeout > 0 {
+		return s.opts.CallTimeout
 	}
 	return 10 * time.Second // the runtime's default
 }
@@ -603,9 +603,9 @@ func (s *suite) checkSlowGetMe() (string, error) {
 	s.tg.InjectFault("getMe", tgt.Slow(s.callTimeout()+time.Second).ForBot(token))
 	cfg, _ := json.Marshal(map[string]any{"token": token, "api_base": s.tg.URL()})
 	start := time.Now()
-	rt, p, err := conformance.Load(s.ctx, s.path, conformance.Options{
+	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
 		Profiles: map[string]json.RawMessage{profSlowMe: cfg}, Env: s.env, EgressExtra: []string{"127.0.0.1"},
-		Limits: s.opts.Limits, CacheDir: s.opts.CacheDir,
+		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err

@@ -62,7 +62,7 @@ func TestChatAliasContinuesTheConversation(t *testing.T) {
 	}
 
 	// Recorded durably: a restarted kernel keys the supergroup the same way.
-	k2, err := Open(e.ctx, e.db, Options{Now: e.clock.Now})
+	k2, err := Open(e.ctx, e.db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

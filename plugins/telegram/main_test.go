@@ -167,9 +167,9 @@ func TestPollDeletesStrayWebhook(t *testing.T) {
 func TestStrayWebhookWarnsOnce(t *testing.T) {
 	tg := tgt.New(t, tgt.WithSecond(fakeSecond))
 	bot := tg.Bot()
-	h := newHost(t, "native", map[string]any{"main": profile(tg, bot.Token())})
 	var logs lockedBuffer
-	h.Env().Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h := sdktest.Native(t, sdktest.Options{Profiles: map[string]any{"main": profile(tg, bot.Token())}, EgressExtra: []string{"127.0.0.1"},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	stray := func(u string) {
 		resp, err := tg.Client().PostForm(tg.BotURL(bot.Token())+"/setWebhook", url.Values{"url": {u}})
 		if err != nil {
