@@ -102,6 +102,11 @@ type InboundEvent struct {
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
 	Mentioned bool   `json:"mentioned,omitempty"`
 	UnixMs    int64  `json:"unix_ms,omitempty"`
+	// MigrateFromChatID, when set, says that the chat Source.ChatID continues the chat named
+	// here (a Telegram group upgraded to a supergroup gets a new id): the host keeps the new
+	// chat in the old chat's conversations and re-addresses what it still owes the old chat.
+	// Send it on the service message that announces the move, as an observe event.
+	MigrateFromChatID string `json:"migrate_from_chat_id,omitempty"`
 }
 
 // OutboundMessage is one message for the plugin to transmit.
@@ -193,6 +198,10 @@ type SendRequest struct {
 type SendResult struct {
 	MessageIDs []string   `json:"message_ids,omitempty"`
 	Error      *SendError `json:"error,omitempty"`
+	// ThreadID, when set, is the thread the message actually went to, if not the one asked for
+	// ("" for none: a topic that no longer exists, so the message went to the chat itself). The
+	// host records it in place of the requested thread.
+	ThreadID *string `json:"thread_id,omitempty"`
 }
 
 // Kinds of send failure.

@@ -76,11 +76,16 @@ func TestTelegramEndToEnd(t *testing.T) {
 // startTelegramHost runs the binary with telegram.wasm pointed at a fresh Bot API fake.
 func startTelegramHost(t *testing.T, setup func(*telegramtest.Server)) (*telegramtest.Server, *telegramtest.Bot, string, string) {
 	t.Helper()
-	tg := telegramtest.New(t)
-	setup(tg)
-	bot := tg.Bot()
+	h := startTelegram(t, setup)
+	return h.tg, h.bot, h.bin, h.data
+}
+
+// serveTelegram runs the binary with telegram.wasm pointed at tg (default limits: a 10 s call
+// deadline) and returns the binary, the data directory and the admin address.
+func serveTelegram(t *testing.T, tg *telegramtest.Server) (bin, data, addr string) {
+	t.Helper()
 	bin, plugins := buildHost(t)
-	data := t.TempDir()
+	data = t.TempDir()
 	cfg := filepath.Join(data, "hermes.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 plugins:
@@ -88,10 +93,10 @@ plugins:
     egress_extra: ["127.0.0.1"]
     profiles:
       main: {token: "%s", api_base: "%s", require_mention: false}
-`, bot.Token(), tg.URL())), 0o600)
-	_, stop := startServe(t, bin, plugins, data, "--config", cfg)
+`, tg.Bot().Token(), tg.URL())), 0o600)
+	addr, stop := startServe(t, bin, plugins, data, "--config", cfg)
 	t.Cleanup(stop)
-	return tg, bot, bin, data
+	return bin, data, addr
 }
 
 // TestTelegramFloodWaitHonoured: a 429 with retry_after holds the chat: no sendMessage reaches

@@ -179,7 +179,8 @@ func (g *Gateway) openCore(ctx context.Context) error {
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
-		}})
+		},
+		Typing: typist{g}})
 	return err
 }
 

@@ -43,3 +43,21 @@ func (t transport) Limit(name string) (abi.MessageLimit, error) {
 	}
 	return p.Manifest().MessageLimit, nil
 }
+
+// typist shows "typing" through a platform plugin that declares the typing capability.
+type typist struct{ g *Gateway }
+
+func (t typist) Typing(ctx context.Context, name, profile string, target abi.OutboundMessage) {
+	p := t.g.runtime.Get(name)
+	if p == nil || !p.Active() || !p.Manifest().Has(abi.CapTyping) {
+		return
+	}
+	target.Action, target.Text, target.ReplyTo = "typing", "", ""
+	res, err := p.Send(ctx, profile, target)
+	if err == nil && res.Error != nil {
+		err = res.Error
+	}
+	if err != nil {
+		t.g.log.Debug("typing indicator not shown", "plugin", name, "profile", profile, "chat", target.ChatID, "error", err)
+	}
+}

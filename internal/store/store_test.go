@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -61,5 +62,27 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 	db.QueryRow(`SELECT COUNT(*) FROM schema_migrations WHERE component = 'bad'`).Scan(&n)
 	if n != 1 {
 		t.Fatalf("recorded %d migrations, want 1 (the good one)", n)
+	}
+}
+
+// A path with characters that mean something in a file: URI opens exactly that file, with the
+// options applied (a subtest named "" gets a temporary directory "…#00").
+func TestOpenPathWithURICharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a#00", "b?c", "d%20e")
+	path := filepath.Join(dir, "h.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (x)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the database is not at %s: %v", path, err)
+	}
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode %q %v: the options were lost", mode, err)
 	}
 }
