@@ -64,6 +64,11 @@ func TestHTTP(t *testing.T) {
 			w.Write([]byte(strings.Repeat("x", 2000)))
 		case "/redirect-out":
 			http.Redirect(w, r, "http://example.invalid/", http.StatusFound)
+		case "/truncated":
+			w.Header().Set("Content-Length", "100")
+			w.Write([]byte(`{"ok":true,`))
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection is cut mid-body
 		case "/slow":
 			select {
 			case <-r.Context().Done():
@@ -98,6 +103,10 @@ func TestHTTP(t *testing.T) {
 	// The request was sent and the answer never came: the outcome is uncertain, not a plain timeout.
 	if _, err := c.HTTP(ctx, allowed, "send", &abi.HTTPRequest{URL: srv.URL + "/slow", TimeoutMs: 50}); abi.CodeOf(err) != abi.CodeUncertain {
 		t.Fatalf("slow: %v", err)
+	}
+	// An answer cut short: the request was answered, so it was sent.
+	if _, err := c.HTTP(ctx, allowed, "send", &abi.HTTPRequest{URL: srv.URL + "/truncated"}); abi.CodeOf(err) != abi.CodeUncertain {
+		t.Fatalf("truncated answer: %v", err)
 	}
 	// Nothing listening: nothing was sent, so it is a plain I/O error (safe to retry).
 	if _, err := c.HTTP(ctx, allowed, "send", &abi.HTTPRequest{URL: "http://127.0.0.1:1/x"}); abi.CodeOf(err) != abi.CodeIO {

@@ -224,7 +224,8 @@ func (c *Client) HTTP(ctx context.Context, pol Policy, export string, req *abi.H
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
-		return nil, abi.Errorf(abi.CodeIO, "egress: reading %s: %s", Origin(u), scrub(err))
+		// The other side answered, so the request was sent: whether it acted on it is unknown.
+		return nil, abi.Errorf(abi.CodeUncertain, "egress: reading the answer of %s %s: %s", method, Origin(u), scrub(err))
 	}
 	if int64(len(body)) > max {
 		return nil, abi.Errorf(abi.CodeTooLarge, "egress: response from %s exceeds the cap of %d bytes (cut)", Origin(u), max)
