@@ -49,9 +49,11 @@
 // ws:// URL on the fake. A connection is greeted with hello; with SetSocketMode(true) events go
 // to open connections as events_api frames (envelope_id, payload, retry_attempt, retry_reason)
 // instead of the Request URL, and wait while none is open. A frame not acknowledged with its
-// envelope_id within the ack timeout, or sent on a connection that closed first, is sent again
-// with retry_attempt + 1 ("timeout" or "connection_closed"), up to the retry schedule's length.
-// Disconnect sends a disconnect frame (reason "warning", "refresh_requested"...) and closes the
+// envelope_id within the ack timeout, or sent on a connection that closed first, is sent again in
+// a new envelope (a new envelope_id, the same event_id) with retry_attempt + 1 and retry_reason
+// "http_timeout", up to the retry schedule's length.
+// LoseAcks ignores the next acknowledgements, as if lost with their connection, so a handled
+// event comes again. Disconnect sends a disconnect frame (reason "warning", "refresh_requested"...) and closes the
 // connections after a grace period; DropSockets cuts them. See SocketConns, SocketFrames,
 // SocketAcks.
 //
@@ -91,6 +93,6 @@
 // methods, OAuth, Enterprise Grid org installs, shared channels, per-method rate-limit tiers
 // other than chat.postMessage's per-channel limit, Slack disabling an app whose Request URL keeps
 // failing, and the exact wording of errors the reference material does not quote
-// (unknown_method and invalid_form_data are guesses; so is "connection_closed" as the
-// retry_reason of a frame resent after its connection closed).
+// (unknown_method and invalid_form_data are guesses; so is "http_timeout" as the retry_reason of
+// a frame resent because its connection closed).
 package slacktest

@@ -24,11 +24,12 @@ type pending struct {
 	started bool // handed to a transport
 
 	// Socket Mode
-	envelopeID string
-	attempt    int    // retry_attempt of the next (or current) frame
-	reason     string // retry_reason of the next frame
-	sentOn     *sockConn
-	sentAt     time.Time
+	envelopeID  string   // of the frame in flight ("" before the next attempt)
+	envelopeIDs []string // every envelope id the event was sent in
+	attempt     int      // retry_attempt of the next (or current) frame
+	reason      string   // retry_reason of the next frame
+	sentOn      *sockConn
+	sentAt      time.Time
 }
 
 // Say queues a top-level message from user in a channel: one "message" event.

@@ -20,6 +20,7 @@ type socketState struct {
 	opened  int
 	frames  []SocketFrame
 	acks    []SocketAck
+	lose    int  // acknowledgements still to ignore (LoseAcks)
 	running bool // the delivery loop runs
 }
 
@@ -49,6 +50,15 @@ type SocketAck struct {
 	EventID    string // "" for an envelope id the fake never sent
 	Payload    json.RawMessage
 	Time       time.Time
+	Lost       bool // dropped by LoseAcks: the fake acts as if it never arrived
+}
+
+// LoseAcks makes the fake ignore the next n acknowledgements, as if they were lost with their
+// connection: the events are sent again, in new envelopes, although the app handled them.
+func (s *Server) LoseAcks(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sock.lose += n
 }
 
 // SetSocketMode turns Socket Mode on or off. While it is on, events go to the app's Socket Mode
@@ -143,10 +153,14 @@ func (s *Server) readAcks(sc *sockConn) {
 		}
 		s.mu.Lock()
 		a := SocketAck{Conn: sc.id, EnvelopeID: ack.EnvelopeID, Payload: ack.Payload, Time: s.cfg.clock.Now()}
+		a.Lost = s.sock.lose > 0
+		if a.Lost {
+			s.sock.lose--
+		}
 		for _, p := range s.envelopes {
-			if p.envelopeID == ack.EnvelopeID {
+			if contains(p.envelopeIDs, ack.EnvelopeID) {
 				a.EventID = p.id
-				p.acked = true
+				p.acked = p.acked || !a.Lost // a late ack of an earlier envelope counts too
 				break
 			}
 		}
@@ -239,10 +253,8 @@ func (s *Server) socketLoop() {
 					continue
 				}
 				p.attempt++
-				p.reason = "timeout"
-				if !live[p.sentOn] {
-					p.reason = "connection_closed"
-				}
+				p.reason = "http_timeout" // as Slack labels a Socket Mode retry, whatever the cause
+				p.envelopeID = ""         // a retry comes in a new envelope
 				p.sentOn = nil
 			}
 			if len(s.sock.conns) == 0 {
@@ -252,6 +264,7 @@ func (s *Server) socketLoop() {
 			next++
 			if p.envelopeID == "" {
 				p.envelopeID = newEnvelopeID()
+				p.envelopeIDs = append(p.envelopeIDs, p.envelopeID)
 			}
 			p.started, p.sentOn, p.sentAt = true, sc, now
 			wake = min(wake, s.cfg.ackTimeout)
@@ -344,4 +357,13 @@ func (s *Server) SocketAcks() []SocketAck {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]SocketAck(nil), s.sock.acks...)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
