@@ -19,12 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -32,10 +29,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	st "github.com/hermes-host/hermes-host/conformance/slacktest"
-	"github.com/hermes-host/hermes-host/internal/egress"
-	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/plugin"
-	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Options tune a run.
@@ -77,6 +71,7 @@ type suite struct {
 	p      *plugin.Plugin
 	hook   *forwarder
 	record *recorder
+	checks conformance.Checks
 }
 
 // Run checks the Slack adapter at wasmPath against fake Slacks and reports each behaviour as a
@@ -86,6 +81,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		opts.Timeout = 20 * time.Second
 	}
 	s := &suite{ctx: ctx, opts: opts, path: wasmPath, rep: &conformance.Report{File: wasmPath}, record: &recorder{}}
+	s.checks = conformance.Checks{Report: s.rep}
 	// Short retries: a retry the adapter must absorb comes at once, not after a minute.
 	s.slack = st.New(nil, st.WithRetrySchedule(0, 200*time.Millisecond, 200*time.Millisecond))
 	defer s.slack.Close()
@@ -108,13 +104,13 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 
 	dir, err := os.MkdirTemp("", "hermes-conformance-slack-")
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
-	env, closeEnv, err := newEnv(ctx, dir, s.record)
+	env, closeEnv, err := conformance.NewEnv(ctx, dir, s.record)
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer closeEnv()
@@ -125,28 +121,29 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		}
 	}()
 
-	if !s.check("load (manifest, configure)", s.load) {
+	check := s.checks.Run
+	if !check("load (manifest, configure)", s.load) {
 		return s.rep
 	}
-	s.check("webhook: url_verification", s.checkURLVerification)
-	s.check("webhook: forged requests refused", s.checkForgeries)
-	s.check("webhook: retries are one event", s.checkRetries)
-	s.check("inbound: message + app_mention once", s.checkDoubleDelivery)
-	s.check("inbound: workspace in the scope", s.checkWorkspaces)
-	s.check("inbound: threads and mention gating", s.checkThreads)
-	s.check("inbound: own messages skipped", s.checkOwnMessages)
-	s.check("send: into the thread", s.checkSendThread)
-	s.check("send: long text split, not cut", s.checkLongText)
-	s.check("send: 429 mapped to Retry-After", s.checkRateLimit)
-	s.check("send: lost answer is uncertain", s.checkUncertain)
-	s.check("send: refusals typed", s.checkRefusals)
-	s.check("send: timeout under the deadline", s.checkTimeout)
+	check("webhook: url_verification", s.checkURLVerification)
+	check("webhook: forged requests refused", s.checkForgeries)
+	check("webhook: retries are one event", s.checkRetries)
+	check("inbound: message + app_mention once", s.checkDoubleDelivery)
+	check("inbound: workspace in the scope", s.checkWorkspaces)
+	check("inbound: threads and mention gating", s.checkThreads)
+	check("inbound: own messages skipped", s.checkOwnMessages)
+	check("send: into the thread", s.checkSendThread)
+	check("send: long text split, not cut", s.checkLongText)
+	check("send: 429 mapped to Retry-After", s.checkRateLimit)
+	check("send: lost answer is uncertain", s.checkUncertain)
+	check("send: refusals typed", s.checkRefusals)
+	check("send: timeout under the deadline", s.checkTimeout)
 	if s.p.Manifest().Has(abi.CapTyping) {
-		s.check("send: typing in assistant threads", s.checkTyping)
+		check("send: typing in assistant threads", s.checkTyping)
 	}
 	if s.p.Manifest().Has(abi.CapPoll) {
-		s.check("socket: ack after the host records", s.checkSocketAck)
-		s.check("socket: reconnect, no duplicates", s.checkSocketReconnect)
+		check("socket: ack after the host records", s.checkSocketAck)
+		check("socket: reconnect, no duplicates", s.checkSocketReconnect)
 	}
 	return s.rep
 }
@@ -188,47 +185,6 @@ func (r *recorder) got() []abi.InboundEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]abi.InboundEvent(nil), r.events...)
-}
-
-// newEnv is a host environment with its own kv store and egress client, and the recorder as
-// hermes_dispatch.
-func newEnv(ctx context.Context, dir string, r *recorder) (*plugin.Env, func(), error) {
-	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	kvs, err := kv.Open(ctx, db)
-	if err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	eg := egress.NewClient(egress.Limits{})
-	env := &plugin.Env{KV: kvs, Egress: eg, Dispatcher: r, Logger: slog.New(slog.DiscardHandler)}
-	return env, func() { eg.Close(); db.Close() }, nil
-}
-
-func (s *suite) add(name string, start time.Time, err error, detail string) {
-	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = detail
-	}
-	s.rep.Results = append(s.rep.Results, r)
-}
-
-// check runs one check, turning a panic into its failure, and reports whether it passed.
-func (s *suite) check(name string, f func() (string, error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if r := recover(); r != nil {
-			s.add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	s.add(name, start, err, detail)
-	return err == nil
 }
 
 // profiles are the configurations the adapter is loaded with.
