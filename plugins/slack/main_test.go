@@ -14,7 +14,6 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	st "github.com/hermes-host/hermes-host/conformance/slacktest"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/sdk/sdktest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
@@ -464,7 +463,7 @@ type dispatcher struct {
 	events []abi.InboundEvent
 }
 
-func (d *dispatcher) Dispatch(_ context.Context, _ plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
+func (d *dispatcher) Dispatch(_ context.Context, _ sdktest.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.seen == nil {
