@@ -268,7 +268,9 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no plugin", http.StatusServiceUnavailable)
 		return
 	}
-	res, err := p.Webhook(r.Context(), profEvents, abi.WebhookRequest{
+	// Not r.Context(): Slack gives up after 3 s, and a call cancelled under the plugin counts as
+	// its crash; the host records what the plugin returns however late.
+	res, err := p.Webhook(context.WithoutCancel(r.Context()), profEvents, abi.WebhookRequest{
 		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Headers: r.Header, Body: body,
 	})
 	if err != nil {
