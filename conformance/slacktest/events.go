@@ -102,7 +102,7 @@ func (t *Team) Edit(channelID, ts, text string) Posted {
 	cur.Channel, cur.ChannelType, cur.EventTS = "", "", ""
 	prev.Channel, prev.ChannelType, prev.EventTS = "", "", ""
 	ev := Event{Type: "message", Subtype: "message_changed", Hidden: true, Channel: channelID,
-		ChannelType: t.channels[channelID].typ, TS: s.nextTSLocked(), Message: &cur, PreviousMessage: &prev}
+		ChannelType: t.channelType(channelID), TS: s.nextTSLocked(), Message: &cur, PreviousMessage: &prev}
 	ev.EventTS = ev.TS
 	env := s.enqueueLocked(t, ev)
 	return Posted{TS: ts, EventIDs: []string{env.EventID}, Envelopes: []*Envelope{env}}
@@ -123,7 +123,7 @@ func (t *Team) Delete(channelID, ts string) Posted {
 		}
 	}
 	ev := Event{Type: "message", Subtype: "message_deleted", Hidden: true, Channel: channelID,
-		ChannelType: t.channels[channelID].typ, TS: s.nextTSLocked(), DeletedTS: ts, PreviousMessage: &prev}
+		ChannelType: t.channelType(channelID), TS: s.nextTSLocked(), DeletedTS: ts, PreviousMessage: &prev}
 	ev.EventTS = ev.TS
 	env := s.enqueueLocked(t, ev)
 	return Posted{TS: ts, EventIDs: []string{env.EventID}, Envelopes: []*Envelope{env}}
@@ -304,4 +304,13 @@ func (s *Server) WaitSettled(timeout time.Duration) error {
 		}
 		return true
 	})
+}
+
+// channelType is the channel_type of a channel ("" for one the team does not have). s.mu must be
+// held.
+func (t *Team) channelType(id string) string {
+	if c := t.channels[id]; c != nil {
+		return c.typ
+	}
+	return ""
 }
