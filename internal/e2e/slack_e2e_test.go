@@ -242,9 +242,9 @@ func TestSlackAckWhileSendsAreSlow(t *testing.T) {
 	t.Logf("webhook acknowledged in %v with a send to the same thread held, %v with every send instance held",
 		same.Round(time.Millisecond), busy.Round(time.Millisecond))
 	if same >= 3*time.Second || busy >= 3*time.Second {
-		// Until the host records inbound events without waiting on the chat's boundary or on
-		// send capacity (issue 12, item 4), a held send delays the acknowledgement to the
-		// plugin's 8 s request timeout.
+		// The host records inbound events without waiting on the chat's boundary, and keeps
+		// instances for inbound calls that sends cannot take (issue 12, item 4); without that, a
+		// held send delays the acknowledgement to the plugin's 8 s request timeout.
 		t.Fatalf("acknowledged in %v (same thread) and %v (pool busy); Slack retries after 3 s", same, busy)
 	}
 }
