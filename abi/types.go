@@ -93,8 +93,9 @@ const (
 // InboundEvent is one thing that happened on the platform, as returned by webhook and poll or
 // passed to the dispatch host function.
 type InboundEvent struct {
-	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Slack
-	// event_id, Yuanbao msg_id. Empty means "do not deduplicate".
+	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Yuanbao
+	// msg_id; for Slack the message (team, channel, ts), since one message arrives as two
+	// events. Empty means "do not deduplicate".
 	ID        string `json:"id,omitempty"`
 	Kind      string `json:"kind" jsonschema:"enum=,enum=message,enum=observe,enum=redact,enum=seed"` // Event* values; empty means EventMessage
 	Source    Source `json:"source"`
