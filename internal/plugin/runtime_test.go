@@ -382,7 +382,10 @@ func TestEgressFromWasm(t *testing.T) {
 
 func TestHotReload(t *testing.T) {
 	ctx := context.Background()
-	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{})
+	// The swap is what is under test, not the machine's speed: a loaded CI machine running
+	// four callers under -race may take longer than the default deadline to start the new
+	// module's runtime.
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Defaults: Limits{CallTimeout: time.Minute}})
 	r.Scan(ctx)
 	p := r.Get("probe")
 	v2, err := wasmbuild.BuildWith(probeDir, "-X main.version=2")
@@ -396,6 +399,8 @@ func TestHotReload(t *testing.T) {
 	var wg sync.WaitGroup
 	var calls, failures atomic.Int32
 	var sawV2 atomic.Bool
+	stopCallers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopCallers() // also when the test fails early: no caller may outlive it
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
 		go func() {
@@ -427,8 +432,7 @@ func TestHotReload(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); !sawV2.Load() && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	stopCallers()
 	if failures.Load() != 0 || !sawV2.Load() {
 		t.Fatalf("%d of %d calls failed; saw v2: %v", failures.Load(), calls.Load(), sawV2.Load())
 	}

@@ -247,8 +247,13 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "unknown event kind %q", kind)
 	}
 	if noted && kind == abi.EventObserve {
-		// The migration's other service message already recorded it in the transcript.
-		return abi.DispatchReply{}, nil
+		// The migration's other service message already recorded it in the transcript; the
+		// reply still names the conversation that continues.
+		r, _, err := e.k.Current(ctx, key)
+		if err != nil {
+			return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "reading the session: %v", err)
+		}
+		return abi.DispatchReply{Session: r.Ref()}, nil
 	}
 	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src,
 		text: ev.Text, kind: kindMessage, eventKind: kind}
