@@ -102,10 +102,11 @@ type Runtime struct {
 	cache wazero.CompilationCache
 	fns   []extism.HostFunction
 
-	// mu guards plugins and files. Lock order: Runtime.mu before Plugin.mu.
+	// mu guards plugins, files and owners. Lock order: Runtime.mu before Plugin.mu.
 	mu      sync.Mutex
 	plugins map[string]*Plugin    // by manifest name
 	files   map[string]*fileState // by path
+	owners  map[string]string     // platform → the name of the one platform plugin that owns it
 	scanMu  sync.Mutex            // one Scan at a time
 }
 
@@ -129,7 +130,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Env.Logger == nil {
 		cfg.Env.Logger = cfg.Logger
 	}
-	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{}}
+	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{}, owners: map[string]string{}}
 	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -245,6 +246,7 @@ func (r *Runtime) Scan(ctx context.Context) []Rejection {
 		delete(r.files, path)
 		if p := r.plugins[st.name]; p != nil && st.name != "" && p.File() == path {
 			delete(r.plugins, st.name)
+			r.disownLocked(st.name)
 			gone = append(gone, p)
 		}
 	}
@@ -291,6 +293,19 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		v.close()
 		return fmt.Errorf("plugin name %q is already provided by %s", name, p.File())
 	}
+	platform := ""
+	if v.manifest.Kind == abi.KindPlatform {
+		platform = v.manifest.Platform
+		if owner := r.owners[platform]; owner != "" && owner != name && owner != r.files[path].nameOrEmpty() {
+			file := ""
+			if o := r.plugins[owner]; o != nil {
+				file = " (" + o.File() + ")"
+			}
+			r.mu.Unlock()
+			v.close()
+			return fmt.Errorf("platform %q is already owned by plugin %s%s: a platform has exactly one plugin", platform, owner, file)
+		}
+	}
 	if p == nil {
 		p = &Plugin{name: name, rt: r}
 		r.plugins[name] = p
@@ -300,6 +315,11 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 	if prev := r.files[path]; prev != nil && prev.name != "" && prev.name != name {
 		renamed = r.plugins[prev.name]
 		delete(r.plugins, prev.name)
+		r.disownLocked(prev.name)
+	}
+	r.disownLocked(name) // a new version may serve another platform than the old one
+	if platform != "" {
+		r.owners[platform] = name
 	}
 	r.files[path] = &fileState{path: path, sha256: sum, name: name, at: time.Now()}
 	r.mu.Unlock()
@@ -316,6 +336,22 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		}()
 	}
 	return nil
+}
+
+// disownLocked releases the platforms plugin name owns. r.mu must be held.
+func (r *Runtime) disownLocked(name string) {
+	for platform, owner := range r.owners {
+		if owner == name {
+			delete(r.owners, platform)
+		}
+	}
+}
+
+func (f *fileState) nameOrEmpty() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
 }
 
 // build compiles and validates one file into a ready version with one live instance.
@@ -404,18 +440,24 @@ func (p *Plugin) Name() string { return p.name }
 // Manifest is the current version's manifest.
 func (p *Plugin) Manifest() abi.Manifest { return p.current().manifest }
 
-// PluginFor returns the name of the platform plugin that serves platform for profile.
+// PluginFor returns the name of the platform plugin that serves platform for profile: the
+// platform's one owner, if it serves that profile.
 func (r *Runtime) PluginFor(platform, profile string) (string, bool) {
-	for _, p := range r.Plugins() {
-		m := p.Manifest()
-		if m.Kind != abi.KindPlatform || m.Platform != platform {
-			continue
-		}
-		if slices.Contains(p.Profiles(), profile) {
-			return p.Name(), true
-		}
+	r.mu.Lock()
+	p := r.plugins[r.owners[platform]]
+	r.mu.Unlock()
+	if p == nil || !slices.Contains(p.Profiles(), profile) {
+		return "", false
 	}
-	return "", false
+	return p.Name(), true
+}
+
+// Owner returns the name of the plugin that owns platform.
+func (r *Runtime) Owner(platform string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name, ok := r.owners[platform]
+	return name, ok
 }
 
 // Caller is the identity the plugin acts under for profile: its name, kind and platform.

@@ -12,13 +12,18 @@ import (
 	"github.com/hermes-host/hermes-host/sdk"
 )
 
-// version is replaced by tests that build a second version of the probe (hot reload).
-var version = "1"
+// version is replaced by tests that build a second version of the probe (hot reload); name and
+// platform by tests that need a second plugin claiming a platform.
+var (
+	version  = "1"
+	name     = "probe"
+	platform = "probe"
+)
 
 func init() {
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
-			Name: "probe", Version: version, Kind: abi.KindPlatform, Platform: "probe",
+			Name: name, Version: version, Kind: abi.KindPlatform, Platform: platform,
 			Capabilities: []string{abi.CapWebhook},
 			MessageLimit: abi.MessageLimit{Max: 1000, Unit: abi.UnitByte},
 			Egress:       []string{"127.0.0.1"},
