@@ -141,3 +141,6 @@ func clip(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s, "�")
 }
+
+// Log lists auth log rows, newest first.
+func (g *Gate) Log(ctx context.Context, f LogFilter) ([]Entry, error) { return ListLog(ctx, g.db, f) }

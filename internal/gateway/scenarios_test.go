@@ -45,7 +45,9 @@ func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 		t.Fatal(err)
 	}
 	cfg.DataDir, cfg.PluginsDir = dir, filepath.Join(dir, "plugins")
-	cfg.Plugins = map[string]config.Plugin{"echo": {Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}}}}
+	cfg.Plugins = map[string]config.Plugin{"echo": {Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}},
+		Access: map[string]config.Access{"main": {AllowAll: true, Tools: []string{config.ToolShell, config.ToolProcesses}}}}}
+	cfg.Demo.Plugin = "" // echo's main profile talks to the fake here, not to the demo outbox
 	wasmbuild.CopyTo(t, "../../plugins/echo", filepath.Join(cfg.PluginsDir, "echo.wasm"))
 	for name, p := range extra {
 		wasmbuild.CopyTo(t, p.dir, filepath.Join(cfg.PluginsDir, name+".wasm"))
