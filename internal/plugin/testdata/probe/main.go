@@ -5,6 +5,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -38,6 +41,19 @@ func init() {
 			return nil, nil
 		},
 		Webhook: func(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error) {
+			switch string(req.Body) { // misbehaviours the host must contain
+			case "crash":
+				fmt.Fprintln(os.Stderr, "probe stderr: internal detail /srv/secret")
+				select {} // the Go runtime dies: "fatal error: all goroutines are asleep"
+			case "error":
+				return nil, errors.New("internal detail: /srv/secret/path")
+			case "status":
+				return &abi.WebhookResult{Response: abi.HTTPResponse{Status: 700, Body: []byte("odd")}}, nil
+			case "headers":
+				return &abi.WebhookResult{Response: abi.HTTPResponse{Status: 202, Body: []byte("ok"), Headers: map[string][]string{
+					"content-type": {"text/plain"}, "Set-Cookie": {"s=1"}, "Access-Control-Allow-Origin": {"*"},
+					"Location": {"https://evil.example/"}, "Retry-After": {"3"}}}}, nil
+			}
 			return &abi.WebhookResult{
 				Response: abi.HTTPResponse{Status: 200, Body: []byte("probe " + version + " " + c.Profile)},
 				Events:   []abi.InboundEvent{{ID: "w1", Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
