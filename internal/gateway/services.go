@@ -48,5 +48,5 @@ func (n notifier) Notice(ctx context.Context, plugin, profile string, src abi.So
 	}
 	return n.g.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{Plugin: plugin, Profile: profile, Key: key,
 		Target: abi.OutboundMessage{ChatType: src.ChatType, ChatID: src.ChatID, ThreadID: src.ThreadID, UserID: src.UserID, ScopeID: src.ScopeID},
-		Text: text, Kind: delivery.KindNotice, Origin: origin})
+		Text:   text, Kind: delivery.KindNotice, Origin: origin})
 }

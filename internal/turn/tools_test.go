@@ -56,7 +56,9 @@ func TestProcessToolsStayInTheirKey(t *testing.T) {
 func TestToolsAreGranted(t *testing.T) {
 	var shell, processes bool
 	h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{
-		Grants: func(ctx context.Context, plugin, profile string, src abi.Source) (bool, bool) { return shell, processes },
+		Grants: func(ctx context.Context, plugin, profile string, src abi.Source) (bool, bool) {
+			return shell, processes
+		},
 	})
 	h.say(dm, "sh echo nope")
 	h.chat.waitFor(t, "the refusal", has(agent.BuiltinNoTools))
