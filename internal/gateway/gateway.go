@@ -122,7 +122,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		return nil, err
 	}
 	g.door = &inbound.Door{Engine: g.engine, Gate: g.gate, Log: log}
-	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel}
+	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel, Gate: g.gate}
 	g.env.Dispatcher = g.door
 	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
 	g.loops = loop.New(g.runtime, g.door, log)
