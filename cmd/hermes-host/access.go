@@ -34,19 +34,13 @@ func pairingCmd(g *globals) *cobra.Command {
 		Short: "List open pairing codes and approved users",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, _, err := g.openDB()
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := auth.Migrate(cmd.Context(), db); err != nil {
-				return err
-			}
-			pending, approved, err := auth.ListPairing(cmd.Context(), db, time.Now())
-			if err != nil {
-				return err
-			}
-			return writePairing(cmd.OutOrStdout(), pending, approved, time.Now())
+			return g.withAuthDB(cmd.Context(), func(db *sql.DB) error {
+				pending, approved, err := auth.ListPairing(cmd.Context(), db, time.Now())
+				if err != nil {
+					return err
+				}
+				return writePairing(cmd.OutOrStdout(), pending, approved, time.Now())
+			})
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -101,19 +95,13 @@ func authCmd(g *globals) *cobra.Command {
 		Short: "List refused inbound events and the operator's approvals and revocations, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, _, err := g.openDB()
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := auth.Migrate(cmd.Context(), db); err != nil {
-				return err
-			}
-			entries, err := auth.ListLog(cmd.Context(), db, auth.LogFilter{Plugin: plugin, Limit: limit})
-			if err != nil {
-				return err
-			}
-			return writeAuthLog(cmd.OutOrStdout(), entries, time.Now())
+			return g.withAuthDB(cmd.Context(), func(db *sql.DB) error {
+				entries, err := auth.ListLog(cmd.Context(), db, auth.LogFilter{Plugin: plugin, Limit: limit})
+				if err != nil {
+					return err
+				}
+				return writeAuthLog(cmd.OutOrStdout(), entries, time.Now())
+			})
 		},
 	}
 	log.Flags().StringVar(&plugin, "plugin", "", "only this plugin's events")
@@ -137,15 +125,20 @@ func (g *globals) adminOrDB(ctx context.Context, path string, body any, out any,
 			return err == nil, err
 		}
 	}
+	return false, g.withAuthDB(ctx, direct)
+}
+
+// withAuthDB runs fn on the database with the auth tables in place (the host may never have run).
+func (g *globals) withAuthDB(ctx context.Context, fn func(*sql.DB) error) error {
 	db, _, err := g.openDB()
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer db.Close()
 	if err := auth.Migrate(ctx, db); err != nil {
-		return false, err
+		return err
 	}
-	return false, direct(db)
+	return fn(db)
 }
 
 // adminPost POSTs body as JSON with the admin token and decodes a 200 answer into out; any other

@@ -117,7 +117,7 @@ func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (a
 }
 
 // adminRequest calls the admin listener with the token the host wrote into its data directory,
-// decodes a JSON answer into v (if not nil) and returns the status.
+// decodes a JSON answer into v (a *string gets the raw body; nil: ignored) and returns the status.
 func adminRequest(tb testing.TB, method, admin, data, path, body string, v any) int {
 	tb.Helper()
 	token, err := os.ReadFile(filepath.Join(data, "admin.token"))
@@ -131,8 +131,10 @@ func adminRequest(tb testing.TB, method, admin, data, path, body string, v any) 
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if v != nil {
-		b, _ := io.ReadAll(resp.Body)
+	b, _ := io.ReadAll(resp.Body)
+	if raw, ok := v.(*string); ok {
+		*raw = string(b)
+	} else if v != nil {
 		if err := json.Unmarshal(b, v); err != nil {
 			tb.Fatalf("%s %s: %v: %s", method, path, err, b)
 		}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -121,7 +120,8 @@ func TestTelegramTrustBoundary(t *testing.T) {
 		t.Fatalf("%d processes; want 3 (the approved DM, Ann in A, Bob in B)", processes())
 	}
 	// Every refusal is counted.
-	metrics := scrape(t, admin, data)
+	var metrics string
+	adminRequest(t, "GET", admin, data, "/metrics", "", &metrics)
 	for _, want := range []string{`reason="pairing_code_sent"} 1`, `reason="pairing_pending"} 1`, `reason="unknown_user"} 3`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
@@ -136,20 +136,6 @@ func TestTelegramTrustBoundary(t *testing.T) {
 	if sentTo(stranger.ID, "uid=") != 1 || processes() != 3 {
 		t.Fatal("a revoked user's command ran")
 	}
-}
-
-func scrape(t *testing.T, admin, data string) string {
-	t.Helper()
-	token, _ := os.ReadFile(filepath.Join(data, "admin.token"))
-	req, _ := http.NewRequest("GET", "http://"+admin+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }
 
 // TestOutOfTheBox runs the binary on the embedded defaults only, as `make serve` does, and walks
@@ -189,10 +175,16 @@ func TestOutOfTheBox(t *testing.T) {
 		}
 		return texts
 	}
-	has := func(sub string) func() bool {
+	has := func(subs ...string) func() bool {
 		return func() bool {
 			for _, s := range outbox() {
-				if strings.Contains(s, sub) {
+				n := 0
+				for _, sub := range subs {
+					if strings.Contains(s, sub) {
+						n++
+					}
+				}
+				if n == len(subs) {
 					return true
 				}
 			}
@@ -202,14 +194,7 @@ func TestOutOfTheBox(t *testing.T) {
 	say("help")
 	eventually(t, "help", has("built-in agent"))
 	say("run sleep 1; echo built")
-	eventually(t, "the job's notification", func() bool {
-		for _, s := range outbox() {
-			if strings.Contains(s, "built") && strings.Contains(s, "Last lines") {
-				return true
-			}
-		}
-		return false
-	})
+	eventually(t, "the job's notification", has("built", "Last lines"))
 	say("run sleep 1; echo dropped-job")
 	eventually(t, "the second start", has("dropped-job"))
 	say("/new")
