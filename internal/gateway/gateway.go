@@ -320,7 +320,8 @@ func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 // servers accept connections.
 func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
-	token, err := httpguard.Secret(filepath.Join(g.cfg.DataDir, TokenFile))
+	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
+	token, err := httpguard.Secret(tokenFile)
 	if err != nil {
 		return fmt.Errorf("admin token: %w", err)
 	}
@@ -347,7 +348,8 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	go func() { errc <- public.Serve(ln) }()
 	go func() { errc <- admin.Serve(aln) }()
 	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
-	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "plugins", len(g.runtime.Plugins()),
+	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "admin_token_file", tokenFile,
+		"plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
 	if ready != nil {
 		ready(ln.Addr().String(), aln.Addr().String())

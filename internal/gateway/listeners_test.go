@@ -124,6 +124,8 @@ func TestAdminListenerGuards(t *testing.T) {
 		{"cross-site fetch", "/api/deliveries", with(map[string]string{"Sec-Fetch-Site": "cross-site"}), 403},
 		{"foreign Origin", "/api/deliveries", with(map[string]string{"Origin": "https://evil.example"}), 403},
 		{"same-origin page", "/api/deliveries", with(map[string]string{"Sec-Fetch-Site": "same-origin"}), 200},
+		{"another local port", "/api/deliveries", with(map[string]string{"Origin": "http://localhost:3000", "Host": "localhost:8485"}), 403},
+		{"this very origin", "/api/deliveries", with(map[string]string{"Origin": "http://localhost:8485", "Host": "localhost:8485"}), 200},
 		{"huge limit is bounded", "/api/deliveries?limit=100000000", bearer, 200},
 		{"pairing list", "/api/pairing", bearer, 200},
 		{"auth log", "/api/auth/log", bearer, 200},
