@@ -30,11 +30,19 @@ func post(t *testing.T, url, body string, header map[string]string) (*http.Respo
 	return resp, string(b)
 }
 
-// TestWebhookAnswersAreContained: a plugin that crashes or fails is answered with a fixed text and
+// TestListeners checks the two listeners and the session host functions on one world (each
+// world compiles its plugins afresh, which is the slow part).
+func TestListeners(t *testing.T) {
+	w := newWorldWith(t, map[string]extraPlugin{"probe": {dir: "../plugin/testdata/probe", config: map[string]any{"token": "t"}}})
+	t.Run("webhook answers are contained", func(t *testing.T) { webhookAnswersAreContained(t, w) })
+	t.Run("admin listener guards", func(t *testing.T) { adminListenerGuards(t, w) })
+	t.Run("session host functions are gated", func(t *testing.T) { sessionHostFunctionsAreGated(t, w) })
+}
+
+// webhookAnswersAreContained: a plugin that crashes or fails is answered with a fixed text and
 // an error id, never its error text or stderr; a status outside 200-599 is a plugin error; only
 // safe response headers pass; requests from web pages are refused.
-func TestWebhookAnswersAreContained(t *testing.T) {
-	w := newWorldWith(t, map[string]extraPlugin{"probe": {dir: "../plugin/testdata/probe", config: map[string]any{"token": "t"}}})
+func webhookAnswersAreContained(t *testing.T, w *world) {
 	hook := w.srv.URL + "/hooks/probe/main"
 	for _, body := range []string{"crash", "error", "status"} {
 		resp, text := post(t, hook, body, nil)
@@ -76,10 +84,9 @@ func TestWebhookAnswersAreContained(t *testing.T) {
 	}
 }
 
-// TestAdminListenerGuards: the token is required (but for /healthz), foreign Host names and
+// adminListenerGuards: the token is required (but for /healthz), foreign Host names and
 // cross-site browser requests are refused even with the token, and lists are bounded.
-func TestAdminListenerGuards(t *testing.T) {
-	w := newWorld(t)
+func adminListenerGuards(t *testing.T, w *world) {
 	const token = "test-token"
 	admin := httptest.NewServer(w.g.AdminHandler(token))
 	t.Cleanup(admin.Close)
@@ -145,10 +152,9 @@ func TestAdminListenerGuards(t *testing.T) {
 	}
 }
 
-// TestSessionHostFunctionsAreGated: a platform plugin cannot create a session for, or write into
+// sessionHostFunctionsAreGated: a platform plugin cannot create a session for, or write into
 // the transcript of, a sender the access policy does not admit; a scheduler's calls are not asked.
-func TestSessionHostFunctionsAreGated(t *testing.T) {
-	w := newWorld(t)
+func sessionHostFunctionsAreGated(t *testing.T, w *world) {
 	ctx := context.Background()
 	stranger := abi.Source{Platform: "echo", Profile: "closed", ChatType: abi.ChatDM, ChatID: "9", UserID: "9"}
 	platform := plugin.Caller{Plugin: "echo", Kind: abi.KindPlatform, Platform: "echo", Profile: "closed"}
