@@ -46,7 +46,9 @@ plugins:
         signing_secret: "%s"
         api_base: "%s"
         workspaces: {%s: {bot_token: "%s"}}
-`, extraYAML, st.DefaultBotToken, s.SigningSecret(), s.APIURL(), secondTeam, secondToken)), 0o600)
+    access:
+      main: %s
+`, extraYAML, st.DefaultBotToken, s.SigningSecret(), s.APIURL(), secondTeam, secondToken, openAccess)), 0o600)
 	addr, stop := startServe(t, bin, plugins, data, "--config", cfg)
 	t.Cleanup(stop)
 	s.SetRequestURL("http://" + addr + "/hooks/slack/main")

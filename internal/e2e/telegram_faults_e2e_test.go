@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,7 +15,7 @@ import (
 
 // pluginState reads the telegram plugin's state and last error from the admin API, and the
 // profiles' problems.
-func pluginState(t *testing.T, addr string) (state, lastError string, problems []string) {
+func pluginState(t *testing.T, h *telegramHost) (state, lastError string, problems []string) {
 	t.Helper()
 	var out struct {
 		Plugins []struct {
@@ -27,7 +25,7 @@ func pluginState(t *testing.T, addr string) (state, lastError string, problems [
 			Profiles  map[string][]string `json:"profiles"`
 		} `json:"plugins"`
 	}
-	getJSON(t, "http://"+addr+"/api/plugins", &out)
+	adminRequest(t, "GET", h.admin, h.data, "/api/plugins", "", &out)
 	for _, p := range out.Plugins {
 		if p.Name == "telegram" {
 			for _, pr := range p.Profiles {
@@ -41,16 +39,12 @@ func pluginState(t *testing.T, addr string) (state, lastError string, problems [
 }
 
 // crashes reads hermes_plugin_crashes_total for the telegram plugin from /metrics.
-func crashes(t *testing.T, addr string) string {
+func crashes(t *testing.T, h *telegramHost) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	var body string
+	adminRequest(t, "GET", h.admin, h.data, "/metrics", "", &body)
 	var lines []string
-	for _, l := range strings.Split(string(body), "\n") {
+	for _, l := range strings.Split(body, "\n") {
 		if strings.HasPrefix(l, "hermes_plugin_crashes_total{") && strings.Contains(l, `plugin="telegram"`) {
 			lines = append(lines, l)
 		}
@@ -107,10 +101,10 @@ func TestTelegramSlowSends(t *testing.T) {
 			t.Errorf("row %s: %q, want outcome unknown", r.ID, r.Reason)
 		}
 	}
-	if state, lastErr, _ := pluginState(t, th.addr); state != "active" {
+	if state, lastErr, _ := pluginState(t, th); state != "active" {
 		t.Fatalf("plugin %s after slow sends: %s", state, lastErr)
 	}
-	if c := crashes(t, th.addr); c != "" && !strings.HasSuffix(c, " 0") {
+	if c := crashes(t, th); c != "" && !strings.HasSuffix(c, " 0") {
 		t.Fatalf("crashes: %s", c)
 	}
 	// Each slow message was posted once (the fake posted it before holding the answer back).
@@ -131,7 +125,7 @@ func TestTelegramSlowGetMeAtStart(t *testing.T) {
 		tg.AddPrivate(ann)
 		tg.InjectFault("getMe", telegramtest.Slow(11*time.Second))
 	})
-	if state, lastErr, problems := pluginState(t, th.addr); state != "active" || len(problems) > 0 {
+	if state, lastErr, problems := pluginState(t, th); state != "active" || len(problems) > 0 {
 		t.Fatalf("plugin %s (%s), profile problems %q", state, lastErr, problems)
 	}
 	th.bot.PrivateText(ann, "help")
@@ -254,25 +248,32 @@ func TestTelegramGroupMigration(t *testing.T) {
 
 // telegramHost is a running binary serving telegram.wasm against a fake.
 type telegramHost struct {
-	tg              *telegramtest.Server
-	bot             *telegramtest.Bot
-	bin, data, addr string
+	tg        *telegramtest.Server
+	bot       *telegramtest.Bot
+	bin, data string
+	admin     string // the admin listener
 }
 
 // startTelegram runs the binary with telegram.wasm pointed at a fresh Bot API fake prepared by
 // setup (before the host starts, so faults can meet the start-up).
 func startTelegram(t *testing.T, setup func(*telegramtest.Server)) *telegramHost {
 	t.Helper()
+	return startTelegramWith(t, setup, openAccess)
+}
+
+// startTelegramWith is startTelegram with access as the main profile's authorization.
+func startTelegramWith(t *testing.T, setup func(*telegramtest.Server), access string) *telegramHost {
+	t.Helper()
 	tg := telegramtest.New(t)
 	setup(tg)
 	h := &telegramHost{tg: tg, bot: tg.Bot()}
-	h.bin, h.data, h.addr = serveTelegram(t, tg)
+	h.bin, h.data, h.admin = serveTelegram(t, tg, access)
 	return h
 }
 
 func (h *telegramHost) deliveries(t *testing.T, state string) []deliveryRow {
 	t.Helper()
 	var out struct{ Deliveries []deliveryRow }
-	getJSON(t, "http://"+h.addr+"/api/deliveries?state="+state, &out)
+	adminRequest(t, "GET", h.admin, h.data, "/api/deliveries?state="+state, "", &out)
 	return out.Deliveries
 }

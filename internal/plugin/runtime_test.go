@@ -670,3 +670,54 @@ func TestCancelledCallIsNotACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOnePlatformOneOwner: a second plugin claiming a platform another plugin owns is rejected
+// with a reason naming the owner; routing goes to the owner only; a new version of the owner may
+// keep or change its platform.
+func TestOnePlatformOneOwner(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, map[string]string{"echo.wasm": echoDir}, Config{Plugins: map[string]Settings{
+		"impostor": {Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)}},
+	}})
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		t.Fatal(rej)
+	}
+	impostor, err := wasmbuild.BuildWith(probeDir, "-X main.name=impostor -X main.platform=echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "a-" sorts before "echo.wasm": the claim does not depend on the order files are read.
+	if err := wasmbuild.CopyFile(impostor, filepath.Join(r.cfg.Dir, "a-impostor.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	rej := r.Scan(ctx)
+	if len(rej) != 1 || !strings.Contains(rej[0].Error, `platform "echo" is already owned by plugin echo`) {
+		t.Fatalf("rejections %+v", rej)
+	}
+	if r.Get("impostor") != nil {
+		t.Fatal("the impostor loaded")
+	}
+	if got := r.Rejections(); len(got) != 1 || !strings.Contains(got[0].Error, "owned by plugin echo") {
+		t.Fatalf("Rejections %+v", got)
+	}
+	if name, ok := r.PluginFor("echo", "main"); !ok || name != "echo" {
+		t.Fatalf("PluginFor = %q %v", name, ok)
+	}
+
+	// The owner unloaded, a fresh claimant loads and owns the platform.
+	os.Remove(filepath.Join(r.cfg.Dir, "echo.wasm"))
+	os.Remove(filepath.Join(r.cfg.Dir, "a-impostor.wasm"))
+	r.Scan(ctx)
+	if _, ok := r.Owner("echo"); ok {
+		t.Fatal("owner survives its plugin")
+	}
+	if err := wasmbuild.CopyFile(impostor, filepath.Join(r.cfg.Dir, "impostor.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		t.Fatal(rej)
+	}
+	if name, ok := r.PluginFor("echo", "main"); !ok || name != "impostor" {
+		t.Fatalf("PluginFor after the owner left = %q %v", name, ok)
+	}
+}

@@ -86,3 +86,32 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 		t.Fatalf("journal_mode %q %v: the options were lost", mode, err)
 	}
 }
+
+// TestFilesArePrivate: the database and its WAL files are readable by their owner only, and an
+// existing file with a looser mode is narrowed.
+func TestFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "hermes.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t (x)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	os.Chmod(path, 0o644)
+	if db, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Exec(`INSERT INTO t VALUES (1)`)
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v", p, fi.Mode().Perm())
+		}
+	}
+	if fi, _ := os.Stat(filepath.Dir(path)); fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory mode %v", fi.Mode().Perm())
+	}
+}

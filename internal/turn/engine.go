@@ -53,6 +53,10 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// Grants says which tools a turn for src gets: shell (start commands) and processes
+	// (inspect and stop the chat's own processes). Nil grants both (tests); the gateway asks
+	// the operator's access policy.
+	Grants func(ctx context.Context, plugin, profile string, src abi.Source) (shell, processes bool)
 	// Typing, if set, shows a chat action while a user's turn runs: first after TypingAfter
 	// (a quick answer needs none), then every TypingEvery, at most once per TypingEvery per
 	// chat. Defaults 1s and 4s (Telegram shows "typing" for up to 5 s).
@@ -590,7 +594,7 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 	turnID := it.ids[len(it.ids)-1]
 	t := &agent.Turn{
 		Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
-		History: e.history(ctx, st.SessionID, it.ids), Tools: &tools{e: e, key: key, stamp: st},
+		History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
 	}
 	var stream *streamer
 	if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
