@@ -23,8 +23,7 @@ func serveCmd(g *globals) *cobra.Command {
 			if created {
 				log.Info("created the plugins directory; drop .wasm plugins into it", "dir", cfg.PluginsDir)
 			}
-			ctx, stop := signalContext()
-			defer stop()
+			ctx := cmd.Context()
 			gw, err := gateway.Open(ctx, cfg, log)
 			if err != nil {
 				return err

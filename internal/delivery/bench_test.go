@@ -23,8 +23,8 @@ func (c *countingPlatform) Reserve(_ context.Context, plugin string) (Sender, er
 	return direct{c.Send, plugin}, nil
 }
 
-func (c *countingPlatform) Limit(string) (abi.MessageLimit, bool) {
-	return abi.MessageLimit{Max: 4096, Unit: abi.UnitUTF16}, true
+func (c *countingPlatform) Limit(string) (abi.MessageLimit, error) {
+	return abi.MessageLimit{Max: 4096, Unit: abi.UnitUTF16}, nil
 }
 
 // BenchmarkLedger measures guarded deliveries per second through the ledger with an in-process

@@ -174,8 +174,10 @@ type Transport interface {
 	// (a plugin's host functions take boundaries while holding their instance), so waiting for an
 	// instance while holding a boundary could wait on a call that waits on that boundary.
 	Reserve(ctx context.Context, plugin string) (Sender, error)
-	// Limit is the plugin's message length limit (false if the plugin is not loaded).
-	Limit(plugin string) (abi.MessageLimit, bool)
+	// Limit is the plugin's message length limit, or why the plugin cannot send now (not
+	// loaded, failed). An error wrapping ErrPluginStarting means the host is still loading its
+	// plugins: the attempt is postponed without being counted.
+	Limit(plugin string) (abi.MessageLimit, error)
 }
 
 // Sender is one reserved send.
@@ -322,7 +324,7 @@ func (l *Ledger) Enqueue(ctx context.Context, m Message) (string, error) {
 
 // Split cuts text into the parts Enqueue would send through plugin (by its message limit).
 func (l *Ledger) Split(plugin, text string) []string {
-	if limit, ok := l.tr.Limit(plugin); ok && limit.Max > 0 {
+	if limit, err := l.tr.Limit(plugin); err == nil && limit.Max > 0 {
 		return chunk.Split(text, limit)
 	}
 	return []string{text}

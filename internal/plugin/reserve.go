@@ -32,7 +32,7 @@ func (p *Plugin) Reserve(ctx context.Context) (*Reserved, error) {
 	}
 	wait, cancel := context.WithTimeout(ctx, v.limits.CallTimeout)
 	defer cancel()
-	inst, err := v.pool.get(wait)
+	inst, err := v.liveInstance(wait, classOf(abi.ExportSend))
 	if err != nil {
 		v.inflight.Done()
 		return nil, fmt.Errorf("plugin %s: no instance available: %w", p.name, err)
@@ -59,7 +59,7 @@ func (r *Reserved) Release() {
 	if r.inst == nil {
 		return
 	}
-	r.v.pool.put(r.inst)
+	r.v.pool.put(r.inst, classOf(abi.ExportSend))
 	r.inst = nil
 	r.v.inflight.Done()
 }

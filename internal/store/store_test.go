@@ -68,12 +68,11 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 	}
 }
 
-// TestOpenPathWithURICharacters opens a database whose directory name holds the characters a
-// SQLite URI treats specially ('#' starts a fragment, '?' a query, '%' an escape): the file must
-// land at exactly that path, not at a truncated one shared with other callers.
+// A path with characters that mean something in a file: URI opens exactly that file, with the
+// options applied (a subtest named "" gets a temporary directory "…#00").
 func TestOpenPathWithURICharacters(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "a#1?b%41")
-	path := filepath.Join(dir, "hermes.db")
+	dir := filepath.Join(t.TempDir(), "a#00", "b?c", "d%20e")
+	path := filepath.Join(dir, "h.db")
 	db, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -83,11 +82,40 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("database not at %s: %v", path, err)
+		t.Fatalf("the database is not at %s: %v", path, err)
 	}
 	var mode string
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
-		t.Fatalf("journal_mode %q %v", mode, err)
+		t.Fatalf("journal_mode %q %v: the options were lost", mode, err)
+	}
+}
+
+// TestFilesArePrivate: the database and its WAL files are readable by their owner only, and an
+// existing file with a looser mode is narrowed.
+func TestFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "hermes.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t (x)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	os.Chmod(path, 0o644)
+	if db, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Exec(`INSERT INTO t VALUES (1)`)
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v", p, fi.Mode().Perm())
+		}
+	}
+	if fi, _ := os.Stat(filepath.Dir(path)); fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory mode %v", fi.Mode().Perm())
 	}
 }
 

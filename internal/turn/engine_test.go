@@ -74,8 +74,8 @@ func (s chatSend) Send(ctx context.Context, profile string, m abi.OutboundMessag
 
 func (chatSend) Release() {}
 
-func (c *chatPlatform) Limit(string) (abi.MessageLimit, bool) {
-	return abi.MessageLimit{Max: 4000, Unit: abi.UnitCodePoint}, true
+func (c *chatPlatform) Limit(string) (abi.MessageLimit, error) {
+	return abi.MessageLimit{Max: 4000, Unit: abi.UnitCodePoint}, nil
 }
 
 // waitFor waits until some sent message satisfies match and returns it.

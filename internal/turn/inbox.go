@@ -33,13 +33,19 @@ CREATE TABLE turn_inbox (
 );
 CREATE UNIQUE INDEX turn_inbox_dedupe ON turn_inbox (plugin, profile, event_id) WHERE event_id IS NOT NULL;
 CREATE INDEX turn_inbox_open ON turn_inbox (state, created_at) WHERE state IN ('queued', 'running');`,
+	// Inbound events are recorded (state 'received') before the chat's boundary is taken, and
+	// applied under it afterwards; event_kind is what applying needs to know.
+	`ALTER TABLE turn_inbox ADD COLUMN event_kind TEXT NOT NULL DEFAULT '';
+CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'received';`,
 }
 
-// Inbox row states. A row moves queued → running → done | failed | interrupted | dropped, or
+// Inbox row states. An inbound event is received, then applied under its chat's boundary: it
+// becomes done at once (a command, an observed message) or queued. A row moves queued → running → done | failed | interrupted | dropped, or
 // queued → dropped; a notification row may go back from running to queued (retried later, or
 // re-run after a restart). Every move is a compare-and-set on the expected state, so a turn and
 // the command that interrupts it cannot both record an outcome.
 const (
+	stReceived    = "received" // recorded, not yet applied under the boundary
 	stQueued      = "queued"
 	stRunning     = "running"
 	stDone        = "done"        // the turn finished; its outcome says with which answer
@@ -57,6 +63,7 @@ const (
 
 type inboxRow struct {
 	id, plugin, profile, eventID, kind, key, text string
+	eventKind                                     string // abi.Event* of an inbound event
 	src                                           abi.Source
 	stamp                                         session.Stamp
 	state                                         string
@@ -100,9 +107,9 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 	}
 	now := e.opt.Now().UnixMilli()
 	res, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO turn_inbox
-		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now)
+		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind)
 	if err != nil {
 		return false, err
 	}
@@ -135,12 +142,6 @@ func setState(ctx context.Context, db execer, ids []string, state, outcome strin
 		}
 	}
 	return moved, nil
-}
-
-// markDone records that an event handled at once (a command answered in Dispatch) is done.
-func (e *Engine) markDone(ctx context.Context, id, outcome string) error {
-	_, err := setState(ctx, e.db, []string{id}, stDone, outcome, e.opt.Now(), stQueued)
-	return err
 }
 
 // loadOpen returns the rows a previous run left queued or running, oldest first. A row that
@@ -193,4 +194,42 @@ func (e *Engine) loadOpen(ctx context.Context) ([]inboxRow, error) {
 		}
 	}
 	return open, nil
+}
+
+// loadReceived returns the inbound events recorded but not applied when the host stopped, in
+// the order they arrived. A row that cannot be decoded is reported and marked failed.
+func (e *Engine) loadReceived(ctx context.Context) ([]*inboxRow, error) {
+	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, event_kind
+		FROM turn_inbox WHERE state = 'received' ORDER BY rowid`)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out     []*inboxRow
+		corrupt = map[string]string{}
+	)
+	for rows.Next() {
+		r := &inboxRow{}
+		var src string
+		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &r.eventKind); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("turn: reading the inbox: %w", err)
+		}
+		if err := json.Unmarshal([]byte(src), &r.src); err != nil {
+			corrupt[r.id] = "corrupt source: " + err.Error()
+			continue
+		}
+		out = append(out, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("turn: reading the inbox: %w", err)
+	}
+	for id, why := range corrupt {
+		e.log.Error("turn: inbox row cannot be decoded; marked failed", "id", id, "error", why)
+		if _, err := setState(ctx, e.db, []string{id}, stFailed, why, e.opt.Now(), stReceived); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
