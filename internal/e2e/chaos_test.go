@@ -168,7 +168,7 @@ func settle(t *testing.T, db *sql.DB, limit time.Duration) {
 	t.Helper()
 	var open, events, waiting, running int
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE state IN ('queued', 'running')`).Scan(&open)
+		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE state IN ('received', 'queued', 'running')`).Scan(&open)
 		db.QueryRow(`SELECT COUNT(*) FROM process_events WHERE state IN ('pending', 'claimed')`).Scan(&events)
 		// A notice whose owner is unverifiable (its continuation was left) is retried with
 		// backoff for minutes before it is dropped; it is recorded, with the reason, meanwhile.
@@ -218,7 +218,7 @@ func checkChaos(t *testing.T, db *sql.DB, fake *echotest.Server, accepted map[st
 		case err != nil:
 			lost++
 			t.Errorf("lost: %s %q has no inbox row (%v)", id, text, err)
-		case state == "queued" || state == "running":
+		case state == "received" || state == "queued" || state == "running":
 			lost++
 			t.Errorf("lost: %s %q never ended (%s)", id, text, state)
 		default:

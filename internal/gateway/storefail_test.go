@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,10 +82,15 @@ func TestStoreOutageAtProcessEnd(t *testing.T) {
 	}
 }
 
-// get fetches path from the world's HTTP interface.
+// get fetches path from the world's admin listener (health, metrics, the API).
 func (w *world) get(path string) (int, string) {
 	w.t.Helper()
-	resp, err := http.Get(w.srv.URL + path)
+	const token = "test-token"
+	admin := httptest.NewServer(w.g.AdminHandler(token))
+	defer admin.Close()
+	req, _ := http.NewRequest("GET", admin.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		w.t.Fatal(err)
 	}

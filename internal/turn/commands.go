@@ -62,8 +62,6 @@ func (e *Engine) command(ctx context.Context, key string, it *item) {
 			}
 		case "sessions":
 			text, err = e.sessionList(ctx, key, "Sessions of this chat:")
-		case "status": // answered at once in Dispatch; here only after a restart in between
-			text = e.status(b, key)
 		}
 		return err
 	})

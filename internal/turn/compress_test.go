@@ -232,7 +232,7 @@ func (h *harness) inboxOutcome(key, text, state, outcome string) {
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			h.t.Fatal(err)
 		}
-		return st != stQueued && st != stRunning && st != ""
+		return st != stReceived && st != stQueued && st != stRunning && st != ""
 	})
 	if st != state || !strings.Contains(out, outcome) {
 		h.t.Fatalf("inbox row %q: %s %q; want %s %q", text, st, out, state, outcome)

@@ -8,8 +8,10 @@
 //
 // # Records
 //
-// Every inbound event and every queued notification is an inbox row, and what becomes of it is
-// written in the same transaction as whatever goes with it: a turn's answer and its row's
+// Every inbound event is an inbox row from the moment it arrives ("received", written before
+// the chat's boundary is taken, so a busy chat never delays the platform's acknowledgement), and
+// so is every queued notification. What becomes of a row is written in the same transaction as
+// whatever goes with it: a turn's answer and its row's
 // "done"; a dropped notification and its ledger drop record; a /stop or /new and everything it
 // cancels; a process event's acknowledgement and the ledger row, drop record or inbox row that is
 // its outcome. Row states move by compare-and-set, so a turn and the command that interrupts it
@@ -18,8 +20,8 @@
 //
 // # Lock order
 //
-// A plugin instance, then a key's boundary, then Engine.mu (a leaf, never held across I/O). See
-// Engine.
+// A plugin instance, then a key's boundary, then Engine.mu (a leaf, never held across I/O;
+// Engine.typingMu is another leaf, never held with it). See Engine.
 package turn
 
 import (
@@ -94,11 +96,14 @@ type Typist interface {
 //
 //  1. a plugin instance: held by a plugin call whose host functions dispatch events here, and
 //     reserved by the ledger before it takes a boundary to send;
-//  2. a key's boundary lock (session.Kernel.WithBoundary): Dispatch, a turn stamping or
-//     classifying, a /stop or /new committing with the records of what it cancels;
+//  2. a key's boundary lock (session.Kernel.WithBoundary): applying a recorded inbound event
+//     (Dispatch waits IntakeWait for it, then leaves the event to the chat's intake goroutine),
+//     a turn stamping or classifying, a /stop or /new committing with the records of what it
+//     cancels;
 //  3. Engine.mu, the in-memory queues: a leaf. It is held only to read or change keys and their
 //     queues, never across SQL, an agent or plugin call, a channel wait or a context
-//     cancellation, and nothing is acquired while it is held.
+//     cancellation, and nothing is acquired while it is held. Engine.typingMu, the typing
+//     indicator's rate limit, is a leaf of the same kind, never held together with Engine.mu.
 //
 // SQLite's write lock is taken under 2 or with nothing held, never under 3. RATIONALE.md says
 // why the durable records are written the way they are.

@@ -11,6 +11,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/session"
 )
 
 // failing is an agent whose foreground turns fail with err.
@@ -113,6 +114,38 @@ func TestRestartOutcomes(t *testing.T) {
 		h2 := h.crashAndRestart(agent.NewBuiltin(agent.Config{}))
 		h2.inboxOutcome(h.key(dm), "think hard", stInterrupted, "the host restarted")
 		h2.chat.waitFor(t, "the restart notice", has("please send it again"))
+	})
+	// A /new recorded while the chat's boundary was busy, and the host died before applying it:
+	// the restart applies it. Its row leaves 'received' as done, the conversation is new, and the
+	// user is told once.
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{})
+		h.say(dm, "think hard")
+		a.next(t)
+		before := h.current(dm)
+		held, release := make(chan struct{}), make(chan struct{})
+		go h.k.WithBoundary(context.Background(), h.key(dm), func(*session.Boundary) error {
+			close(held)
+			<-release
+			return nil
+		})
+		<-held
+		if r := h.say(dm, "/new"); r.Session.SessionID != "" {
+			t.Fatalf("/new applied while the boundary was held: %+v", r)
+		}
+		h2 := h.crashAndRestart(agent.NewBuiltin(agent.Config{}))
+		close(release)
+		h2.inboxOutcome(h.key(dm), "/new", stDone, "command /new")
+		h2.inboxOutcome(h.key(dm), "think hard", stInterrupted, "the host restarted")
+		h2.chat.waitFor(t, "the /new confirmation", has("New conversation started"))
+		if after := h2.current(dm); after.SessionID == before.SessionID {
+			t.Fatal("the recorded /new did not act after the restart")
+		}
+		synctest.Wait()
+		if n := h2.chat.count("New conversation started"); n != 1 {
+			t.Fatalf("confirmed %d times", n)
+		}
 	})
 }
 
