@@ -129,7 +129,7 @@ func (h *harness) quiesce(t *testing.T, limit time.Duration) {
 	var open, events, sending int
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		db := h.e.db
-		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE state IN ('queued', 'running')`).Scan(&open)
+		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE state IN ('received', 'queued', 'running')`).Scan(&open)
 		db.QueryRow(`SELECT COUNT(*) FROM process_events WHERE state IN ('pending', 'claimed')`).Scan(&events)
 		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE state IN ('pending', 'sending')`).Scan(&sending)
 		var running int
