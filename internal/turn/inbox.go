@@ -187,13 +187,22 @@ func (e *Engine) loadOpen(ctx context.Context) ([]inboxRow, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("turn: reading the inbox: %w", err)
 	}
-	for id, why := range corrupt {
-		e.log.Error("turn: inbox row cannot be decoded; marked failed", "id", id, "error", why)
-		if _, err := setState(ctx, e.db, []string{id}, stFailed, why, e.opt.Now(), stQueued, stRunning); err != nil {
-			return nil, err
-		}
+	if err := e.failCorrupt(ctx, corrupt, stQueued, stRunning); err != nil {
+		return nil, err
 	}
 	return open, nil
+}
+
+// failCorrupt reports the inbox rows that cannot be decoded (id → why) and marks them failed
+// from one of the from states: never run with zero values, never left open.
+func (e *Engine) failCorrupt(ctx context.Context, corrupt map[string]string, from ...string) error {
+	for id, why := range corrupt {
+		e.log.Error("turn: inbox row cannot be decoded; marked failed", "id", id, "error", why)
+		if _, err := setState(ctx, e.db, []string{id}, stFailed, why, e.opt.Now(), from...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadReceived returns the inbound events recorded but not applied when the host stopped, in
@@ -225,11 +234,8 @@ func (e *Engine) loadReceived(ctx context.Context) ([]*inboxRow, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("turn: reading the inbox: %w", err)
 	}
-	for id, why := range corrupt {
-		e.log.Error("turn: inbox row cannot be decoded; marked failed", "id", id, "error", why)
-		if _, err := setState(ctx, e.db, []string{id}, stFailed, why, e.opt.Now(), stReceived); err != nil {
-			return nil, err
-		}
+	if err := e.failCorrupt(ctx, corrupt, stReceived); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
