@@ -409,9 +409,12 @@ type HostSendRequest struct {
 	Seed         string `json:"seed,omitempty"`
 }
 
-// HostSendReply reports the delivery's ledger id and state.
+// HostSendReply reports the delivery's ledger id and state: "delivered", "failed" (Reason says
+// why), or "pending" when the outcome was not final within the host's wait (the ledger keeps
+// trying; DeliveryID finds it in the ledger).
 type HostSendReply struct {
 	DeliveryID string   `json:"delivery_id"`
 	State      string   `json:"state"`
 	MessageIDs []string `json:"message_ids,omitempty"`
+	Reason     string   `json:"reason,omitempty"` // ABI 1.1: why a delivery failed
 }

@@ -458,3 +458,54 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// A seed lands in the session the send delivered to, in the send's critical section: in a fresh
+// chat the session is created; a pinned (owned) send that is stale seeds nothing; a failed send
+// seeds nothing.
+func TestSeedFollowsTheDelivery(t *testing.T) {
+	p := &platform{}
+	f := newFixture(t, p, Options{MaxAttempts: 1})
+	key, _ := f.k.Key(chat)
+	seeded := func(text string) Message {
+		return Message{Plugin: "echo", Profile: "main", Key: key, Kind: KindScheduled, Text: text, Seed: "[Cron delivery] " + text,
+			Target: abi.OutboundMessage{ChatType: chat.ChatType, ChatID: chat.ChatID, UserID: chat.UserID}}
+	}
+	// No session yet: the seed creates it.
+	id, _ := f.l.Enqueue(context.Background(), seeded("first"))
+	r := f.waitFinal(id)
+	if r.State != Delivered || r.SessionID == "" {
+		t.Fatalf("row %+v", r)
+	}
+	if got := f.transcript(r.SessionID); len(got) != 1 || got[0] != "user:[Cron delivery] first" {
+		t.Fatalf("transcript %q", got)
+	}
+	// Pinned to that session, after /new: dropped, and neither session gets the seed.
+	st := f.stamp()
+	if _, err := f.k.Reset(context.Background(), key, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := seeded("pinned")
+	m.Guard, m.Stamp = GuardOwned, st
+	id, _ = f.l.Enqueue(context.Background(), m)
+	if r := f.waitFinal(id); r.State != Dropped {
+		t.Fatalf("pinned after /new: %+v", r)
+	}
+	cur, _, _ := f.k.Current(context.Background(), key)
+	if got := f.transcript(cur.SessionID); len(got) != 0 {
+		t.Fatalf("the new session got %q", got)
+	}
+	if got := f.transcript(st.SessionID); len(got) != 1 {
+		t.Fatalf("the old session got %q", got)
+	}
+	// A refused send seeds nothing.
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Message: "chat not found"}}, nil
+	})
+	id, _ = f.l.Enqueue(context.Background(), seeded("refused"))
+	if r := f.waitFinal(id); r.State != Failed {
+		t.Fatalf("refused: %+v", r)
+	}
+	if got := f.transcript(cur.SessionID); len(got) != 0 {
+		t.Fatalf("a refused send seeded %q", got)
+	}
+}

@@ -128,11 +128,9 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 		msg.Stamp = session.Stamp{Key: key, SessionID: req.PinSessionID, Profile: c.Profile, Route: target}
 	}
 	if req.Seed != "" {
-		// The seed and its transcript entry land in one critical section of the key.
-		if _, err := s.Kernel.Observe(ctx, target, session.ResolveOptions{Internal: true},
-			session.Message{Role: "user", Text: req.Seed}); err != nil {
-			return abi.HostSendReply{}, Err(err)
-		}
+		// The seed lands in the same critical section as the send, in the session the guard
+		// delivered to: never in a conversation the message did not reach.
+		msg.Seed = req.Seed
 	}
 	group, err := s.Ledger.Enqueue(ctx, msg)
 	if err != nil {
@@ -151,5 +149,5 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 	if row.State == delivery.Dropped {
 		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: row.Reason}
 	}
-	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs}, nil
+	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs, Reason: row.Reason}, nil
 }
