@@ -112,6 +112,9 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 	}
 	if info.Manifest.Kind == abi.KindScheduler {
 		exports = []string{abi.ExportConfigure, abi.ExportTick}
+		if info.Manifest.Has(abi.CapJobs) {
+			exports = append(exports, abi.ExportJobs)
+		}
 	}
 	// A megabyte of unterminated JSON reaches the plugin; a payload over the host's input cap is
 	// refused by the host before the plugin runs.
