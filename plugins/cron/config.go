@@ -38,9 +38,9 @@ type configJob struct {
 	Text     string     `json:"text"`
 	Prompt   string     `json:"prompt"`
 	Deliver  stringList `json:"deliver"`
-	TimeZone string   `json:"timezone"`
-	CatchUp  string   `json:"catch_up"`
-	Seed     bool     `json:"seed"`
+	TimeZone string     `json:"timezone"`
+	CatchUp  string     `json:"catch_up"`
+	Seed     bool       `json:"seed"`
 }
 
 var configSchema = json.RawMessage(`{"type":"object","properties":{

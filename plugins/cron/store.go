@@ -197,4 +197,3 @@ func fmtTime(ms int64, loc *time.Location) string {
 	}
 	return time.UnixMilli(ms).In(loc).Format("2006-01-02 15:04 MST")
 }
-
