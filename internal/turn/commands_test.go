@@ -40,3 +40,24 @@ func TestBranchAndResume(t *testing.T) {
 		_ = context.Background
 	})
 }
+
+// An extension command (/cron) runs in its chat's turn order, outside the boundary, with the
+// chat's current session, and its answer reaches the chat; the agent never sees it.
+func TestExtensionCommand(t *testing.T) {
+	var got CommandCall
+	cron := CommandFunc(func(ctx context.Context, c CommandCall) string {
+		got = c
+		return "cron: " + c.Arg
+	})
+	h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{Commands: map[string]Command{"cron": cron}})
+	sid := h.say(dm, "hello").Session.SessionID
+	h.chat.waitFor(t, "an answer", has("hello"))
+	h.say(dm, "/cron@my_bot ls")
+	h.chat.waitFor(t, "the command's answer", has("cron: ls"))
+	if got.SessionID != sid || got.Arg != "ls" || got.Source.ChatID != dm.ChatID || got.Key != h.key(dm) || got.Plugin != "echo" {
+		t.Fatalf("call %+v (session %s)", got, sid)
+	}
+	if h.chat.count("I understood") != 1 { // only "hello" reached the agent
+		t.Fatalf("the agent answered the command: %q", h.chat.texts())
+	}
+}
