@@ -4,6 +4,8 @@ package adminapi
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -27,6 +29,14 @@ type API struct {
 	Metrics   *prometheus.Registry
 	// Ping checks the store.
 	Ping func(context.Context) error
+	// Jobs hands job requests to scheduler plugins (nil: /api/cron answers 404).
+	Jobs Jobs
+}
+
+// Jobs routes a jobs request to the scheduler plugin (name, or the only one) serving profile
+// (internal/scheduler's Service).
+type Jobs interface {
+	Jobs(ctx context.Context, plugin, profile string, req abi.JobsRequest) (string, *abi.JobsResult, error)
 }
 
 // Register adds the API's routes to mux.
@@ -37,6 +47,61 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/deliveries", a.deliveries)
 	mux.HandleFunc("GET /api/sessions", a.sessions)
 	mux.HandleFunc("GET /api/processes", a.processes)
+	if a.Jobs != nil {
+		mux.HandleFunc("GET /api/cron", a.cron)
+		mux.HandleFunc("POST /api/cron", a.cron)
+	}
+}
+
+// cron lists a scheduler's jobs (GET /api/cron?profile=main&plugin=cron) or hands it a change
+// as the operator (POST /api/cron with {"plugin", "profile", "op", "id", "job"}; see
+// abi.JobsRequest). plugin may be omitted when one scheduler serves the profile.
+func (a *API) cron(w http.ResponseWriter, r *http.Request) {
+	var req abi.JobsRequest
+	var target struct {
+		Plugin string `json:"plugin"`
+	}
+	if r.Method == http.MethodGet {
+		q := r.URL.Query()
+		req.Op, req.Profile, target.Plugin = abi.JobsList, q.Get("profile"), q.Get("plugin")
+	} else {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err == nil {
+			err = json.Unmarshal(body, &req)
+		}
+		if err == nil {
+			err = json.Unmarshal(body, &target)
+		}
+		if err != nil {
+			httpjson.Write(w, http.StatusBadRequest, abi.Errorf(abi.CodeBadRequest, "malformed request: %v", err))
+			return
+		}
+	}
+	if req.Profile == "" {
+		req.Profile = "main"
+	}
+	req.Config, req.By = nil, "operator"
+	name, res, err := a.Jobs.Jobs(r.Context(), target.Plugin, req.Profile, req)
+	if err != nil {
+		status := http.StatusInternalServerError
+		switch abi.CodeOf(err) {
+		case abi.CodeBadRequest:
+			status = http.StatusBadRequest
+		case abi.CodeNotFound:
+			status = http.StatusNotFound
+		case abi.CodeConflict:
+			status = http.StatusConflict
+		case abi.CodeTooLarge:
+			status = http.StatusRequestEntityTooLarge
+		case abi.CodeUnsupported:
+			status = http.StatusNotImplemented
+		case abi.CodeTimeout:
+			status = http.StatusGatewayTimeout
+		}
+		httpjson.Write(w, status, abi.AsError(err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"plugin": name, "profile": req.Profile, "jobs": res.Jobs})
 }
 
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {

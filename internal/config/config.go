@@ -32,6 +32,11 @@ type Config struct {
 	Plugins       map[string]Plugin `yaml:"plugins" json:"plugins"`
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
+	Cron          Cron              `yaml:"cron" json:"cron"`
+
+	// TestClock is a file holding the time plugins see (serve --test-clock, tests only); never
+	// read from a config file.
+	TestClock string `yaml:"-" json:"-"`
 
 	// EnvRefs are the environment variables the config file referenced (${NAME}): secrets, as a
 	// rule. Background processes do not inherit them.
@@ -97,6 +102,13 @@ type Sessions struct {
 	ResetMode     string `yaml:"reset_mode" json:"reset_mode"` // none (default), idle, daily, both
 	IdleMinutes   int    `yaml:"idle_minutes" json:"idle_minutes"`
 	DailyAtHour   int    `yaml:"daily_at_hour" json:"daily_at_hour"`
+}
+
+// Cron configures how chat users reach scheduler plugins.
+type Cron struct {
+	// ChatUsers may manage their chat's jobs with /cron: "platform:user_id", or "platform:*"
+	// for every user of a platform. Empty (the default): nobody.
+	ChatUsers []string `yaml:"chat_users" json:"chat_users"`
 }
 
 // Processes configures the background-process registry.

@@ -24,6 +24,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
@@ -34,6 +35,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/loop"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/scheduler"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/turn"
@@ -60,6 +62,8 @@ type Gateway struct {
 	loops    *loop.Supervisor
 	// running is set by Run: from then on, each plugin load reconciles the loops at once.
 	running atomic.Bool
+	sched   *scheduler.Service
+	clock   clock.Clock // what plugins see (hermes_clock, tick times): real unless --test-clock
 }
 
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
@@ -69,14 +73,23 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}}
+	if cfg.TestClock != "" {
+		fc, err := clock.NewFile(cfg.TestClock)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		g.clock = fc
+		log.Warn("plugins see a test clock read from a file (--test-clock); for tests only", "file", cfg.TestClock)
+	}
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if g.kv, err = kv.Open(ctx, db); err != nil {
 		db.Close()
 		return nil, err
 	}
 	g.egress = egress.NewClient(egress.Limits{})
-	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
+	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress, Now: g.clock.Now}
 	g.runtime, err = plugin.New(plugin.Config{
 		Dir:          cfg.PluginsDir,
 		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
@@ -106,7 +119,9 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel}
 	g.env.Dispatcher = g.door
 	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
+	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
+	g.loops.Clock = g.clock
 	return g, nil
 }
 
@@ -173,9 +188,14 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// /cron is kept apart from the engine's own commands: it reaches the scheduler plugin (the
+	// loops are created after the engine, hence the indirection), and only for the users the
+	// operator lists.
+	g.sched = scheduler.New(g.runtime, func(plugin, profile string) { g.loops.Kick(plugin, profile) })
+	commands := map[string]turn.Command{"cron": g.sched.Command(scheduler.AllowList(cfg.Cron.ChatUsers))}
 	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
 	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, turn.Options{Logger: g.log,
-		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages,
+		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
@@ -273,6 +293,10 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	g.log.Info("hermes-host listening", "addr", ln.Addr().String())
+	// The CLI finds a host serving this data directory (on any port) through this file.
+	addrFile := filepath.Join(g.cfg.DataDir, AddrFile)
+	os.WriteFile(addrFile, []byte(ln.Addr().String()), 0o644)
+	defer removeIfOurs(addrFile, ln.Addr().String())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -295,6 +319,18 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	g.log.Info("hermes-host stopped")
 	return nil
 }
+
+// AddrFile, in the data directory, holds the address of the host serving it.
+const AddrFile = "serve.addr"
+
+func removeIfOurs(path, content string) {
+	if b, err := os.ReadFile(path); err == nil && string(b) == content {
+		os.Remove(path)
+	}
+}
+
+// Scheduler is the job service of scheduler plugins.
+func (g *Gateway) Scheduler() *scheduler.Service { return g.sched }
 
 // startCore recovers background processes, reconciles the ledger and starts the turn engine.
 // It runs before the plugins load: a pending delivery whose plugin is still loading waits for it
@@ -354,7 +390,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log})
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger,
-		Metrics: g.registry, Ping: g.db.PingContext}
+		Metrics: g.registry, Ping: g.db.PingContext, Jobs: g.sched}
 	api.Register(mux)
 	g.demo.Register(mux)
 	return mux

@@ -7,9 +7,11 @@ package hostcall
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -150,4 +152,34 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: row.Reason}
 	}
 	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs, Reason: row.Reason}, nil
+}
+
+// Agents implements a scheduler plugin's hermes_agent: one turn of the configured agent with the
+// prompt as the message, no history and no tools (it cannot start processes).
+type Agents struct {
+	Agent agent.Agent
+	Log   *slog.Logger
+}
+
+// AgentTurn runs the turn within ctx (the calling export's deadline).
+func (a Agents) AgentTurn(ctx context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+	t := &agent.Turn{Text: req.Prompt}
+	if req.Source != nil {
+		t.Source = *req.Source
+	}
+	start := time.Now()
+	rep, err := a.Agent.Turn(ctx, t)
+	if err != nil {
+		code := abi.CodeIO
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			code = abi.CodeTimeout
+		}
+		a.Log.Warn("scheduled agent turn failed", "plugin", c.Plugin, "profile", c.Profile, "job", req.Name, "error", err)
+		return abi.AgentReply{}, abi.Errorf(code, "%s", agent.UserMessage(err))
+	}
+	a.Log.Info("scheduled agent turn", "plugin", c.Plugin, "profile", c.Profile, "job", req.Name, "took", time.Since(start).Round(time.Millisecond))
+	if rep == nil {
+		return abi.AgentReply{}, nil
+	}
+	return abi.AgentReply{Text: rep.Text}, nil
 }

@@ -146,8 +146,17 @@ func (cfg *profileConfig) validate(spec *abi.JobSpec, now time.Time, fresh bool)
 	}
 	spec.Deliver = splitList(spec.Deliver)
 	for _, d := range spec.Deliver {
-		if _, err := parseTarget(d); err != nil {
+		t, err := parseTarget(d)
+		if err != nil {
 			return schedule{}, nil, err
+		}
+		switch {
+		case t.kind == "origin" && spec.Origin == nil:
+			return schedule{}, nil, fmt.Errorf("target origin: the job is not created from a chat")
+		case t.kind == "home" && len(cfg.Home) == 0:
+			return schedule{}, nil, fmt.Errorf("target %s: no home channel is configured (home: in the cron profile's config)", d)
+		case t.kind == "platform" && cfg.Home[t.platform] == "" && (spec.Origin == nil || spec.Origin.Platform != t.platform):
+			return schedule{}, nil, fmt.Errorf("target %s: no home channel is configured for %s; write %s:CHAT_ID[:THREAD_ID]", d, t.platform, t.platform)
 		}
 	}
 	if len(spec.Deliver) == 0 && spec.Origin == nil && len(cfg.Home) == 0 {

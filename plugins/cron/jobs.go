@@ -34,7 +34,11 @@ func jobs(c *sdk.Context, req *abi.JobsRequest) (*abi.JobsResult, error) {
 		res := &abi.JobsResult{Jobs: []abi.Job{}}
 		for _, r := range all {
 			if inScope(r, req.Scope) {
-				res.Jobs = append(res.Jobs, r.Job)
+				j := r.Job
+				if r.Running != nil {
+					j.State = "running" // a run in progress (or interrupted, until the next tick says so)
+				}
+				res.Jobs = append(res.Jobs, j)
 			}
 		}
 		return res, nil
