@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/sdk/sdktest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
@@ -30,7 +29,7 @@ type chat struct {
 	now   time.Time
 }
 
-func (c *chat) HostSend(_ context.Context, _ plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+func (c *chat) HostSend(_ context.Context, _ sdktest.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if req.PinSessionID != "" && c.stale[req.PinSessionID] {
@@ -47,7 +46,7 @@ func (c *chat) HostSend(_ context.Context, _ plugin.Caller, req abi.HostSendRequ
 	return abi.HostSendReply{DeliveryID: "dlv_x", State: "delivered", MessageIDs: []string{"1"}}, nil
 }
 
-func (c *chat) AgentTurn(_ context.Context, _ plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+func (c *chat) AgentTurn(_ context.Context, _ sdktest.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
 	c.mu.Lock()
 	f := c.agent
 	c.mu.Unlock()
