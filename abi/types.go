@@ -55,7 +55,7 @@ func (m Manifest) Has(c string) bool {
 // The host splits longer text into numbered parts before calling send.
 type MessageLimit struct {
 	Max  int    `json:"max"`
-	Unit string `json:"unit" jsonschema:"enum=utf16,enum=codepoint,enum=byte"` // UnitUTF16, UnitCodePoint or UnitByte
+	Unit string `json:"unit" jsonschema:"enum=utf16,enum=codepoint,enum=byte,enum="` // UnitUTF16, UnitCodePoint or UnitByte; "" for a scheduler
 }
 
 // Chat types of a Source.
