@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -104,12 +105,38 @@ type Sender struct {
 	Wait time.Duration
 }
 
+// chatType is the chat type of a target given without one (a job's "telegram:-1001234:42"): the
+// type of a session the host already has for that chat and thread, the most recently active;
+// "dm" for a chat the host has not seen.
+func (s Sender) chatType(ctx context.Context, target abi.Source) string {
+	best, bestAt := abi.ChatDM, time.Time{}
+	for _, ct := range []string{abi.ChatForum, abi.ChatGroup, abi.ChatChannel, abi.ChatThread, abi.ChatDM} {
+		src := target
+		src.ChatType, src.UserID = ct, ""
+		key, err := s.Kernel.Key(src)
+		if err != nil {
+			continue
+		}
+		keys, err := s.Kernel.List(ctx, key)
+		if err != nil {
+			continue
+		}
+		for _, k := range keys {
+			// The key itself, or a participant's key under it (per-user group sessions).
+			if (k.Key == key || strings.HasPrefix(k.Key, key+":")) && k.UpdatedAt.After(bestAt) {
+				best, bestAt = ct, k.UpdatedAt
+			}
+		}
+	}
+	return best
+}
+
 // HostSend records and delivers one message from a scheduler.
 func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	target := req.Target
 	target.Profile = c.Profile
 	if target.ChatType == "" {
-		target.ChatType = abi.ChatDM
+		target.ChatType = s.chatType(ctx, target)
 	}
 	if target.ChatID == "" {
 		return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "target.chat_id is required")
