@@ -484,7 +484,7 @@ type Job struct {
 	JobSpec
 	CreatedBy    string `json:"created_by,omitempty"` // JobsRequest.By, or "config"
 	CreatedMs    int64  `json:"created_ms,omitempty"`
-	State        string `json:"state"` // "scheduled", "paused" or "completed"
+	State        string `json:"state"` // "scheduled", "paused", "completed"; "running" while a run is claimed
 	PausedReason string `json:"paused_reason,omitempty"`
 	// Display is the schedule as the plugin understood it (a cron expression, an interval, a
 	// time with its zone).
