@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -71,19 +70,19 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.host.clock = s.clock.Now
 	dir, err := os.MkdirTemp("", "hermes-conformance-cron-")
 	if err != nil {
-		s.result("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
 	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
 	if err != nil {
-		s.result("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer db.Close()
 	kvs, err := kv.Open(ctx, db)
 	if err != nil {
-		s.result("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	// The kv store outlives a "restart" of the plugin; the host services are the suite's.
@@ -113,29 +112,8 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	return s.rep
 }
 
-func (s *suite) result(name string, start time.Time, err error, detail string) {
-	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = detail
-	}
-	s.rep.Results = append(s.rep.Results, r)
-}
-
-// check runs one check, turning a panic into its failure, and reports whether it passed.
-func (s *suite) check(name string, f func() (string, error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if r := recover(); r != nil {
-			s.result(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	s.result(name, start, err, detail)
-	return err == nil
-}
+// check runs one check and records it in the report.
+func (s *suite) check(name string, f func() (string, error)) bool { return s.rep.Check(name, f) }
 
 // load (re)loads the plugin over the suite's environment: a second load is a restart with the
 // same kv store.

@@ -23,7 +23,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,13 +134,13 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 
 	dir, err := os.MkdirTemp("", "hermes-conformance-telegram-")
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
 	env, closeEnv, err := newEnv(ctx, dir)
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer closeEnv()
@@ -244,30 +243,8 @@ func newEnv(ctx context.Context, dir string) (*plugin.Env, func(), error) {
 	return env, func() { eg.Close(); db.Close() }, nil
 }
 
-// add records a result.
-func (s *suite) add(name string, start time.Time, err error, detail string) {
-	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = detail
-	}
-	s.rep.Results = append(s.rep.Results, r)
-}
-
-// check runs one check, turning a panic into its failure, and reports whether it passed.
-func (s *suite) check(name string, f func() (string, error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if r := recover(); r != nil {
-			s.add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	s.add(name, start, err, detail)
-	return err == nil
-}
+// check runs one check and records it in the report.
+func (s *suite) check(name string, f func() (string, error)) bool { return s.rep.Check(name, f) }
 
 // profiles are the configurations the adapter is loaded with.
 func (s *suite) profiles() map[string]json.RawMessage {

@@ -53,6 +53,13 @@ func (a *API) Register(mux *http.ServeMux) {
 	}
 }
 
+// jobStatus is the HTTP status of a jobs call's error code.
+var jobStatus = map[string]int{
+	abi.CodeBadRequest: http.StatusBadRequest, abi.CodeNotFound: http.StatusNotFound,
+	abi.CodeConflict: http.StatusConflict, abi.CodeTooLarge: http.StatusRequestEntityTooLarge,
+	abi.CodeUnsupported: http.StatusNotImplemented, abi.CodeTimeout: http.StatusGatewayTimeout,
+}
+
 // cron lists a scheduler's jobs (GET /api/cron?profile=main&plugin=cron) or hands it a change
 // as the operator (POST /api/cron with {"plugin", "profile", "op", "id", "job"}; see
 // abi.JobsRequest). plugin may be omitted when one scheduler serves the profile.
@@ -83,20 +90,9 @@ func (a *API) cron(w http.ResponseWriter, r *http.Request) {
 	req.Config, req.By = nil, "operator"
 	name, res, err := a.Jobs.Jobs(r.Context(), target.Plugin, req.Profile, req)
 	if err != nil {
-		status := http.StatusInternalServerError
-		switch abi.CodeOf(err) {
-		case abi.CodeBadRequest:
-			status = http.StatusBadRequest
-		case abi.CodeNotFound:
-			status = http.StatusNotFound
-		case abi.CodeConflict:
-			status = http.StatusConflict
-		case abi.CodeTooLarge:
-			status = http.StatusRequestEntityTooLarge
-		case abi.CodeUnsupported:
-			status = http.StatusNotImplemented
-		case abi.CodeTimeout:
-			status = http.StatusGatewayTimeout
+		status, ok := jobStatus[abi.CodeOf(err)]
+		if !ok {
+			status = http.StatusInternalServerError
 		}
 		httpjson.Write(w, status, abi.AsError(err))
 		return
