@@ -459,3 +459,56 @@ func counts(texts []string) string {
 	sort.Strings(out)
 	return strings.Join(out, " ")
 }
+
+// The host never runs a changing jobs call while a tick of the same profile is in progress (a
+// tick is blocked inside hermes_send here): an add waits for the tick, a list does not. Wasm
+// only: the serialization is the runtime's.
+func TestJobsWaitForTheTick(t *testing.T) {
+	c := &chat{stale: map[string]bool{}, now: t0}
+	send := make(chan struct{})
+	blocking := &blockingChat{chat: c, entered: make(chan struct{}, 1), release: send}
+	h := sdktest.Wasm(t, wasmbuild.MustBuild(t, "."), sdktest.Options{Profiles: map[string]any{"main": map[string]any{}},
+		Sender: blocking, Agents: c, Now: c.clock})
+	x := &fixture{t: t, h: h, c: c}
+	x.add(abi.JobSpec{Schedule: "every 5m", Text: "slow", Deliver: []string{"telegram:5"}}, nil, "")
+	c.set(t0.Add(5 * time.Minute))
+	ticked := make(chan error, 1)
+	go func() { _, err := h.Tick("main", t0.Add(5*time.Minute)); ticked <- err }()
+	<-blocking.entered // the tick is inside hermes_send
+	added := make(chan error, 1)
+	go func() {
+		_, err := h.Jobs("main", abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 1h", Text: "x", Deliver: []string{"telegram:5"}}})
+		added <- err
+	}()
+	if _, err := h.Jobs("main", abi.JobsRequest{Op: abi.JobsList}); err != nil {
+		t.Fatalf("a list during the tick: %v", err)
+	}
+	select {
+	case err := <-added:
+		t.Fatalf("an add ran during the tick (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(send)
+	if err := <-ticked; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockingChat holds every send until release is closed.
+type blockingChat struct {
+	*chat
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingChat) HostSend(ctx context.Context, c sdktest.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return b.chat.HostSend(ctx, c, req)
+}
