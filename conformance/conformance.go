@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -43,32 +42,6 @@ func (r *Report) Passed() bool {
 		}
 	}
 	return len(r.Results) > 0
-}
-
-// Add records the outcome of a check that started at start: passed with detail when err is nil.
-func (r *Report) Add(name string, start time.Time, err error, detail string) {
-	x := Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		x.Detail = err.Error()
-	} else {
-		x.Detail = detail
-	}
-	r.Results = append(r.Results, x)
-}
-
-// Check runs one check of a profile and records it, turning a panic inside it into its failure;
-// it reports whether the check passed. f returns the detail of a pass.
-func (r *Report) Check(name string, f func() (string, error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if p := recover(); p != nil {
-			r.Add(name, start, fmt.Errorf("check panicked: %v\n%s", p, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	r.Add(name, start, err, detail)
-	return err == nil
 }
 
 // Write prints the report as a table with a summary line.
@@ -106,7 +79,7 @@ type Options struct {
 // Run runs the contract checks against the plugin file at path.
 func Run(ctx context.Context, path string, opt Options) *Report {
 	rep := &Report{File: path}
-	add := rep.Add
+	add := (&Checks{Report: rep}).Add
 	start := time.Now()
 	// The breaker is off: a plugin that crashes on one bad input is reported for that input,
 	// and the next checks still run against a fresh instance.

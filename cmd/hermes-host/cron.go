@@ -1,21 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
-	"time"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/gateway"
+	"github.com/hermes-host/hermes-host/internal/httpguard"
 )
 
 // The cron commands hand jobs to the scheduler plugin through the running host (its admin API):
@@ -87,33 +83,27 @@ func cronCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// cron sends req to the running host's admin API and prints the jobs it answers.
+// cron sends req to the running host's admin API (admin_listen, with the token from the data
+// directory) and prints the jobs it answers.
 func (g *globals) cron(cmd *cobra.Command, f *cronFlags, req abi.JobsRequest) error {
-	addr, err := g.hostAddr()
+	cfg, _, err := g.load()
 	if err != nil {
 		return err
 	}
-	body := map[string]any{"plugin": f.plugin, "profile": f.profile, "op": req.Op, "id": req.ID, "job": req.Job}
-	b, _ := json.Marshal(body)
-	client := &http.Client{Timeout: 3 * time.Minute}
-	resp, err := client.Post("http://"+addr+"/api/cron", "application/json", bytes.NewReader(b))
+	token, err := httpguard.ReadSecret(filepath.Join(cfg.DataDir, gateway.TokenFile))
 	if err != nil {
-		return fmt.Errorf("no hermes-host answers at %s (%v): the cron commands go through the running host; start `hermes-host serve`", addr, err)
+		return fmt.Errorf("no admin token in %s (%v): the cron commands go through the running host; start `hermes-host serve`", cfg.DataDir, err)
 	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if resp.StatusCode != http.StatusOK {
-		var e abi.Error
-		if json.Unmarshal(out, &e) == nil && e.Message != "" {
-			return errors.New(e.Message)
-		}
-		return fmt.Errorf("the host answered %s: %s", resp.Status, strings.TrimSpace(string(out)))
-	}
+	body := map[string]any{"plugin": f.plugin, "profile": f.profile, "op": req.Op, "id": req.ID, "job": req.Job}
 	var res struct {
 		Jobs []abi.Job `json:"jobs"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		return fmt.Errorf("malformed answer from the host: %v", err)
+	err = adminPost(cmd.Context(), "http://"+cfg.AdminListen+"/api/cron", token, body, &res)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("no hermes-host answers at %s: the cron commands go through the running host; start `hermes-host serve` (or give its --admin-listen)", cfg.AdminListen)
+	}
+	if err != nil {
+		return err
 	}
 	w := cmd.OutOrStdout()
 	if f.asJSON {
@@ -130,20 +120,4 @@ func (g *globals) cron(cmd *cobra.Command, f *cronFlags, req abi.JobsRequest) er
 		return nil
 	}
 	return writeJobs(w, res.Jobs)
-}
-
-// hostAddr is where the host serving this data directory listens: --listen if given, else
-// the address it wrote to the data directory, else the configured one.
-func (g *globals) hostAddr() (string, error) {
-	if g.listen != "" {
-		return g.listen, nil
-	}
-	cfg, _, err := g.load()
-	if err != nil {
-		return "", err
-	}
-	if b, err := os.ReadFile(filepath.Join(cfg.DataDir, gateway.AddrFile)); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		return string(bytes.TrimSpace(b)), nil
-	}
-	return cfg.Listen, nil
 }

@@ -17,9 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -27,9 +25,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/conformance/fakeclock"
-	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/plugin"
-	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Options tune a run.
@@ -51,15 +47,16 @@ var t0 = time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
 var topic = abi.Source{Platform: "telegram", ChatType: abi.ChatForum, ChatID: "-100123", ThreadID: "42", UserID: "111"}
 
 type suite struct {
-	ctx   context.Context
-	opts  Options
-	path  string
-	rep   *conformance.Report
-	env   *plugin.Env
-	clock *fakeclock.Clock
-	host  *host
-	rt    *plugin.Runtime
-	p     *plugin.Plugin
+	ctx    context.Context
+	opts   Options
+	path   string
+	rep    *conformance.Report
+	checks conformance.Checks
+	env    *plugin.Env
+	clock  *fakeclock.Clock
+	host   *host
+	rt     *plugin.Runtime
+	p      *plugin.Plugin
 }
 
 // Run checks the scheduler at wasmPath and reports each behaviour as a result. It never panics:
@@ -68,25 +65,23 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s := &suite{ctx: ctx, opts: opts, path: wasmPath, rep: &conformance.Report{File: wasmPath},
 		clock: fakeclock.New(t0), host: newHost()}
 	s.host.clock = s.clock.Now
+	s.checks = conformance.Checks{Report: s.rep}
 	dir, err := os.MkdirTemp("", "hermes-conformance-cron-")
 	if err != nil {
-		s.rep.Add("load", time.Now(), err, "")
+		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
+	// The kv store outlives a "restart" of the plugin; the clock and the send and agent host
+	// functions are the suite's.
+	env, closeEnv, err := conformance.NewEnv(ctx, dir, nil)
 	if err != nil {
-		s.rep.Add("load", time.Now(), err, "")
+		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
-	defer db.Close()
-	kvs, err := kv.Open(ctx, db)
-	if err != nil {
-		s.rep.Add("load", time.Now(), err, "")
-		return s.rep
-	}
-	// The kv store outlives a "restart" of the plugin; the host services are the suite's.
-	s.env = &plugin.Env{KV: kvs, Logger: slog.New(slog.DiscardHandler), Now: s.clock.Now, Sender: s.host, Agents: s.host}
+	defer closeEnv()
+	env.Now, env.Sender, env.Agents = s.clock.Now, s.host, s.host
+	s.env = env
 	defer func() {
 		if s.rt != nil {
 			s.rt.Close()
@@ -113,7 +108,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 }
 
 // check runs one check and records it in the report.
-func (s *suite) check(name string, f func() (string, error)) bool { return s.rep.Check(name, f) }
+func (s *suite) check(name string, f func() (string, error)) bool { return s.checks.Run(name, f) }
 
 // load (re)loads the plugin over the suite's environment: a second load is a restart with the
 // same kv store.

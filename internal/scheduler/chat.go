@@ -10,24 +10,11 @@ import (
 	"github.com/hermes-host/hermes-host/internal/turn"
 )
 
-// Authorizer says who may manage jobs from a chat. The host's inbound authorization decides who
-// may talk to the agent at all; managing jobs is a further grant, denied unless given.
+// Authorizer says who may manage jobs from a chat (internal/auth's Gate). The inbound door
+// decides who may talk to the agent at all; managing jobs is a further grant of the operator's
+// (the "cron" tool of a profile's access), denied unless given.
 type Authorizer interface {
-	MayManageJobs(src abi.Source) bool
-}
-
-// AllowList is an Authorizer from the operator's configuration: entries "platform:user_id", or
-// "platform:*" for every user of a platform. Empty: nobody.
-type AllowList []string
-
-// MayManageJobs implements Authorizer.
-func (a AllowList) MayManageJobs(src abi.Source) bool {
-	for _, e := range a {
-		if e == src.Platform+":*" || (src.UserID != "" && e == src.Platform+":"+src.UserID) {
-			return true
-		}
-	}
-	return false
+	MayManageJobs(ctx context.Context, plugin, profile string, src abi.Source) bool
 }
 
 // ChatHelp is the answer to /cron without arguments.
@@ -44,8 +31,8 @@ Options: --to TARGET[,TARGET] (origin, home, telegram, telegram:CHAT[:THREAD]), 
 // it, and only on the jobs of their chat (the scheduler's Scope).
 func (s *Service) Command(auth Authorizer) turn.Command {
 	return turn.CommandFunc(func(ctx context.Context, c turn.CommandCall) string {
-		if auth == nil || !auth.MayManageJobs(c.Source) {
-			return "⛔ You may not manage scheduled jobs here: the operator grants /cron per user (cron.chat_users in the configuration)."
+		if auth == nil || !auth.MayManageJobs(ctx, c.Plugin, c.Profile, c.Source) {
+			return "⛔ You may not manage scheduled jobs here: the operator grants /cron per profile (tools: [cron] in the access configuration)."
 		}
 		return s.chat(ctx, c)
 	})

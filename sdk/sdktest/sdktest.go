@@ -15,6 +15,7 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -59,6 +60,9 @@ type Options struct {
 	Agents     Agents
 	// Now is the host clock the plugin reads (hermes_clock); nil: the real clock.
 	Now func() time.Time
+	// Logger receives the plugin's hermes_log lines (attributed to plugin and profile); nil
+	// uses slog.Default.
+	Logger *slog.Logger
 }
 
 // State is a plugin's durable host-side state: what the host keeps for it across instances and
@@ -117,7 +121,7 @@ func (o Options) env(t testing.TB) *plugin.Env {
 	}
 	eg := egress.NewClient(egress.Limits{})
 	t.Cleanup(eg.Close)
-	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Now}
+	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Now, Logger: o.Logger}
 	if o.Sessions != nil {
 		env.Sessions = sessions{o.Sessions}
 	}
