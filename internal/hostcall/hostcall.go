@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -141,41 +140,69 @@ type Sender struct {
 	Wait time.Duration
 }
 
-// chatType is the chat type of a target given without one (a job's "telegram:-1001234:42"): the
-// type of a session the host already has for that chat and thread, the most recently active;
-// "dm" for a chat the host has not seen.
-func (s Sender) chatType(ctx context.Context, target abi.Source) string {
-	best, bestAt := abi.ChatDM, time.Time{}
-	for _, ct := range []string{abi.ChatForum, abi.ChatGroup, abi.ChatChannel, abi.ChatThread, abi.ChatDM} {
-		src := target
-		src.ChatType, src.UserID = ct, ""
-		key, err := s.Kernel.Key(src)
-		if err != nil {
+// complete fills in what a target written as platform:chat[:thread] (a job's explicit target or
+// a home channel) leaves out, from the sessions the host already has for that chat (in that
+// thread, if it has any there), the most recently active: the chat type, so a seed lands in the key the users'
+// replies use, and the workspace (scope) of platforms that key by one, so a Slack target needs no
+// team id. A chat the host has not seen is a "dm", the one type whose key needs nothing more; on
+// a platform keyed by workspace that is an error, since the workspace cannot be guessed.
+func (s Sender) complete(ctx context.Context, target abi.Source) (abi.Source, error) {
+	scoped := s.Kernel.Scoped(target.Platform)
+	if target.ChatType != "" && (target.ScopeID != "" || !scoped) {
+		return target, nil
+	}
+	keys, err := s.Kernel.ChatKeys(ctx, target.Platform, target.Profile, target.ChatID)
+	if err != nil {
+		return target, abi.Errorf(abi.CodeBadRequest, "target: %v", err)
+	}
+	// The keys of that very thread first; else any of the chat's (a topic the host has not seen
+	// yet is still in a forum).
+	var best, inThread *session.ChatKey
+	for i, k := range keys {
+		if (target.ChatType != "" && k.Parsed.ChatType != target.ChatType) ||
+			(target.ScopeID != "" && k.Parsed.Scope != target.ScopeID) {
 			continue
 		}
-		keys, err := s.Kernel.List(ctx, key)
-		if err != nil {
-			continue
+		if best == nil || k.Info.UpdatedAt.After(best.Info.UpdatedAt) {
+			best = &keys[i]
 		}
-		for _, k := range keys {
-			// The key itself, or a participant's key under it (per-user group sessions).
-			if (k.Key == key || strings.HasPrefix(k.Key, key+":")) && k.UpdatedAt.After(bestAt) {
-				best, bestAt = ct, k.UpdatedAt
-			}
+		// A key with one part after the chat id parses as a participant, but may be a shared
+		// thread (session.ParseKey): it matches the target's thread either way.
+		if target.ThreadID != "" && (k.Parsed.ThreadID == target.ThreadID || (k.Parsed.ThreadID == "" && k.Parsed.UserID == target.ThreadID)) &&
+			(inThread == nil || k.Info.UpdatedAt.After(inThread.Info.UpdatedAt)) {
+			inThread = &keys[i]
 		}
 	}
-	return best
+	if inThread != nil {
+		best = inThread
+	}
+	switch {
+	case best != nil:
+		if target.ChatType == "" {
+			target.ChatType = best.Parsed.ChatType
+		}
+		if target.ScopeID == "" {
+			target.ScopeID = best.Parsed.Scope
+		}
+	case scoped && target.ScopeID == "":
+		return target, abi.Errorf(abi.CodeNotFound, "%s chat %s: the host has had no conversation there, so it does not know the chat's workspace; create the job from that chat (its origin) or let the bot talk there first",
+			target.Platform, target.ChatID)
+	case target.ChatType == "":
+		target.ChatType = abi.ChatDM
+	}
+	return target, nil
 }
 
 // HostSend records and delivers one message from a scheduler.
 func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	target := req.Target
 	target.Profile = c.Profile
-	if target.ChatType == "" {
-		target.ChatType = s.chatType(ctx, target)
-	}
 	if target.ChatID == "" {
 		return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "target.chat_id is required")
+	}
+	target, err := s.complete(ctx, target)
+	if err != nil {
+		return abi.HostSendReply{}, err
 	}
 	name, ok := s.Route(target.Platform, c.Profile)
 	if !ok {
