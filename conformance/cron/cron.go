@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -66,15 +65,9 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		clock: fakeclock.New(t0), host: newHost()}
 	s.host.clock = s.clock.Now
 	s.checks = conformance.Checks{Report: s.rep}
-	dir, err := os.MkdirTemp("", "hermes-conformance-cron-")
-	if err != nil {
-		s.checks.Add("load", time.Now(), err, "")
-		return s.rep
-	}
-	defer os.RemoveAll(dir)
 	// The kv store outlives a "restart" of the plugin; the clock and the send and agent host
 	// functions are the suite's.
-	env, closeEnv, err := conformance.NewEnv(ctx, dir, nil)
+	env, closeEnv, err := conformance.NewEnv(ctx, "cron", nil)
 	if err != nil {
 		s.checks.Add("load", time.Now(), err, "")
 		return s.rep

@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -134,13 +133,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	defer hs.Close()
 	s.hookURL = hs.URL + "/hooks/telegram/" + profHook
 
-	dir, err := os.MkdirTemp("", "hermes-conformance-telegram-")
-	if err != nil {
-		s.checks.Add("load", time.Now(), err, "")
-		return s.rep
-	}
-	defer os.RemoveAll(dir)
-	env, closeEnv, err := conformance.NewEnv(ctx, dir, nil)
+	env, closeEnv, err := conformance.NewEnv(ctx, "telegram", nil)
 	if err != nil {
 		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
