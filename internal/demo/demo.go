@@ -1,6 +1,8 @@
 // Package demo is the loopback chat the embedded defaults point the echo plugin at: the echo
-// plugin POSTs replies to the outbox, and GET shows them. It lets a new user watch the whole flow
-// (webhook in, agent turn, background process, notification out) with curl.
+// plugin POSTs replies to the outbox, and GET shows them. Chat is the same conversation as the
+// operator sees it in the console: what they said (Say, through the echo plugin's webhook) and
+// what the host sent back. It lets a new user watch the whole flow (webhook in, agent turn,
+// background process, notification out) in the browser or with curl.
 package demo
 
 import (
@@ -21,6 +23,9 @@ const keep = 1000
 
 // Outbox is the demo chat's message store.
 type Outbox struct {
+	// Chat, when set, also gets the messages for its chat (the console shows them).
+	Chat *Chat
+
 	mu   sync.Mutex
 	msgs []map[string]any
 	next int
@@ -48,6 +53,7 @@ func (o *Outbox) post(w http.ResponseWriter, r *http.Request) {
 		o.msgs = o.msgs[len(o.msgs)-keep:]
 	}
 	o.mu.Unlock()
+	o.Chat.sent(m)
 	httpjson.Write(w, http.StatusOK, map[string]any{"ok": true, "message_id": strconv.Itoa(id)})
 }
 

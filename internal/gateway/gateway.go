@@ -25,6 +25,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/config"
+	"github.com/hermes-host/hermes-host/internal/console"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
 	"github.com/hermes-host/hermes-host/internal/egress"
@@ -51,13 +52,16 @@ type Gateway struct {
 	runtime  *plugin.Runtime
 	registry *prometheus.Registry
 	demo     *demo.Outbox
-	kernel   *session.Kernel
-	procs    *process.Registry
-	ledger   *delivery.Ledger
-	engine   *turn.Engine
-	agent    agent.Agent
-	door     *inbound.Door
-	loops    *loop.Supervisor
+	console  *console.Console
+	// token is the admin token the console's login page checks (empty: nobody logs in).
+	token  string
+	kernel *session.Kernel
+	procs  *process.Registry
+	ledger *delivery.Ledger
+	engine *turn.Engine
+	agent  agent.Agent
+	door   *inbound.Door
+	loops  *loop.Supervisor
 	// running is set by Run: from then on, each plugin load reconciles the loops at once.
 	running atomic.Bool
 }
@@ -260,6 +264,11 @@ func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 // nil, is called with the listening address once the server accepts connections.
 func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	start := time.Now()
+	token, err := adminToken(filepath.Join(g.cfg.DataDir, TokenFile))
+	if err != nil {
+		return fmt.Errorf("admin token: %w", err)
+	}
+	g.token = token
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
@@ -270,6 +279,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+	srv.RegisterOnShutdown(g.console.Close) // its event streams end when the server stops
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	g.log.Info("hermes-host listening", "addr", ln.Addr().String())
@@ -281,6 +291,8 @@ func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
 	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
 	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	g.log.Info("console: open http://"+ln.Addr().String()+"/ and log in with the admin token",
+		"token_file", filepath.Join(g.cfg.DataDir, TokenFile))
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -349,13 +361,47 @@ func (g *Gateway) checkAgent(ctx context.Context) error {
 	return nil
 }
 
-// Handler is the gateway's HTTP interface: the webhooks, the admin API and the demo chat.
+// Handler is the gateway's HTTP interface: the webhooks, the admin API, the demo chat and the
+// console.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log})
+	hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log}
+	mux.Handle(webhook.Pattern, hook)
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger,
 		Metrics: g.registry, Ping: g.db.PingContext}
 	api.Register(mux)
 	g.demo.Register(mux)
+	g.console = &console.Console{Tokens: console.StaticToken(g.token), Plugins: g.runtime, Sessions: g.kernel,
+		Processes: g.procs, Ledger: g.ledger, Metrics: g.registry, Log: g.log}
+	g.demoChat(hook)
+	g.console.Register(mux)
 	return mux
+}
+
+// The demo platform: the echo plugin's profile main, whose outbox the embedded defaults point at
+// this host's /demo/outbox; the console chats on it as user "me" in chat 42 (the README's curl
+// examples use the same chat).
+const (
+	demoPlugin, demoProfile = "echo", "main"
+	demoChatID, demoUserID  = "42", "me"
+)
+
+// demoChat connects the console's chat to the demo platform. The chat's session key uses the
+// plugin's name as its platform (echo's platform is "echo"): the plugin may not be loaded yet.
+func (g *Gateway) demoChat(hook http.Handler) {
+	key, err := g.kernel.Key(abi.Source{Platform: demoPlugin, Profile: demoProfile, ChatType: abi.ChatDM,
+		ChatID: demoChatID, UserID: demoUserID})
+	if err != nil {
+		g.log.Warn("console: no demo chat", "error", err)
+		return
+	}
+	chat := &demo.Chat{ChatID: demoChatID, UserID: demoUserID,
+		Hook: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.SetPathValue("plugin", demoPlugin)
+			r.SetPathValue("profile", demoProfile)
+			hook.ServeHTTP(w, r)
+		})}
+	g.demo.Chat = chat
+	g.console.Chat, g.console.ChatKey = chat, key
+	g.console.ChatName = "chat " + demoChatID + " on " + demoPlugin + "/" + demoProfile
 }

@@ -78,3 +78,9 @@ func ReadLog(ctx context.Context, db *sql.DB, dataDir, id string, offset int64, 
 	ch.Ended = in.State.Final()
 	return ch, err
 }
+
+// ReadLog is ReadLog on this registry's database and data directory: it reads output without
+// consuming the result, for the operator's views.
+func (r *Registry) ReadLog(ctx context.Context, id string, offset int64, limit int) (LogChunk, error) {
+	return ReadLog(ctx, r.db, r.opt.DataDir, id, offset, limit)
+}
