@@ -34,8 +34,11 @@ func lineOf(m demo.Message) chatLine {
 // chatSession is the session the demo chat is in, as the page's header and the stream's
 // session events show it.
 type chatSession struct {
-	ID         string `json:"id"`
-	CreatedBy  string `json:"created_by"`
+	ID        string `json:"id"`
+	CreatedBy string `json:"created_by"`
+	ParentID  string `json:"parent_id,omitempty"`
+	// Change says how the chat got here from the session shown before (stream events only).
+	Change     string `json:"change,omitempty"`
 	Generation int64  `json:"generation"`
 	Started    string `json:"started"`
 	Messages   int    `json:"messages"`
@@ -87,7 +90,7 @@ func (c *Console) chatSession(ctx context.Context) *chatSession {
 	if err != nil {
 		return nil
 	}
-	return &chatSession{ID: info.ID, CreatedBy: info.CreatedBy, Generation: route.Generation,
+	return &chatSession{ID: info.ID, CreatedBy: info.CreatedBy, ParentID: info.ParentID, Generation: route.Generation,
 		Started: info.StartedAt.UTC().Format("15:04:05"), Messages: info.Messages}
 }
 
@@ -154,6 +157,7 @@ func (c *Console) chatEvents(w http.ResponseWriter, r *http.Request, _ *login) {
 			after, quiet = m.Seq, time.Now()
 		}
 		if cur := c.chatSession(r.Context()); cur != nil && cur.ID != shown {
+			cur.Change = change(shown, cur)
 			if st.send("session", "", cur) != nil {
 				return
 			}
@@ -173,5 +177,21 @@ func (c *Console) chatEvents(w http.ResponseWriter, r *http.Request, _ *login) {
 		case <-c.done:
 			return
 		}
+	}
+}
+
+// change says how the chat moved from session prev to s.
+func change(prev string, s *chatSession) string {
+	switch {
+	case prev == "":
+		return "Conversation started"
+	case s.ParentID == prev && s.CreatedBy == "compression":
+		return "Compressed: the conversation continues"
+	case s.ParentID == prev && s.CreatedBy == "branch":
+		return "Branched: a copy of the conversation continues"
+	case s.ParentID == prev:
+		return "New conversation"
+	default:
+		return "Switched to another conversation"
 	}
 }

@@ -23,6 +23,8 @@ type deliveriesView struct {
 	Key     string
 	Limit   int
 	Rows    []delivery.Row
+	// Commands are the commands of the processes rows come from, by process id.
+	Commands map[string]string
 }
 
 // deliveriesPage lists the ledger, newest first: ?state=dropped|failed|uncertain|pending|
@@ -51,5 +53,11 @@ func (c *Console) deliveriesPage(w http.ResponseWriter, r *http.Request, s *logi
 		return
 	}
 	v.Rows = rows
+	v.Commands = map[string]string{}
+	if procs, err := c.Processes.List(ctx); err == nil {
+		for _, p := range procs {
+			v.Commands[p.ID] = p.Command
+		}
+	}
 	c.render(w, r, http.StatusOK, "deliveries", s, "Deliveries", v)
 }

@@ -78,7 +78,7 @@ func readStats(g prometheus.Gatherer) (map[string]*pluginStats, error) {
 				es := export(get(l["plugin"]), l["export"])
 				es.Calls = h.GetSampleCount()
 				if es.Calls > 0 {
-					es.Mean = time.Duration(h.GetSampleSum() / float64(es.Calls) * float64(time.Second))
+					es.Mean = roundDuration(time.Duration(h.GetSampleSum() / float64(es.Calls) * float64(time.Second)))
 					es.P95 = quantileBucket(h, 0.95)
 				}
 			case metricCrashes:
@@ -115,6 +115,19 @@ func quantileBucket(h *dto.Histogram, q float64) string {
 		return "> " + seconds(bs[len(bs)-1].GetUpperBound())
 	}
 	return "-"
+}
+
+// roundDuration keeps three significant digits or so: 15.4ms, 312µs, 2.31s.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 func seconds(s float64) string {

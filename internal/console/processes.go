@@ -209,15 +209,7 @@ func (c *Console) processEvents(w http.ResponseWriter, r *http.Request, _ *login
 			}
 		}
 		if ch.Ended && next >= ch.Total {
-			state := "ended"
-			if procs, err := c.Processes.List(ctx); err == nil {
-				for _, p := range procs {
-					if p.ID == id {
-						state = string(p.State) + ", exit " + exitText(p)
-					}
-				}
-			}
-			st.send("end", "", outputEvent{Ended: true, Next: next, State: state})
+			c.followOutcome(ctx, st, id, next)
 			return
 		}
 		if time.Since(quiet) > keepAlive {
@@ -247,6 +239,57 @@ func wholeRunes(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// followOutcome sends a process's end, then what becomes of its completion notice as it
+// happens: an "outcome" event each time it changes, until it is settled (or a minute passed).
+func (c *Console) followOutcome(ctx context.Context, st *stream, id string, next int64) {
+	sent := false
+	var last outcome
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		procs, err := c.list(ctx)
+		if err != nil {
+			return
+		}
+		for _, p := range procs {
+			if p.ID != id {
+				continue
+			}
+			if !sent {
+				if st.send("end", "", outputEvent{Ended: true, Next: next, State: string(p.State) + ", exit " + p.Exit}) != nil {
+					return
+				}
+				sent = true
+			}
+			if p.Outcome.State != last.State || p.Outcome.Detail != last.Detail {
+				last = p.Outcome
+				if st.send("outcome", "", map[string]string{"state": last.State, "detail": last.Detail}) != nil {
+					return
+				}
+			}
+			if settled(last.State) {
+				return
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// settled reports an outcome that will not change any more.
+func settled(state string) bool {
+	switch state {
+	case "delivered", "dropped", "failed", "suppressed", "none":
+		return true
+	}
+	return false
 }
 
 // validUTF8 is b as text, with invalid bytes replaced.

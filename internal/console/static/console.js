@@ -51,19 +51,11 @@
       add(li, stick);
     }
 
-    const changes = {
-      new: "New conversation",
-      reset: "The conversation was reset",
-      compression: "Compressed: the conversation continues",
-      branch: "Branched: a copy of the conversation continues",
-      resume: "Resumed an earlier conversation",
-    };
-
     function moved(s) {
       if (session) {
         const li = document.createElement("li");
         li.className = "divider";
-        li.textContent = (changes[s.created_by] || "Another session") + " in session " + s.id;
+        li.textContent = s.change + " (session " + s.id + ")";
         add(li, near());
       }
       session = s.id;
@@ -114,6 +106,7 @@
   // follow appends a running process's output as it is written, keeping the last 64 KiB.
   function follow(out) {
     const state = document.getElementById("proc-state");
+    const outcome = document.getElementById("proc-outcome");
     const keep = 64 << 10;
     const events = new EventSource(out.dataset.events + "?after=" + encodeURIComponent(out.dataset.next));
     events.addEventListener("output", (e) => {
@@ -125,9 +118,17 @@
       if (stick) out.scrollTop = out.scrollHeight;
     });
     events.addEventListener("end", (e) => {
-      events.close();
+      state.textContent = JSON.parse(e.data).state;
+    });
+    // What became of the completion notice, as it settles; the stream then ends.
+    events.addEventListener("outcome", (e) => {
       const ev = JSON.parse(e.data);
-      state.textContent = ev.state + " (reload for what became of its notice)";
+      const badge = document.createElement("span");
+      badge.className = "badge " + ({ delivered: "ok", dropped: "bad", failed: "bad" }[ev.state] || "warn");
+      badge.textContent = ev.state;
+      outcome.textContent = "";
+      outcome.append(badge, " " + ev.detail);
+      if (["delivered", "dropped", "failed", "suppressed", "none"].includes(ev.state)) events.close();
     });
   }
 })();
