@@ -70,10 +70,10 @@ func chatHas(subs ...string) string {
 //   - nothing is requested from anywhere but the host, and no page logs an error (a
 //     Content-Security-Policy violation would be one).
 func TestConsoleInBrowser(t *testing.T) {
+	b := newBrowser(t) // first: without chromium the test skips (or fails) before starting a host
 	start := time.Now()
 	base, token, plugins := consoleHost(t)
 	t.Logf("host up in %v", time.Since(start).Round(time.Millisecond))
-	b := newBrowser(t)
 	console := base + "/console/"
 	say := func(text string) {
 		t.Helper()
