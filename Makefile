@@ -36,8 +36,7 @@ vet:
 # Debian's chromium (the console's browser tests).
 tools:
 	@command -v npm >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nodejs npm)
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
 
 # Every test, race detector on. Tests build the plugins they load (cached by source hash).
 # HERMES_REQUIRE_TOOLS makes a test whose tool is missing fail instead of skipping; the browser

@@ -20,24 +20,16 @@ import (
 )
 
 // The browser tests run Debian's chromium (apt-get install chromium; `make test` installs it).
-// Without it they skip, unless HERMES_REQUIRE_TOOLS=1 (set by `make test`), when they fail.
+// Without it they skip, unless HERMES_REQUIRE_TOOLS is set (by `make test`), when they fail.
 // Screenshots go to $HERMES_TEST_ARTIFACTS/<test>/, or to a new temporary directory that is kept
 // (its path is logged).
 
 // chromium returns the browser's path, or skips or fails the test when there is none.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	const msg = "chromium is not installed: apt-get install chromium (make test installs it)"
-	if os.Getenv("HERMES_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg + "; HERMES_REQUIRE_TOOLS=1 requires it")
-	}
-	t.Skip(msg)
-	return ""
+	requireTool(t, "chromium")
+	p, _ := exec.LookPath("chromium")
+	return p
 }
 
 // browser is one headless chromium tab. It records every request the pages make and every
