@@ -106,16 +106,7 @@ func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tAGE\tMAX AGE\tSESSION KEY\tSPAWNED IN\tNOTICE\tCOMMAND")
 	for _, in := range list {
-		exit := "-"
-		switch {
-		case in.ExitCode != nil:
-			exit = fmt.Sprint(*in.ExitCode)
-		case in.State.Final():
-			exit = "?"
-		}
-		if in.Signal != "" {
-			exit += " (" + in.Signal + ")"
-		}
+		exit := in.ExitStatus()
 		state := string(in.State)
 		if in.Reason != "" && in.Reason != process.ReasonExit {
 			state += ": " + in.Reason

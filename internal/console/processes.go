@@ -21,7 +21,6 @@ const (
 // procView is one background process with what became of its completion.
 type procView struct {
 	process.Info
-	Exit    string
 	Outcome outcome
 }
 
@@ -32,20 +31,6 @@ type outcome struct {
 	State  string // delivered, dropped, failed, pending, sending, queued, suppressed, none
 	Detail string
 	Row    *delivery.Row
-}
-
-func exitText(in process.Info) string {
-	exit := "-"
-	switch {
-	case in.ExitCode != nil:
-		exit = fmt.Sprint(*in.ExitCode)
-	case in.State.Final():
-		exit = "?"
-	}
-	if in.Signal != "" {
-		exit += " (" + in.Signal + ")"
-	}
-	return exit
 }
 
 // notices returns the ledger rows of process notices, by origin (a process id, or notify:ID for
@@ -115,7 +100,7 @@ func (c *Console) list(ctx context.Context) ([]procView, error) {
 	}
 	out := make([]procView, 0, len(list))
 	for _, p := range list {
-		out = append(out, procView{Info: p, Exit: exitText(p), Outcome: outcomeOf(p, rows)})
+		out = append(out, procView{Info: p, Outcome: outcomeOf(p, rows)})
 	}
 	return out, nil
 }
@@ -258,7 +243,7 @@ func (c *Console) followOutcome(ctx context.Context, st *stream, id string, next
 				continue
 			}
 			if !sent {
-				if st.send("end", "", outputEvent{Ended: true, Next: next, State: string(p.State) + ", exit " + p.Exit}) != nil {
+				if st.send("end", "", outputEvent{Ended: true, Next: next, State: string(p.State) + ", exit " + p.ExitStatus()}) != nil {
 					return
 				}
 				sent = true
