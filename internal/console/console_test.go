@@ -35,6 +35,7 @@ type fixture struct {
 	srv   *httptest.Server
 	procs *process.Registry
 	proc  string // a finished process's id
+	first string // the chat's first session, compressed into the current one
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -90,7 +91,7 @@ func newFixture(t *testing.T) *fixture {
 		ChatKey: key, ChatName: "chat 42 on echo/main"}
 	mux := http.NewServeMux()
 	c.Register(mux)
-	f := &fixture{t: t, c: c, srv: httptest.NewServer(mux), procs: procs}
+	f := &fixture{t: t, c: c, srv: httptest.NewServer(mux), procs: procs, first: first.SessionID}
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(c.Close) // before the server closes: its streams end
 	res, err := procs.Spawn(ctx, process.SpawnRequest{Command: "echo hello-from-the-process",
@@ -285,6 +286,13 @@ func TestLogin(t *testing.T) {
 	}
 	if _, body := f.do(cl, "GET", Prefix+"processes/"+f.proc, nil); !strings.Contains(body, "hello-from-the-process") {
 		t.Errorf("the process page does not show the output:\n%s", body)
+	}
+	// The key's page: the compressed session, then its continuation (current), as a nested tree.
+	_, body := f.do(cl, "GET", Prefix+"sessions/show?id="+url.QueryEscape(f.c.ChatKey), nil)
+	tree := body[strings.Index(body, `class="tree"`):]
+	first, cont := strings.Index(tree, f.first), strings.Index(tree, ">compression<")
+	if first < 0 || cont < first || !strings.Contains(tree[first:cont], "<ul>") || !strings.Contains(tree[cont:], ">current<") {
+		t.Errorf("the lineage tree:\n%s", tree)
 	}
 	// Open redirects: next must be a console path.
 	for _, next := range []string{"https://evil.example/", "//evil.example/", "/\\evil.example", Prefix + "chat\r\nX: y"} {
