@@ -63,7 +63,8 @@ func chatHas(subs ...string) string {
 //     without the page reloading;
 //   - a second job, then the /new button: the chat shows the conversation changed, and the
 //     deliveries page (filter: dropped) shows the job's completion dropped with its reason;
-//   - a running process's page follows its output live;
+//   - a running process's page follows its output live, then says where its notice went;
+//   - /compress and /branch: the chat marks each move; the session page shows the lineage;
 //   - every page: readable (screenshots), labelled, usable at a phone's width;
 //   - echo.wasm replaced by a broken file: the plugins page shows it rejected while the old
 //     version keeps answering the chat;
@@ -165,12 +166,28 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.shot("process")
 
 	t.Logf("live output seen at %v", time.Since(start).Round(time.Millisecond))
-	// Sessions: the chat's key, its current session and the one /new ended.
+	// /compress and /branch: the chat says where the conversation went.
+	visit("chat", "#chat-log")
+	divider := func(what string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll("#chat-log li.divider")].some(li => li.textContent.includes(%q))`, what)
+	}
+	press("/compress")
+	b.waitFor("the compression", divider("Compressed: the conversation continues"))
+	press("/branch")
+	b.waitFor("the branch", divider("Branched: a copy of the conversation continues"))
+	b.waitFor("the /branch confirmation", chatHas("Branched into session"))
+	b.shot("chat-compress-branch")
+
+	// Sessions: the chat's key, and its current session's lineage: the session /new ended, the
+	// one compressed, its continuation, the branch.
 	visit("sessions", "table")
 	b.shot("sessions")
 	b.do("opening the chat's key", chromedp.Click(chromedp.CSS("tbody tr:first-child td a")), chromedp.WaitVisible(chromedp.CSS(".tree")))
-	if text := b.text(); !contains(text, "agent:main:echo:dm:42", "current", "Transcript", "tick-") {
+	if text := b.text(); !contains(text, "agent:main:echo:dm:42", "current", "Transcript", "compression", "branch", "session_reset") {
 		t.Errorf("the session page:\n%s", text)
+	}
+	if n := eval[int](b, `document.querySelectorAll(".tree .node").length`); n != 4 {
+		t.Errorf("the lineage has %d sessions, want 4 (new, reset, compression, branch)", n)
 	}
 	b.shot("session")
 
