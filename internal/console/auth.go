@@ -92,6 +92,13 @@ func (ss *sessions) get(r *http.Request) *login {
 	return s
 }
 
+// alive reports whether s is still logged in (streams end when it is not).
+func (ss *sessions) alive(s *login) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.byID[s.id] == s && !ss.now().After(s.expires)
+}
+
 func (ss *sessions) end(s *login) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

@@ -137,7 +137,7 @@ func (c *Console) chatPost(w http.ResponseWriter, r *http.Request, s *login) {
 // chatEvents streams the chat: a "message" event per message (its id is the message's seq) and
 // a "session" event whenever the chat moves to another session (/new, /branch, /compress,
 // /resume, an automatic reset).
-func (c *Console) chatEvents(w http.ResponseWriter, r *http.Request, _ *login) {
+func (c *Console) chatEvents(w http.ResponseWriter, r *http.Request, s *login) {
 	if c.Chat == nil {
 		http.Error(w, "the demo platform is off", http.StatusNotFound)
 		return
@@ -148,7 +148,7 @@ func (c *Console) chatEvents(w http.ResponseWriter, r *http.Request, _ *login) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	quiet := time.Now()
-	for {
+	for c.logins.alive(s) {
 		msgs, changed := c.Chat.Since(after)
 		for _, m := range msgs {
 			if st.send("message", strconv.FormatInt(m.Seq, 10), lineOf(m)) != nil {

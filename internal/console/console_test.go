@@ -387,3 +387,32 @@ func TestPagesNeedNoInlineCode(t *testing.T) {
 		}
 	}
 }
+
+// TestLogoutEndsStreams: an open event stream ends when its session logs out.
+func TestLogoutEndsStreams(t *testing.T) {
+	f := newFixture(t)
+	cl := f.client()
+	f.login(cl, testToken)
+	token := f.csrf(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+Prefix+"chat/events", nil)
+	resp, err := cl.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", err, resp)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+	f.do(cl, "POST", Prefix+"logout", url.Values{"csrf": {token}})
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("the stream broke instead of ending: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream outlived its session")
+	}
+}

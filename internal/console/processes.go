@@ -162,7 +162,7 @@ type outputEvent struct {
 
 // processEvents streams a process's new output from ?after= (or Last-Event-ID): "output" events
 // (id: the offset after them) and, once it ends, an "end" event with its final state.
-func (c *Console) processEvents(w http.ResponseWriter, r *http.Request, _ *login) {
+func (c *Console) processEvents(w http.ResponseWriter, r *http.Request, s *login) {
 	id := r.PathValue("id")
 	ctx := r.Context()
 	if _, err := c.Processes.ReadLog(ctx, id, 0, 1); err != nil {
@@ -174,7 +174,7 @@ func (c *Console) processEvents(w http.ResponseWriter, r *http.Request, _ *login
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	quiet := time.Now()
-	for {
+	for c.logins.alive(s) {
 		ch, err := c.Processes.ReadLog(ctx, id, next, outputChunk)
 		if err != nil {
 			return
@@ -194,7 +194,7 @@ func (c *Console) processEvents(w http.ResponseWriter, r *http.Request, _ *login
 			}
 		}
 		if ch.Ended && next >= ch.Total {
-			c.followOutcome(ctx, st, id, next)
+			c.followOutcome(ctx, st, s, id, next)
 			return
 		}
 		if time.Since(quiet) > keepAlive {
@@ -228,12 +228,12 @@ func wholeRunes(b []byte) []byte {
 
 // followOutcome sends a process's end, then what becomes of its completion notice as it
 // happens: an "outcome" event each time it changes, until it is settled (or a minute passed).
-func (c *Console) followOutcome(ctx context.Context, st *stream, id string, next int64) {
+func (c *Console) followOutcome(ctx context.Context, st *stream, s *login, id string, next int64) {
 	sent := false
 	var last outcome
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && c.logins.alive(s); {
 		procs, err := c.list(ctx)
 		if err != nil {
 			return
