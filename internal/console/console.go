@@ -17,7 +17,10 @@ import (
 	"embed"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net/http"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,11 +36,14 @@ import (
 // Prefix is where the console's pages live; Register also redirects / to the chat.
 const Prefix = "/console/"
 
+// maxForm caps a form the console accepts.
+const maxForm = 64 << 10
+
 //go:embed templates static
 var files embed.FS
 
-// Console holds what the pages read. Tokens and Chat are interfaces so that the console does not
-// care how the gateway keeps its admin token or which plugin is the demo platform.
+// Console holds what the pages read. Tokens is an interface, so that the console does not care
+// how the gateway keeps its admin token.
 type Console struct {
 	// Tokens checks the admin token typed on the login page. Nil: nobody can log in.
 	Tokens Tokens
@@ -120,7 +126,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 // Owns reports whether the console serves r's path (the admin listener's guard lets these
 // through to the console's own session checks).
 func Owns(r *http.Request) bool {
-	return r.URL.Path == "/" || len(r.URL.Path) >= len(Prefix) && r.URL.Path[:len(Prefix)] == Prefix
+	return r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, Prefix)
 }
 
 // Close ends the open event streams (call it when the server shuts down: streams do not end on
@@ -150,6 +156,9 @@ func (c *Console) guard(rt route) http.Handler {
 			}
 			http.Redirect(w, r, Prefix+"login?next="+localPath(r.URL.RequestURI()), http.StatusSeeOther)
 			return
+		}
+		if r.Method != http.MethodGet {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		}
 		if r.Method != http.MethodGet && !s.checkCSRF(r) {
 			http.Error(w, "the form is stale or forged (CSRF token mismatch): reload the page", http.StatusForbidden)
@@ -182,17 +191,12 @@ func (c *Console) static(w http.ResponseWriter, r *http.Request, _ *login) {
 		http.NotFound(w, r)
 		return
 	}
-	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
-	for ext, ct := range types {
-		if len(name) > len(ext) && name[len(name)-len(ext):] == ext {
-			w.Header().Set("Content-Type", ct)
-		}
-	}
+	w.Header().Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Write(b)
 }
 
-// ctx bounds the database reads of one page.
+// pageCtx bounds the database reads of one page.
 func pageCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), 10*time.Second)
 }
