@@ -38,7 +38,7 @@ func consoleHost(t *testing.T) (base, token, plugins string) {
 	data := t.TempDir()
 	addr := freeAddr(t)
 	cfg := filepath.Join(data, "hermes.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("plugins: {echo: {profiles: {main: {outbox_url: \"http://%s/demo/outbox\"}}}}\n", addr)), 0o600)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("plugins: {echo: {egress_extra: [\"127.0.0.1\"], profiles: {main: {outbox_url: \"http://%s/demo/outbox\"}}}}\n", addr)), 0o600)
 	_, stop := startServe(t, bin, plugins, data, "--config", cfg, "--listen", addr)
 	t.Cleanup(stop)
 	b, err := os.ReadFile(filepath.Join(data, "admin.token"))
