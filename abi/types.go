@@ -93,8 +93,9 @@ const (
 // InboundEvent is one thing that happened on the platform, as returned by webhook and poll or
 // passed to the dispatch host function.
 type InboundEvent struct {
-	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Slack
-	// event_id, Yuanbao msg_id. Empty means "do not deduplicate".
+	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Yuanbao
+	// msg_id; for Slack the message (team, channel, ts), since one message arrives as two
+	// events. Empty means "do not deduplicate".
 	ID        string `json:"id,omitempty"`
 	Kind      string `json:"kind" jsonschema:"enum=,enum=message,enum=observe,enum=redact,enum=seed"` // Event* values; empty means EventMessage
 	Source    Source `json:"source"`
@@ -102,6 +103,11 @@ type InboundEvent struct {
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
 	Mentioned bool   `json:"mentioned,omitempty"`
 	UnixMs    int64  `json:"unix_ms,omitempty"`
+	// MigrateFromChatID, when set, says that the chat Source.ChatID continues the chat named
+	// here (a Telegram group upgraded to a supergroup gets a new id): the host keeps the new
+	// chat in the old chat's conversations and re-addresses what it still owes the old chat.
+	// Send it on the service message that announces the move, as an observe event.
+	MigrateFromChatID string `json:"migrate_from_chat_id,omitempty"`
 }
 
 // OutboundMessage is one message for the plugin to transmit.
@@ -193,6 +199,10 @@ type SendRequest struct {
 type SendResult struct {
 	MessageIDs []string   `json:"message_ids,omitempty"`
 	Error      *SendError `json:"error,omitempty"`
+	// ThreadID, when set, is the thread the message actually went to, if not the one asked for
+	// ("" for none: a topic that no longer exists, so the message went to the chat itself). The
+	// host records it in place of the requested thread.
+	ThreadID *string `json:"thread_id,omitempty"`
 }
 
 // Kinds of send failure.

@@ -15,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/gateway"
+	"github.com/hermes-host/hermes-host/internal/httpguard"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
@@ -31,8 +33,8 @@ func pluginsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			if view, err := serverPlugins(ctx, cfg.Listen); err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "from the server at %s\n", cfg.Listen)
+			if view, err := serverPlugins(ctx, cfg); err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "from the server at %s\n", cfg.AdminListen)
 				return writePlugins(cmd.OutOrStdout(), view.Plugins, view.Rejected, cfg.PluginsDir)
 			}
 			// No server: load every file here (its describe and configure run in this process).
@@ -46,7 +48,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 			for _, p := range gw.Runtime().Plugins() {
 				infos = append(infos, p.Info())
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "no server answering at %s; validated %s here\n", cfg.Listen, cfg.PluginsDir)
+			fmt.Fprintf(cmd.OutOrStdout(), "no server answering at %s; validated %s here\n", cfg.AdminListen, cfg.PluginsDir)
 			return writePlugins(cmd.OutOrStdout(), infos, rej, cfg.PluginsDir)
 		},
 	})
@@ -119,8 +121,10 @@ type pluginsView struct {
 	Rejected []plugin.Rejection `json:"rejected"`
 }
 
-// serverPlugins asks a running server for its plugins (GET /api/plugins on its listen address).
-func serverPlugins(ctx context.Context, listen string) (*pluginsView, error) {
+// serverPlugins asks a running server for its plugins (GET /api/plugins on its admin listener,
+// with the token from the data directory).
+func serverPlugins(ctx context.Context, cfg *config.Config) (*pluginsView, error) {
+	listen := cfg.AdminListen
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, err
@@ -128,12 +132,17 @@ func serverPlugins(ctx context.Context, listen string) (*pluginsView, error) {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"
 	}
+	token, err := httpguard.ReadSecret(filepath.Join(cfg.DataDir, gateway.TokenFile))
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/api/plugins", nil)
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

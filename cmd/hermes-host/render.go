@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/humanize"
 	"github.com/hermes-host/hermes-host/internal/plugin"
@@ -167,6 +168,69 @@ func writeDeliveries(w io.Writer, rows []delivery.Row, now time.Time) error {
 func clip(s string, n int) string     { return humanize.Clip(s, n) }
 func duration(d time.Duration) string { return humanize.Duration(d) }
 func clock(t time.Time) string        { return humanize.Clock(t) }
+
+// writePairing renders `pairing ls`.
+func writePairing(w io.Writer, pending []auth.Request, approved []auth.Approval, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OPEN CODE\tPLUGIN\tPROFILE\tUSER\tNAME\tASKED\tEXPIRES IN")
+	for _, r := range pending {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Code, r.Plugin, r.Profile, r.UserID, orDash(r.UserName),
+			clock(r.CreatedAt), duration(r.ExpiresAt.Sub(now)))
+	}
+	if len(pending) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	fmt.Fprintln(tw, "\nAPPROVED\tPLUGIN\tPROFILE\tUSER\tNAME\tAPPROVED AT\tCODE")
+	for _, a := range approved {
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Plugin, a.Profile, a.UserID, orDash(a.UserName), clock(a.ApprovedAt), orDash(a.Code))
+	}
+	if len(approved) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	return tw.Flush()
+}
+
+// writeApproved renders `pairing approve`.
+func writeApproved(w io.Writer, a auth.Approval, told bool) error {
+	name := a.UserID
+	if a.UserName != "" {
+		name += " (" + a.UserName + ")"
+	}
+	_, err := fmt.Fprintf(w, "approved %s on %s/%s\n", name, a.Plugin, a.Profile)
+	if err == nil && !told {
+		_, err = fmt.Fprintln(w, "no host is serving: the user was not told; they are admitted from their next message")
+	}
+	return err
+}
+
+// writeRevoked renders `pairing revoke`.
+func writeRevoked(w io.Writer, revoked []auth.Approval) error {
+	for _, a := range revoked {
+		if _, err := fmt.Fprintf(w, "revoked %s on %s/%s\n", a.UserID, a.Plugin, a.Profile); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAuthLog renders `auth log`.
+func writeAuthLog(w io.Writer, entries []auth.Entry, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGE\tPLUGIN\tPROFILE\tVERDICT\tREASON\tCHAT\tUSER\tTEXT\tDETAIL")
+	for _, e := range entries {
+		chat := orDash(e.ChatID)
+		if e.ChatType != "" {
+			chat = e.ChatType + ":" + chat
+		}
+		user := orDash(e.UserID)
+		if e.UserName != "" {
+			user += " (" + e.UserName + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", duration(now.Sub(e.At)), e.Plugin, e.Profile, e.Verdict, e.Reason,
+			chat, user, orDash(clip(e.Text, 40)), orDash(clip(e.Detail, 50)))
+	}
+	return tw.Flush()
+}
 
 func orDash(s string) string {
 	if s == "" {

@@ -1,9 +1,11 @@
 // Package telegram is the Telegram profile of the conformance suite. It loads a Telegram
 // adapter (.wasm) through the production runtime, points its profiles at a telegramtest fake of
 // the Bot API, and checks the behaviours adapters tend to get wrong: getUpdates offsets (and
-// their survival across a restart), forum topics, mention gating, the UTF-16 length limit,
-// the mapping of 429, migrated groups and other refusals, the "message thread not found" retry,
-// and the webhook secret.
+// their survival across a restart), forum topics and the General topic, mention gating, group
+// migration service messages, the UTF-16 length limit, the mapping of 429, migrated groups and
+// other refusals, ambiguous answers after the message was posted (never resent), answers slower
+// than the call deadline (a typed result, never a crash; a slow getMe at configure accepts the
+// profile), the "message thread not found" retry, and the webhook secret.
 //
 // The adapter is configured with the first-party plugin's configuration keys, which a Telegram
 // adapter must accept to be checked: token, api_base, and for webhook mode mode="webhook",
@@ -59,6 +61,8 @@ const (
 	// profConflict polls a second fake that counts getUpdates timeouts in real seconds, so its
 	// long poll stays parked until another client's getUpdates terminates it.
 	profConflict = "conflict"
+	// profSlowMe is loaded on its own by checkSlowGetMe, with a getMe slower than the deadline.
+	profSlowMe = "slowme"
 )
 
 var tokens = map[string]string{
@@ -68,6 +72,7 @@ var tokens = map[string]string{
 	profSend:     "700000004:conformance-send",
 	profHook:     "700000005:conformance-hook",
 	profConflict: "700000006:conformance-conflict",
+	profSlowMe:   "700000007:conformance-slowme",
 }
 
 const (
@@ -171,13 +176,15 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.check("inbound: topics and thread traps", s.checkTopics)
 	s.check("inbound: mention gating", s.checkGating)
 	s.check("inbound: /command@bot", s.checkCommands)
-	s.check("inbound: bots, edits, service", s.checkSkips)
+	s.check("inbound: bots, edits, service, migration", s.checkSkips)
 	s.check("send: topics, General, replies", s.checkSendTopics)
 	s.check("send: thread not found retried", s.checkThreadNotFound)
 	s.check("send: UTF-16 limit respected", s.checkUTF16)
 	s.check("send: 429 mapped to retry_after", s.checkFlood)
 	s.check("send: migrated group mapped", s.checkMigrated)
-	s.check("send: other failures typed", s.checkFailures)
+	s.check("send: refusals typed", s.checkFailures)
+	s.check("send: ambiguous answers never resent", s.checkAmbiguous)
+	s.check("send: slow answer typed, no crash", s.checkSlowSend)
 	if s.p.Manifest().Has(abi.CapEdit) {
 		s.check("send: edit, not modified is ok", s.checkEdit)
 	}
@@ -186,6 +193,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	s.check("webhook: registered with secret", s.checkWebhookRegistered)
 	s.check("webhook: secret enforced", s.checkWebhookSecret)
+	s.check("configure: slow getMe accepts the profile", s.checkSlowGetMe)
 	s.check("profiles: own token only", s.checkTokens)
 	s.check("egress: messages posted only from send", s.checkPostsOnlyFromSend)
 	return s.rep
@@ -273,6 +281,9 @@ func (s *suite) check(name string, f func() (string, error)) (ok bool) {
 func (s *suite) profiles() map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for name, token := range tokens {
+		if name == profSlowMe {
+			continue // loaded on its own
+		}
 		cfg := map[string]any{"token": token, "api_base": s.tg.URL()}
 		switch name {
 		case profConflict:

@@ -1,6 +1,7 @@
 // Package console is the operator's web console, served on the admin HTTP surface: a chat on
 // the loopback demo platform with replies and background-process notifications arriving live,
-// and views of the sessions, background processes, the delivery ledger and the plugins.
+// and views of the sessions, background processes, the delivery ledger and the plugins, where
+// the operator also approves pairing requests.
 //
 // Pages are rendered on the server with html/template; a little plain JavaScript from the
 // embedded static files sends chat messages and follows Server-Sent Events. Nothing is loaded
@@ -26,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
 	"github.com/hermes-host/hermes-host/internal/plugin"
@@ -58,6 +60,9 @@ type Console struct {
 	Sessions  *session.Kernel
 	Processes *process.Registry
 	Ledger    *delivery.Ledger
+	// Pairing is the authorization gate: the plugins page lists its open pairing codes and
+	// approves them. Nil: the page says pairing is not available.
+	Pairing *auth.Gate
 	// Metrics is where the plugin call latencies and crash counts are read from.
 	Metrics prometheus.Gatherer
 	Log     *slog.Logger
@@ -102,6 +107,8 @@ var routes = []route{
 	{method: "GET", path: Prefix + "processes/{id}/events", stream: true, handle: (*Console).processEvents},
 	{method: "GET", path: Prefix + "deliveries", handle: (*Console).deliveriesPage},
 	{method: "GET", path: Prefix + "plugins", handle: (*Console).pluginsPage},
+	{method: "POST", path: Prefix + "pairing/approve", handle: (*Console).approve},
+	{method: "POST", path: Prefix + "pairing/revoke", handle: (*Console).revoke},
 }
 
 func (c *Console) init() {

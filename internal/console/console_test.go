@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
 	"github.com/hermes-host/hermes-host/internal/plugin"
@@ -36,6 +37,7 @@ type fixture struct {
 	procs *process.Registry
 	proc  string // a finished process's id
 	first string // the chat's first session, compressed into the current one
+	code  string // an open pairing code, of user "stranger" on echo/side
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -86,12 +88,25 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Console{Tokens: StaticToken(testToken), Plugins: rt, Sessions: k, Processes: procs, Ledger: ledger,
+	// A stranger's DM on a profile without a policy: refused, with a pairing code.
+	gate, err := auth.Open(ctx, db, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := gate.Admit(ctx, "echo", "side", abi.InboundEvent{ID: "e1", Text: "hi", Source: abi.Source{Platform: "echo",
+		Profile: "side", ChatType: abi.ChatDM, ChatID: "7", UserID: "stranger", UserName: "Stranger"}}); err != nil || d.Verdict != auth.Refuse {
+		t.Fatalf("the stranger's DM: %+v %v", d, err)
+	}
+	pending, _, err := gate.Pairing(ctx)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pairing codes %+v %v", pending, err)
+	}
+	c := &Console{Tokens: StaticToken(testToken), Plugins: rt, Sessions: k, Processes: procs, Ledger: ledger, Pairing: gate,
 		Metrics: prometheus.NewRegistry(), Chat: &demo.Chat{ChatID: "42", UserID: "me", Hook: http.NotFoundHandler()},
 		ChatKey: key, ChatName: "chat 42 on echo/main"}
 	mux := http.NewServeMux()
 	c.Register(mux)
-	f := &fixture{t: t, c: c, srv: httptest.NewServer(mux), procs: procs, first: first.SessionID}
+	f := &fixture{t: t, c: c, srv: httptest.NewServer(mux), procs: procs, first: first.SessionID, code: pending[0].Code}
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(c.Close) // before the server closes: its streams end
 	res, err := procs.Spawn(ctx, process.SpawnRequest{Command: "echo hello-from-the-process",
@@ -414,5 +429,51 @@ func TestLogoutEndsStreams(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream outlived its session")
+	}
+}
+
+// TestPairing: the plugins page lists the open pairing code; approving it (with the session's
+// CSRF token) admits the user and says so, an unknown code is a clear 404, and revoking takes
+// the approval back.
+func TestPairing(t *testing.T) {
+	f := newFixture(t)
+	cl := f.client()
+	f.login(cl, testToken)
+	token := f.csrf(cl)
+	_, page := f.do(cl, "GET", Prefix+"plugins", nil)
+	if !strings.Contains(page, f.code) || !strings.Contains(page, "stranger") || !strings.Contains(page, "Nobody approved") {
+		t.Fatalf("the open code is not listed:\n%s", page)
+	}
+	if resp, _ := f.do(cl, "POST", Prefix+"pairing/approve", url.Values{"code": {f.code}}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("approve without the CSRF token: %d", resp.StatusCode)
+	}
+	if resp, body := f.do(cl, "POST", Prefix+"pairing/approve", url.Values{"csrf": {token}, "code": {"NOSUCH23"}}); resp.StatusCode != http.StatusNotFound ||
+		!strings.Contains(body, "unknown or expired") {
+		t.Fatalf("an unknown code: %d %s", resp.StatusCode, body)
+	}
+	resp, _ := f.do(cl, "POST", Prefix+"pairing/approve", url.Values{"csrf": {token}, "code": {strings.ToLower(f.code)}})
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, Prefix+"plugins?approved="+f.code) {
+		t.Fatalf("approve: %d %q", resp.StatusCode, loc)
+	}
+	d, err := f.c.Pairing.Admit(context.Background(), "echo", "side", abi.InboundEvent{ID: "e2", Text: "again", Source: abi.Source{
+		Platform: "echo", Profile: "side", ChatType: abi.ChatDM, ChatID: "7", UserID: "stranger"}})
+	if err != nil || d.Verdict == auth.Refuse {
+		t.Fatalf("the approved user's next DM: %+v %v", d, err)
+	}
+	_, page = f.do(cl, "GET", loc, nil)
+	if !strings.Contains(page, "Approved stranger (Stranger) on echo/side") || !strings.Contains(page, "No open codes") {
+		t.Fatalf("after approving:\n%s", page)
+	}
+	resp, _ = f.do(cl, "POST", Prefix+"pairing/revoke", url.Values{"csrf": {token}, "user": {"stranger"}, "plugin": {"echo"}, "profile": {"side"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if _, page = f.do(cl, "GET", resp.Header.Get("Location"), nil); !strings.Contains(page, "Revoked stranger on echo/side") ||
+		!strings.Contains(page, "Nobody approved") {
+		t.Fatalf("after revoking:\n%s", page)
+	}
+	if resp, _ := f.do(cl, "POST", Prefix+"pairing/revoke", url.Values{"csrf": {token}, "user": {"stranger"}, "plugin": {"echo"}, "profile": {"side"}}); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("revoking again: %d", resp.StatusCode)
 	}
 }

@@ -137,6 +137,7 @@ func seconds(s float64) string {
 type pluginsView struct {
 	Plugins  []pluginRow
 	Rejected []plugin.Rejection
+	Pairing  pairingView
 	Error    string
 }
 
@@ -146,9 +147,9 @@ type pluginRow struct {
 }
 
 // pluginsPage shows the loaded plugins (state, last error, profiles and their configuration
-// problems, calls and crashes), and the files that were rejected and why.
+// problems, calls and crashes), the files that were rejected and why, and the pairing requests.
 func (c *Console) pluginsPage(w http.ResponseWriter, r *http.Request, s *login) {
-	v := pluginsView{Rejected: c.Plugins.Rejections()}
+	v := pluginsView{Rejected: c.Plugins.Rejections(), Pairing: c.pairing(r)}
 	stats, err := readStats(c.Metrics)
 	if err != nil {
 		v.Error = "reading the metrics failed: " + err.Error()

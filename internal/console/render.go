@@ -26,6 +26,7 @@ type view struct {
 
 var funcs = template.FuncMap{
 	"ago":       func(now, t time.Time) string { return humanize.Duration(now.Sub(t)) },
+	"until":     func(now, t time.Time) string { return humanize.Duration(t.Sub(now)) },
 	"dur":       humanize.Duration,
 	"clock":     humanize.Clock,
 	"clip":      humanize.Clip,

@@ -24,12 +24,14 @@ func TestChat(t *testing.T) {
 			http.Error(w, "bad secret", http.StatusUnauthorized)
 		}
 	})}
-	o := &Outbox{Chat: c}
+	o := &Outbox{Chat: c, Secret: "s3"}
 	mux := http.NewServeMux()
 	o.Register(mux)
 	post := func(body string) {
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest("POST", "/demo/outbox", strings.NewReader(body)))
+		req := httptest.NewRequest("POST", "/demo/outbox", strings.NewReader(body))
+		req.Header.Set(SecretHeader, "s3")
+		mux.ServeHTTP(rec, req)
 		if rec.Code != 200 {
 			t.Fatalf("outbox: %d", rec.Code)
 		}

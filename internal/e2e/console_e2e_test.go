@@ -2,50 +2,63 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // consoleHost runs the real binary with echo.wasm as the demo platform (its outbox on this
-// host, as in the embedded defaults) and returns the console's base URL, the admin token, and
-// the plugins directory.
-func consoleHost(t *testing.T) (base, token, plugins string) {
+// host's admin listener, as in the embedded defaults) and a second echo profile, "side", whose
+// access is the default (nobody; DM pairing) and whose outbox is stranger, a loopback fake. It
+// returns the public and admin listeners' addresses, the admin token, and the plugins directory.
+func consoleHost(t *testing.T, stranger *echotest.Server) (public, admin, token, plugins string) {
 	t.Helper()
 	bin := hostBinary(t)
 	plugins = filepath.Join(t.TempDir(), "plugins")
 	os.MkdirAll(plugins, 0o755)
 	wasmbuild.CopyTo(t, "../../plugins/echo", filepath.Join(plugins, "echo.wasm"))
 	data := t.TempDir()
-	addr := freeAddr(t)
+	admin = freeAddr(t)
 	cfg := filepath.Join(data, "hermes.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("plugins: {echo: {egress_extra: [\"127.0.0.1\"], profiles: {main: {outbox_url: \"http://%s/demo/outbox\"}}}}\n", addr)), 0o600)
-	_, stop := startServe(t, bin, plugins, data, "--config", cfg, "--listen", addr)
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`plugins:
+  echo:
+    egress_extra: ["127.0.0.1"]
+    profiles:
+      main: {outbox_url: "http://%s/demo/outbox"}
+      side: {outbox_url: "%s/outbox"}
+    access:
+      main: {allow_all: true, tools: [shell, processes]}
+`, admin, stranger.URL())), 0o600)
+	public, stop := startServe(t, bin, plugins, data, "--config", cfg, "--admin-listen", admin)
 	t.Cleanup(stop)
 	b, err := os.ReadFile(filepath.Join(data, "admin.token"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "http://" + addr, strings.TrimSpace(string(b)), plugins
+	return public, admin, strings.TrimSpace(string(b)), plugins
+}
+
+// strangerSays posts a DM from user "stranger" to the side profile's public webhook.
+func strangerSays(t *testing.T, public, id, text string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"chat_id":"7","user_id":"stranger","text":%q}`, id, text)
+	resp, err := http.Post("http://"+public+"/hooks/echo/side", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the side webhook answered %d", resp.StatusCode)
+	}
 }
 
 // chatHas is a page condition: a message from the host holds every one of subs.
@@ -66,6 +79,8 @@ func chatHas(subs ...string) string {
 //   - a running process's page follows its output live, then says where its notice went;
 //   - /compress and /branch: the chat marks each move; the session page shows the lineage;
 //   - every page: readable (screenshots), labelled, usable at a phone's width;
+//   - a stranger's DM on another profile gets a pairing code, which the plugins page approves:
+//     the stranger is told and their next message is answered;
 //   - echo.wasm replaced by a broken file: the plugins page shows it rejected while the old
 //     version keeps answering the chat;
 //   - nothing is requested from anywhere but the host, and no page logs an error (a
@@ -73,7 +88,10 @@ func chatHas(subs ...string) string {
 func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowser(t) // first: without chromium the test skips (or fails) before starting a host
 	start := time.Now()
-	base, token, plugins := consoleHost(t)
+	stranger := echotest.New()
+	defer stranger.Close()
+	public, admin, token, plugins := consoleHost(t, stranger)
+	base := "http://" + admin
 	t.Logf("host up in %v", time.Since(start).Round(time.Millisecond))
 	console := base + "/console/"
 	say := func(text string) {
@@ -212,6 +230,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("a desktop's width", chromedp.EmulateViewport(1280, 900))
 
 	t.Logf("pages audited at %v", time.Since(start).Round(time.Millisecond))
+	// A stranger's DM on the side profile gets a pairing code; the plugins page approves it, the
+	// stranger is told and admitted.
+	strangerSays(t, public, "s1", "hello?")
+	sent, ok := stranger.Wait(30*time.Second, echotest.Has("pairing code"))
+	if !ok {
+		t.Fatalf("no pairing code sent; the stranger got %+v", stranger.Messages())
+	}
+	code := regexp.MustCompile(`approve ([A-Z0-9]{8})`).FindStringSubmatch(sent.Text)
+	if code == nil {
+		t.Fatalf("no code in %q", sent.Text)
+	}
+	visit("plugins#pairing", ".plugin")
+	b.shot("plugins-pairing")
+	approve := fmt.Sprintf(`#pairing-open tr[data-code=%q] button`, code[1])
+	b.do("approving "+code[1], chromedp.Click(chromedp.CSS(approve)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	if text := b.text(); !contains(text, "Approved stranger on echo/side", "No open codes") {
+		t.Errorf("the plugins page after approving:\n%s", text)
+	}
+	b.shot("plugins-approved")
+	if _, ok := stranger.Wait(30*time.Second, echotest.Has("approved you")); !ok {
+		t.Errorf("the stranger was not told; they got %+v", stranger.Messages())
+	}
+	strangerSays(t, public, "s2", "help")
+	if _, ok := stranger.Wait(30*time.Second, echotest.Has("built-in agent")); !ok {
+		t.Errorf("the approved stranger got no answer; they got %+v", stranger.Messages())
+	}
+
 	// A broken file replaces echo.wasm: rejected, and the loaded version keeps serving.
 	visit("plugins", ".plugin")
 	if text := b.text(); !contains(text, "echo", "active", "serving", "webhook", "send") {
@@ -253,30 +298,58 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 }
 
-// TestConsoleRefusesWithoutLogin asks the real binary for every console page and event stream
-// without logging in: pages send the browser to the login page, streams and forms are refused.
+// TestConsoleRefusesWithoutLogin asks the real binary for every console page, form and event
+// stream without logging in: pages send the browser to the login page, streams and forms are
+// refused. The admin listener's own guards apply to the console too: a DNS-rebinding page
+// (a foreign Host) and another site's page (Origin, Sec-Fetch-Site) are refused even the login
+// page. The public listener does not serve the console at all.
 func TestConsoleRefusesWithoutLogin(t *testing.T) {
-	base, _, _ := consoleHost(t)
+	stranger := echotest.New()
+	defer stranger.Close()
+	public, admin, _, _ := consoleHost(t, stranger)
 	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tc := range []struct {
 		method, path string
 		want         int
+		header       []string
 	}{
-		{"GET", "/console/chat", 303}, {"GET", "/console/sessions", 303}, {"GET", "/console/sessions/show?id=x", 303},
-		{"GET", "/console/processes", 303}, {"GET", "/console/processes/proc_000000000000", 303},
-		{"GET", "/console/deliveries?state=dropped", 303}, {"GET", "/console/plugins", 303},
-		{"GET", "/console/chat/events", 401}, {"GET", "/console/processes/proc_000000000000/events", 401},
-		{"POST", "/console/chat", 401}, {"POST", "/console/logout", 401},
+		{"GET", "/console/chat", 303, nil}, {"GET", "/console/sessions", 303, nil}, {"GET", "/console/sessions/show?id=x", 303, nil},
+		{"GET", "/console/processes", 303, nil}, {"GET", "/console/processes/proc_000000000000", 303, nil},
+		{"GET", "/console/deliveries?state=dropped", 303, nil}, {"GET", "/console/plugins", 303, nil},
+		{"GET", "/console/chat/events", 401, nil}, {"GET", "/console/processes/proc_000000000000/events", 401, nil},
+		{"POST", "/console/chat", 401, nil}, {"POST", "/console/logout", 401, nil},
+		{"POST", "/console/pairing/approve", 401, nil}, {"POST", "/console/pairing/revoke", 401, nil},
+		{"GET", "/console/login", 200, nil},
+		{"GET", "/console/login", 403, []string{"Host", "evil.example:8485"}},
+		{"POST", "/console/login", 403, []string{"Origin", "http://evil.example"}},
+		{"GET", "/console/chat", 403, []string{"Sec-Fetch-Site", "cross-site"}},
 	} {
-		req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader("text=sh+id"))
+		req, _ := http.NewRequest(tc.method, "http://"+admin+tc.path, strings.NewReader("text=sh+id"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(tc.header); i += 2 {
+			if tc.header[i] == "Host" {
+				req.Host = tc.header[i+1]
+			} else {
+				req.Header.Set(tc.header[i], tc.header[i+1])
+			}
+		}
 		resp, err := cl.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != tc.want || tc.want == 303 && !strings.HasPrefix(resp.Header.Get("Location"), "/console/login") {
-			t.Errorf("%s %s: %d %q, want %d", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Location"), tc.want)
+			t.Errorf("%s %s %q: %d %q, want %d", tc.method, tc.path, tc.header, resp.StatusCode, resp.Header.Get("Location"), tc.want)
+		}
+	}
+	for _, path := range []string{"/", "/console/login", "/console/chat"} {
+		resp, err := cl.Get("http://" + public + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("the public listener answered %s with %d", path, resp.StatusCode)
 		}
 	}
 }

@@ -64,6 +64,10 @@ func TestHTTP(t *testing.T) {
 			w.Write([]byte(strings.Repeat("x", 2000)))
 		case "/redirect-out":
 			http.Redirect(w, r, "http://example.invalid/", http.StatusFound)
+		case "/cut":
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"ok\":true,"))
+			conn.Close()
 		case "/slow":
 			select {
 			case <-r.Context().Done():
@@ -98,6 +102,10 @@ func TestHTTP(t *testing.T) {
 	// The request was sent and the answer never came: the outcome is uncertain, not a plain timeout.
 	if _, err := c.HTTP(ctx, allowed, "send", &abi.HTTPRequest{URL: srv.URL + "/slow", TimeoutMs: 50}); abi.CodeOf(err) != abi.CodeUncertain {
 		t.Fatalf("slow: %v", err)
+	}
+	// An answer whose body stops short: the server acted, the answer is lost. Uncertain too.
+	if _, err := c.HTTP(ctx, allowed, "send", &abi.HTTPRequest{URL: srv.URL + "/cut"}); abi.CodeOf(err) != abi.CodeUncertain || !strings.Contains(err.Error(), "answered 200") {
+		t.Fatalf("cut body: %v", err)
 	}
 	// Nothing listening: nothing was sent, so it is a plain I/O error (safe to retry).
 	if _, err := c.HTTP(ctx, allowed, "send", &abi.HTTPRequest{URL: "http://127.0.0.1:1/x"}); abi.CodeOf(err) != abi.CodeIO {

@@ -224,7 +224,9 @@ func (c *Client) HTTP(ctx context.Context, pol Policy, export string, req *abi.H
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
-		return nil, abi.Errorf(abi.CodeIO, "egress: reading %s: %s", Origin(u), scrub(err))
+		// The other side answered (the status line arrived), so it acted on the request; only
+		// the rest of its answer was lost. That is not a safe-to-retry io error.
+		return nil, abi.Errorf(abi.CodeUncertain, "egress: %s %s: answered %d, but the body was cut: %s", method, Origin(u), resp.StatusCode, scrub(err))
 	}
 	if int64(len(body)) > max {
 		return nil, abi.Errorf(abi.CodeTooLarge, "egress: response from %s exceeds the cap of %d bytes (cut)", Origin(u), max)

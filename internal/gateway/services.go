@@ -43,3 +43,35 @@ func (t transport) Limit(name string) (abi.MessageLimit, error) {
 	}
 	return p.Manifest().MessageLimit, nil
 }
+
+// typist shows "typing" through a platform plugin that declares the typing capability.
+type typist struct{ g *Gateway }
+
+func (t typist) Typing(ctx context.Context, name, profile string, target abi.OutboundMessage) {
+	p := t.g.runtime.Get(name)
+	if p == nil || !p.Active() || !p.Manifest().Has(abi.CapTyping) {
+		return
+	}
+	target.Action, target.Text, target.ReplyTo = "typing", "", ""
+	res, err := p.Send(ctx, profile, target)
+	if err == nil && res.Error != nil {
+		err = res.Error
+	}
+	if err != nil {
+		t.g.log.Debug("typing indicator not shown", "plugin", name, "profile", profile, "chat", target.ChatID, "error", err)
+	}
+}
+
+// notifier sends the auth gate's notices (pairing codes, approvals) through the ledger, like any
+// host notice.
+type notifier struct{ g *Gateway }
+
+func (n notifier) Notice(ctx context.Context, plugin, profile string, src abi.Source, text, origin string) (string, error) {
+	key, err := n.g.kernel.Key(src)
+	if err != nil {
+		return "", err
+	}
+	return n.g.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{Plugin: plugin, Profile: profile, Key: key,
+		Target: abi.OutboundMessage{ChatType: src.ChatType, ChatID: src.ChatID, ThreadID: src.ThreadID, UserID: src.UserID, ScopeID: src.ScopeID},
+		Text:   text, Kind: delivery.KindNotice, Origin: origin})
+}

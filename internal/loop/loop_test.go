@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/inbound"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
@@ -66,7 +67,7 @@ func TestPollLoopRestartsAfterBreakerAndReplace(t *testing.T) {
 	}
 	defer rt.Close()
 	got := &events{}
-	sup = New(rt, &inbound.Door{Engine: got, Log: quiet}, quiet)
+	sup = New(rt, &inbound.Door{Engine: got, Gate: admitAll{}, Log: quiet}, quiet)
 	defer sup.Stop()
 	rt.Scan(context.Background())
 	sup.Reconcile(context.Background())
@@ -96,4 +97,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// admitAll is a gate that admits every sender: these tests are about the loops, not about who
+// may talk (internal/auth has its own tests).
+type admitAll struct{}
+
+func (admitAll) Admit(context.Context, string, string, abi.InboundEvent) (auth.Decision, error) {
+	return auth.Decision{Verdict: auth.Allow}, nil
 }

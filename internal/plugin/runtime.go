@@ -151,13 +151,14 @@ type Runtime struct {
 	cache wazero.CompilationCache
 	fns   []extism.HostFunction
 
-	// mu guards plugins, files and loading. Lock order: Runtime.mu before Plugin.mu.
+	// mu guards plugins, files, loading and owners. Lock order: Runtime.mu before Plugin.mu.
 	stop chan struct{} // closed by Close: stops the idle trimmer
 
 	mu      sync.Mutex
 	plugins map[string]*Plugin    // by manifest name
 	files   map[string]*fileState // by path
 	loading map[string]string     // path → sha256 of the content being loaded
+	owners  map[string]string     // platform → the name of the one platform plugin that owns it
 	// scanMu makes one Scan at a time compare the directory with files; the loads a scan starts
 	// run outside it, so a rescan (a hot reload) never waits behind a slow load.
 	scanMu      sync.Mutex
@@ -189,7 +190,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.LoadParallel = 8
 	}
 	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{},
-		loading: map[string]string{}, stop: make(chan struct{}),
+		loading: map[string]string{}, owners: map[string]string{}, stop: make(chan struct{}),
 		loadSlots:   make(chan struct{}, cfg.LoadParallel),
 		compileSlot: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if cfg.CacheDir != "" {
@@ -476,6 +477,7 @@ func (r *Runtime) forgetRemoved(present map[string]bool) []*Plugin {
 		delete(r.files, path)
 		if p := r.plugins[st.name]; p != nil && st.name != "" && p.File() == path {
 			delete(r.plugins, st.name)
+			r.disownLocked(st.name)
 			gone = append(gone, p)
 		}
 	}
@@ -525,6 +527,19 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		v.close()
 		return fmt.Errorf("plugin name %q is already provided by %s", name, p.File())
 	}
+	platform := ""
+	if v.manifest.Kind == abi.KindPlatform {
+		platform = v.manifest.Platform
+		if owner := r.owners[platform]; owner != "" && owner != name && owner != r.files[path].nameOrEmpty() {
+			file := ""
+			if o := r.plugins[owner]; o != nil {
+				file = " (" + o.File() + ")"
+			}
+			r.mu.Unlock()
+			v.close()
+			return fmt.Errorf("platform %q is already owned by plugin %s%s: a platform has exactly one plugin", platform, owner, file)
+		}
+	}
 	if p == nil {
 		p = &Plugin{name: name, rt: r}
 		r.plugins[name] = p
@@ -534,6 +549,11 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 	if prev := r.files[path]; prev != nil && prev.name != "" && prev.name != name {
 		renamed = r.plugins[prev.name]
 		delete(r.plugins, prev.name)
+		r.disownLocked(prev.name)
+	}
+	r.disownLocked(name) // a new version may serve another platform than the old one
+	if platform != "" {
+		r.owners[platform] = name
 	}
 	r.files[path] = &fileState{path: path, sha256: sum, name: name, at: time.Now()}
 	r.mu.Unlock()
@@ -551,6 +571,22 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		}()
 	}
 	return nil
+}
+
+// disownLocked releases the platforms plugin name owns. r.mu must be held.
+func (r *Runtime) disownLocked(name string) {
+	for platform, owner := range r.owners {
+		if owner == name {
+			delete(r.owners, platform)
+		}
+	}
+}
+
+func (f *fileState) nameOrEmpty() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
 }
 
 // build compiles and validates one file into a ready version with one live instance.
@@ -663,18 +699,24 @@ func (p *Plugin) Name() string { return p.name }
 // Manifest is the current version's manifest.
 func (p *Plugin) Manifest() abi.Manifest { return p.current().manifest }
 
-// PluginFor returns the name of the platform plugin that serves platform for profile.
+// PluginFor returns the name of the platform plugin that serves platform for profile: the
+// platform's one owner, if it serves that profile.
 func (r *Runtime) PluginFor(platform, profile string) (string, bool) {
-	for _, p := range r.Plugins() {
-		m := p.Manifest()
-		if m.Kind != abi.KindPlatform || m.Platform != platform {
-			continue
-		}
-		if slices.Contains(p.Profiles(), profile) {
-			return p.Name(), true
-		}
+	r.mu.Lock()
+	p := r.plugins[r.owners[platform]]
+	r.mu.Unlock()
+	if p == nil || !slices.Contains(p.Profiles(), profile) {
+		return "", false
 	}
-	return "", false
+	return p.Name(), true
+}
+
+// Owner returns the name of the plugin that owns platform.
+func (r *Runtime) Owner(platform string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name, ok := r.owners[platform]
+	return name, ok
 }
 
 // Caller is the identity the plugin acts under for profile: its name, kind and platform.

@@ -126,6 +126,9 @@ type Kernel struct {
 
 	stRoute, stRow, stChild, stTouch *sql.Stmt
 
+	aliasMu sync.Mutex                  // serializes AliasChat (writers of aliases)
+	aliases atomic.Pointer[chatAliases] // read by Key without a lock; see alias.go
+
 	// failpoint, when set (tests only), runs at named stages inside transactions; an error aborts
 	// the transaction.
 	failpoint func(stage string) error
@@ -153,6 +156,9 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 		opt.AutoReset.Location = time.UTC
 	}
 	k := &Kernel{db: db, opt: opt, locker: opt.Locker, cache: newRouteCache(opt.CacheSize)}
+	if err := k.loadAliases(ctx); err != nil {
+		return nil, err
+	}
 	var err error
 	prep := func(q string) *sql.Stmt {
 		if err != nil {
@@ -183,8 +189,9 @@ func (k *Kernel) Close() error {
 	return nil
 }
 
-// Key builds the session key of src under the kernel's key options.
-func (k *Kernel) Key(src abi.Source) (string, error) { return BuildKey(src, k.opt.Keys) }
+// Key builds the session key of src under the kernel's key options. A chat that continues
+// another (AliasChat) is keyed with that chat's id.
+func (k *Kernel) Key(src abi.Source) (string, error) { return BuildKey(k.aliased(src), k.opt.Keys) }
 
 // ParseKey parses key under the kernel's key options.
 func (k *Kernel) ParseKey(key string) (Key, error) { return ParseKey(key, k.opt.Keys) }

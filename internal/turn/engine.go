@@ -53,6 +53,23 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// Grants says which tools a turn for src gets: shell (start commands) and processes
+	// (inspect and stop the chat's own processes). Nil grants both (tests); the gateway asks
+	// the operator's access policy.
+	Grants func(ctx context.Context, plugin, profile string, src abi.Source) (shell, processes bool)
+	// Typing, if set, shows a chat action while a user's turn runs: first after TypingAfter
+	// (a quick answer needs none), then every TypingEvery, at most once per TypingEvery per
+	// chat. Defaults 1s and 4s (Telegram shows "typing" for up to 5 s).
+	Typing                   Typist
+	TypingAfter, TypingEvery time.Duration
+}
+
+// Typist sends a chat action ("typing") into a chat through the platform plugin, if the plugin
+// declares the typing capability. It is best effort: failures are the implementation's to log.
+// It must not be cancelled mid-call (a plugin call cut short is a crash), so it gets a context
+// without the turn's cancellation.
+type Typist interface {
+	Typing(ctx context.Context, plugin, profile string, target abi.OutboundMessage)
 }
 
 // Engine runs turns.
@@ -73,6 +90,9 @@ type Engine struct {
 	intake   map[string]*intakeQueue
 	wg       sync.WaitGroup
 	ctx      context.Context
+
+	typingMu   sync.Mutex           // guards typingLast (a leaf lock)
+	typingLast map[string]time.Time // chat → when typing was last sent
 }
 
 // keyQueue is one chat's turns. Guarded by Engine.mu.
@@ -128,9 +148,15 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.EditInterval <= 0 {
 		opt.EditInterval = time.Second
 	}
+	if opt.TypingAfter <= 0 {
+		opt.TypingAfter = time.Second
+	}
+	if opt.TypingEvery <= 0 {
+		opt.TypingEvery = 4 * time.Second
+	}
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
 		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
-		intake: map[string]*intakeQueue{}, ctx: ctx}, nil
+		intake: map[string]*intakeQueue{}, ctx: ctx, typingLast: map[string]time.Time{}}, nil
 }
 
 func newID(prefix string) string {
@@ -206,6 +232,12 @@ const IntakeWait = 10 * time.Millisecond
 // carries no session. Either way, once Dispatch returns nil the event cannot be lost.
 func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	src := ev.Source
+	// A chat that continues another (a group upgraded to a supergroup): before the event's own
+	// key is built, so that it already lands in the conversation that continues.
+	noted, err := e.migrate(ctx, plugin, profile, ev)
+	if err != nil {
+		return abi.DispatchReply{}, err
+	}
 	key, err := e.k.Key(src)
 	if err != nil {
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "source: %v", err)
@@ -217,6 +249,15 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 	case abi.EventMessage, abi.EventObserve, abi.EventRedact, abi.EventSeed:
 	default:
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "unknown event kind %q", kind)
+	}
+	if noted && kind == abi.EventObserve {
+		// The migration's other service message already recorded it in the transcript; the
+		// reply still names the conversation that continues.
+		r, _, err := e.k.Current(ctx, key)
+		if err != nil {
+			return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "reading the session: %v", err)
+		}
+		return abi.DispatchReply{Session: r.Ref()}, nil
 	}
 	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src,
 		text: ev.Text, kind: kindMessage, eventKind: kind}
@@ -386,6 +427,31 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 	return ref, true, nil
 }
 
+// migrate applies ev's migrate_from_chat_id: the new chat continues the old one's
+// conversations (unless it has its own already) and what is still owed to the old chat goes to
+// the new one. It reports whether the migration had already been recorded with its alias, in
+// which case the event's text is not appended again.
+func (e *Engine) migrate(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (bool, error) {
+	src, from := ev.Source, ev.MigrateFromChatID
+	if from == "" || src.ChatID == "" || from == src.ChatID {
+		return false, nil
+	}
+	was, known := e.k.ChatAlias(src.Platform, src.Profile, src.ChatID)
+	created, err := e.k.AliasChat(ctx, src.Platform, src.Profile, src.ChatID, from)
+	if err != nil {
+		return false, abi.Errorf(abi.CodeUnavailable, "recording the chat migration: %v", err)
+	}
+	if created {
+		e.log.Info("chat migrated; its conversations continue in the new chat", "plugin", plugin, "profile", profile,
+			"from", from, "to", src.ChatID)
+	} else if !known {
+		e.log.Warn("chat migrated, but the new chat already has conversations of its own; they are kept apart",
+			"plugin", plugin, "profile", profile, "from", from, "to", src.ChatID)
+	}
+	e.ledger.MigrateChat(ctx, plugin, profile, from, src.ChatID)
+	return known && was != "", nil
+}
+
 // parseCommand splits "/cmd@bot arg" into ("cmd", "arg"); "" when the text is not a command.
 func parseCommand(text string) (string, string) {
 	text = strings.TrimSpace(text)
@@ -528,7 +594,7 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 	turnID := it.ids[len(it.ids)-1]
 	t := &agent.Turn{
 		Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
-		History: e.history(ctx, st.SessionID, it.ids), Tools: &tools{e: e, key: key, stamp: st},
+		History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
 	}
 	var stream *streamer
 	if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
@@ -536,7 +602,12 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 		t.OnText = stream.update
 		defer stream.halt()
 	}
+	stopTyping := e.typing(ctx, it)
+	if onText := t.OnText; onText != nil {
+		t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
+	}
 	rep, err := e.agent.Turn(ctx, t)
+	stopTyping()
 	if ctx.Err() != nil {
 		return stInterrupted, "cancelled by /stop or /new"
 	}
@@ -563,6 +634,59 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 		return stDone, "answer not recorded: " + err.Error()
 	}
 	return stDone, "answered " + id
+}
+
+// typing shows "typing" in the turn's chat until the returned stop is called (see
+// Options.Typing). stop does not wait for a chat action in flight: the answer is not held back
+// by a slow platform.
+func (e *Engine) typing(ctx context.Context, it *item) (stop func()) {
+	if e.opt.Typing == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	target := outbound(it.src)
+	chat := it.plugin + "\x00" + it.profile + "\x00" + target.ChatID + "\x00" + target.ThreadID
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		t := time.NewTimer(e.opt.TypingAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if e.typingDue(chat) {
+				e.opt.Typing.Typing(context.WithoutCancel(ctx), it.plugin, it.profile, target)
+			}
+			t.Reset(e.opt.TypingEvery)
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// typingDue reports whether chat may be sent a chat action now (none in the last TypingEvery),
+// and if so notes it as sent.
+func (e *Engine) typingDue(chat string) bool {
+	now := e.opt.Now()
+	e.typingMu.Lock()
+	defer e.typingMu.Unlock()
+	if last, ok := e.typingLast[chat]; ok && now.Sub(last) < e.opt.TypingEvery {
+		return false
+	}
+	if len(e.typingLast) >= 1024 {
+		for c, last := range e.typingLast {
+			if now.Sub(last) >= e.opt.TypingEvery {
+				delete(e.typingLast, c)
+			}
+		}
+	}
+	e.typingLast[chat] = now
+	return true
 }
 
 func outbound(src abi.Source) abi.OutboundMessage {

@@ -23,7 +23,7 @@ import (
 type Config struct {
 	OutboxURL string `json:"outbox_url"`       // where send POSTs messages
 	InboxURL  string `json:"inbox_url"`        // where poll fetches messages (optional)
-	Secret    string `json:"secret,omitempty"` // required X-Echo-Secret on webhooks, when set
+	Secret    string `json:"secret,omitempty"` // required X-Echo-Secret on webhooks, and sent with outbox posts, when set
 }
 
 // Message is the wire shape of the echo platform, in both directions.
@@ -207,12 +207,11 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		ChatType: msg.ChatType, ChatID: msg.ChatID, ThreadID: msg.ThreadID, UserID: msg.UserID,
 		Text: msg.Text, ReplyTo: msg.ReplyTo, Part: msg.Part, Parts: msg.Parts, DeliveryID: msg.DeliveryID,
 	})
-	resp, err := c.HTTP(&abi.HTTPRequest{
-		Method:  "POST",
-		URL:     cfg.OutboxURL,
-		Headers: map[string][]string{"Content-Type": {"application/json"}},
-		Body:    body,
-	})
+	headers := map[string][]string{"Content-Type": {"application/json"}}
+	if cfg.Secret != "" {
+		headers["X-Echo-Secret"] = []string{cfg.Secret} // the platform knows the plugin by it
+	}
+	resp, err := c.HTTP(&abi.HTTPRequest{Method: "POST", URL: cfg.OutboxURL, Headers: headers, Body: body})
 	if err != nil {
 		kind := abi.SendRetryable
 		if abi.CodeOf(err) == abi.CodeUncertain {

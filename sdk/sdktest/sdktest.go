@@ -15,6 +15,7 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -55,6 +56,9 @@ type Options struct {
 	Sessions   Sessions
 	Dispatcher Dispatcher
 	Sender     Sender
+	// Logger receives the plugin's hermes_log lines (attributed to plugin and profile); nil
+	// uses slog.Default.
+	Logger *slog.Logger
 }
 
 // State is a plugin's durable host-side state: what the host keeps for it across instances and
@@ -108,7 +112,7 @@ func (o Options) env(t testing.TB) *plugin.Env {
 	}
 	eg := egress.NewClient(egress.Limits{})
 	t.Cleanup(eg.Close)
-	env := &plugin.Env{KV: st.kv, Egress: eg}
+	env := &plugin.Env{KV: st.kv, Egress: eg, Logger: o.Logger}
 	if o.Sessions != nil {
 		env.Sessions = sessions{o.Sessions}
 	}

@@ -5,6 +5,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -14,13 +17,18 @@ import (
 
 var spins int
 
-// version is replaced by tests that build a second version of the probe (hot reload).
-var version = "1"
+// version is replaced by tests that build a second version of the probe (hot reload); name and
+// platform by tests that need a second plugin claiming a platform.
+var (
+	version  = "1"
+	name     = "probe"
+	platform = "probe"
+)
 
 func init() {
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
-			Name: "probe", Version: version, Kind: abi.KindPlatform, Platform: "probe",
+			Name: name, Version: version, Kind: abi.KindPlatform, Platform: platform,
 			Capabilities: []string{abi.CapWebhook},
 			MessageLimit: abi.MessageLimit{Max: 1000, Unit: abi.UnitByte},
 			Egress:       []string{"127.0.0.1"},
@@ -35,6 +43,19 @@ func init() {
 			return nil, nil
 		},
 		Webhook: func(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error) {
+			switch string(req.Body) { // misbehaviours the host must contain
+			case "crash":
+				fmt.Fprintln(os.Stderr, "probe stderr: internal detail /srv/secret")
+				select {} // the Go runtime dies: "fatal error: all goroutines are asleep"
+			case "error":
+				return nil, errors.New("internal detail: /srv/secret/path")
+			case "status":
+				return &abi.WebhookResult{Response: abi.HTTPResponse{Status: 700, Body: []byte("odd")}}, nil
+			case "headers":
+				return &abi.WebhookResult{Response: abi.HTTPResponse{Status: 202, Body: []byte("ok"), Headers: map[string][]string{
+					"content-type": {"text/plain"}, "Set-Cookie": {"s=1"}, "Access-Control-Allow-Origin": {"*"},
+					"Location": {"https://evil.example/"}, "Retry-After": {"3"}}}}, nil
+			}
 			return &abi.WebhookResult{
 				Response: abi.HTTPResponse{Status: 200, Body: []byte("probe " + version + " " + c.Profile)},
 				Events:   []abi.InboundEvent{{ID: "w:" + string(req.Body), Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
