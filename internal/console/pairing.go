@@ -61,6 +61,18 @@ func who(id, name string) string {
 	return id
 }
 
+// pairingFailed shows err, if any, as an error page: 404 when it is notFound (an unknown code, a
+// user not approved), else 500. It reports whether there was an error.
+func (c *Console) pairingFailed(w http.ResponseWriter, r *http.Request, s *login, err, notFound error) bool {
+	switch {
+	case errors.Is(err, notFound):
+		c.fail(w, r, s, http.StatusNotFound, err)
+	case err != nil:
+		c.fail(w, r, s, http.StatusInternalServerError, err)
+	}
+	return err != nil
+}
+
 // approve approves a pairing code (the form's "code"), as `hermes-host pairing approve` does.
 func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *login) {
 	if c.Pairing == nil {
@@ -71,12 +83,7 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *login) {
 	ctx, cancel := pageCtx(r)
 	defer cancel()
 	a, err := c.Pairing.Approve(ctx, code)
-	switch {
-	case errors.Is(err, auth.ErrNoCode):
-		c.fail(w, r, s, http.StatusNotFound, err)
-		return
-	case err != nil:
-		c.fail(w, r, s, http.StatusInternalServerError, err)
+	if c.pairingFailed(w, r, s, err, auth.ErrNoCode) {
 		return
 	}
 	c.Log.Info("console: pairing approved", "plugin", a.Plugin, "profile", a.Profile, "user", a.UserID, "remote", r.RemoteAddr)
@@ -97,12 +104,7 @@ func (c *Console) revoke(w http.ResponseWriter, r *http.Request, s *login) {
 	ctx, cancel := pageCtx(r)
 	defer cancel()
 	_, err := c.Pairing.Revoke(ctx, user, plugin, profile)
-	switch {
-	case errors.Is(err, auth.ErrNotApproved):
-		c.fail(w, r, s, http.StatusNotFound, err)
-		return
-	case err != nil:
-		c.fail(w, r, s, http.StatusInternalServerError, err)
+	if c.pairingFailed(w, r, s, err, auth.ErrNotApproved) {
 		return
 	}
 	c.Log.Info("console: pairing revoked", "plugin", plugin, "profile", profile, "user", user, "remote", r.RemoteAddr)

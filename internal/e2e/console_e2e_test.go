@@ -78,9 +78,9 @@ func chatHas(subs ...string) string {
 //     deliveries page (filter: dropped) shows the job's completion dropped with its reason;
 //   - a running process's page follows its output live, then says where its notice went;
 //   - /compress and /branch: the chat marks each move; the session page shows the lineage;
-//   - every page: readable (screenshots), labelled, usable at a phone's width;
 //   - a stranger's DM on another profile gets a pairing code, which the plugins page approves:
 //     the stranger is told and their next message is answered;
+//   - every page: readable (screenshots), labelled, usable at a phone's width;
 //   - echo.wasm replaced by a broken file: the plugins page shows it rejected while the old
 //     version keeps answering the chat;
 //   - nothing is requested from anywhere but the host, and no page logs an error (a
@@ -210,26 +210,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.shot("session")
 
 	t.Logf("sessions seen at %v", time.Since(start).Round(time.Millisecond))
-	// Every page: labelled and usable at a phone's width.
-	pages := []struct{ path, ready string }{{"chat", "#chat-log"}, {"sessions", "table"}, {"processes", "table"},
-		{"deliveries", "table"}, {"plugins", ".plugin"}, {"sessions/show?id=agent:main:echo:dm:42", ".tree"}}
-	for _, p := range pages {
-		visit(p.path, p.ready)
-		if problems := eval[[]string](b, audit); len(problems) > 0 {
-			t.Errorf("%s: %v", p.path, problems)
-		}
-	}
-	b.do("a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
-	for _, p := range pages {
-		visit(p.path, p.ready)
-		if n := eval[int](b, overflow); n > 0 {
-			t.Errorf("%s is %dpx wider than a phone's screen", p.path, n)
-		}
-		b.shot("phone-" + strings.NewReplacer("/", "-", "?", "-", "=", "-", ":", "-").Replace(p.path))
-	}
-	b.do("a desktop's width", chromedp.EmulateViewport(1280, 900))
-
-	t.Logf("pages audited at %v", time.Since(start).Round(time.Millisecond))
 	// A stranger's DM on the side profile gets a pairing code; the plugins page approves it, the
 	// stranger is told and admitted.
 	strangerSays(t, public, "s1", "hello?")
@@ -256,7 +236,28 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, ok := stranger.Wait(30*time.Second, echotest.Has("built-in agent")); !ok {
 		t.Errorf("the approved stranger got no answer; they got %+v", stranger.Messages())
 	}
+	t.Logf("pairing approved at %v", time.Since(start).Round(time.Millisecond))
 
+	// Every page: labelled and usable at a phone's width.
+	pages := []struct{ path, ready string }{{"chat", "#chat-log"}, {"sessions", "table"}, {"processes", "table"},
+		{"deliveries", "table"}, {"plugins", ".plugin"}, {"sessions/show?id=agent:main:echo:dm:42", ".tree"}}
+	for _, p := range pages {
+		visit(p.path, p.ready)
+		if problems := eval[[]string](b, audit); len(problems) > 0 {
+			t.Errorf("%s: %v", p.path, problems)
+		}
+	}
+	b.do("a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
+	for _, p := range pages {
+		visit(p.path, p.ready)
+		if n := eval[int](b, overflow); n > 0 {
+			t.Errorf("%s is %dpx wider than a phone's screen", p.path, n)
+		}
+		b.shot("phone-" + strings.NewReplacer("/", "-", "?", "-", "=", "-", ":", "-").Replace(p.path))
+	}
+	b.do("a desktop's width", chromedp.EmulateViewport(1280, 900))
+
+	t.Logf("pages audited at %v", time.Since(start).Round(time.Millisecond))
 	// A broken file replaces echo.wasm: rejected, and the loaded version keeps serving.
 	visit("plugins", ".plugin")
 	if text := b.text(); !contains(text, "echo", "active", "serving", "webhook", "send") {
