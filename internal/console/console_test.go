@@ -299,8 +299,14 @@ func TestLogin(t *testing.T) {
 			t.Errorf("GET %s: %q", f.path(rt), resp.Header.Get("Content-Type"))
 		}
 	}
-	if _, body := f.do(cl, "GET", Prefix+"processes/"+f.proc, nil); !strings.Contains(body, "hello-from-the-process") {
-		t.Errorf("the process page does not show the output:\n%s", body)
+	// The fixture waited for its result, so its completion notice was suppressed: the page says so.
+	if _, body := f.do(cl, "GET", Prefix+"processes/"+f.proc, nil); !strings.Contains(body, "hello-from-the-process") ||
+		!strings.Contains(body, "the agent read the result itself") {
+		t.Errorf("the process page does not show the output and the notice's state:\n%s", body)
+	}
+	if resp, body := f.do(cl, "GET", Prefix+"processes/proc_000000000000", nil); resp.StatusCode != http.StatusNotFound ||
+		!strings.Contains(body, "no process") {
+		t.Errorf("an unknown process: %d\n%s", resp.StatusCode, body)
 	}
 	// The key's page: the compressed session, then its continuation (current), as a nested tree.
 	_, body := f.do(cl, "GET", Prefix+"sessions/show?id="+url.QueryEscape(f.c.ChatKey), nil)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,10 +50,14 @@ func (c *Console) notices(ctx context.Context) (map[string][]delivery.Row, error
 	return out, nil
 }
 
+// noticeTurn starts the notice outcome of a completion handed to a notification turn; the turn's
+// answer is in the ledger with origin notify:<turn>.
+const noticeTurn = "queued notification turn "
+
 // outcomeOf reads what became of p's completion from its notice state and the ledger rows.
 func outcomeOf(p process.Info, rows map[string][]delivery.Row) outcome {
 	cand := rows[p.ID]
-	if turn, ok := strings.CutPrefix(p.NoticeOutcome, "queued notification turn "); ok {
+	if turn, ok := strings.CutPrefix(p.NoticeOutcome, noticeTurn); ok {
 		cand = append(cand, rows["notify:"+turn]...)
 	}
 	if len(cand) > 0 {
@@ -105,6 +110,25 @@ func (c *Console) list(ctx context.Context) ([]procView, error) {
 	return out, nil
 }
 
+// one returns process id with what became of its completion, reading only its own ledger rows.
+func (c *Console) one(ctx context.Context, id string) (procView, error) {
+	p, err := c.Processes.Inspect(ctx, id)
+	if err != nil {
+		return procView{}, err
+	}
+	origins := []string{p.ID}
+	if turn, ok := strings.CutPrefix(p.NoticeOutcome, noticeTurn); ok {
+		origins = append(origins, "notify:"+turn)
+	}
+	rows := map[string][]delivery.Row{}
+	for _, o := range origins {
+		if rows[o], err = c.Ledger.List(ctx, delivery.Filter{Kind: delivery.KindNotification, Origin: o}); err != nil {
+			return procView{}, err
+		}
+	}
+	return procView{Info: p, Outcome: outcomeOf(p, rows)}, nil
+}
+
 func (c *Console) processesPage(w http.ResponseWriter, r *http.Request, s *login) {
 	ctx, cancel := pageCtx(r)
 	defer cancel()
@@ -128,26 +152,23 @@ type processView struct {
 func (c *Console) processPage(w http.ResponseWriter, r *http.Request, s *login) {
 	ctx, cancel := pageCtx(r)
 	defer cancel()
-	procs, err := c.list(ctx)
+	id := r.PathValue("id")
+	p, err := c.one(ctx, id)
+	switch {
+	case errors.Is(err, process.ErrNotFound):
+		c.fail(w, r, s, http.StatusNotFound, fmt.Errorf("no process %q", id))
+		return
+	case err != nil:
+		c.fail(w, r, s, http.StatusInternalServerError, err)
+		return
+	}
+	ch, err := c.Processes.ReadLog(ctx, id, -outputTail, outputTail)
 	if err != nil {
 		c.fail(w, r, s, http.StatusInternalServerError, err)
 		return
 	}
-	id := r.PathValue("id")
-	for _, p := range procs {
-		if p.ID != id {
-			continue
-		}
-		ch, err := c.Processes.ReadLog(ctx, id, -outputTail, outputTail)
-		if err != nil {
-			c.fail(w, r, s, http.StatusInternalServerError, err)
-			return
-		}
-		c.render(w, r, http.StatusOK, "processes-show", s, "Process "+id, processView{procView: p,
-			Output: validUTF8(ch.Data), Next: ch.Next, Truncated: ch.Offset > 0})
-		return
-	}
-	c.fail(w, r, s, http.StatusNotFound, fmt.Errorf("no process %q", id))
+	c.render(w, r, http.StatusOK, "processes-show", s, "Process "+id, processView{procView: p,
+		Output: validUTF8(ch.Data), Next: ch.Next, Truncated: ch.Offset > 0})
 }
 
 // outputEvent carries new output of a process, or its end.
@@ -234,29 +255,24 @@ func (c *Console) followOutcome(ctx context.Context, st *stream, s *login, id st
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && c.logins.alive(s); {
-		procs, err := c.list(ctx)
+		p, err := c.one(ctx, id)
 		if err != nil {
 			return
 		}
-		for _, p := range procs {
-			if p.ID != id {
-				continue
-			}
-			if !sent {
-				if st.send("end", "", outputEvent{Ended: true, Next: next, State: string(p.State) + ", exit " + p.ExitStatus()}) != nil {
-					return
-				}
-				sent = true
-			}
-			if p.Outcome.State != last.State || p.Outcome.Detail != last.Detail {
-				last = p.Outcome
-				if st.send("outcome", "", map[string]string{"state": last.State, "detail": last.Detail}) != nil {
-					return
-				}
-			}
-			if settled(last.State) {
+		if !sent {
+			if st.send("end", "", outputEvent{Ended: true, Next: next, State: string(p.State) + ", exit " + p.ExitStatus()}) != nil {
 				return
 			}
+			sent = true
+		}
+		if p.Outcome.State != last.State || p.Outcome.Detail != last.Detail {
+			last = p.Outcome
+			if st.send("outcome", "", map[string]string{"state": last.State, "detail": last.Detail}) != nil {
+				return
+			}
+		}
+		if settled(last.State) {
+			return
 		}
 		select {
 		case <-tick.C:
