@@ -1,8 +1,8 @@
 // Package gateway assembles the host: it opens the store, loads the plugins, runs the poll and
 // tick loops, serves the two HTTP listeners (the public one: webhooks only; the admin one:
-// health, metrics, admin API and the demo platform, behind a token), and connects inbound events
-// through the authorization door to sessions and turns, and outbound messages to the delivery
-// ledger.
+// health, metrics, admin API, the demo platform and the console, behind a token), and connects
+// inbound events through the authorization door to sessions and turns, and outbound messages to
+// the delivery ledger.
 package gateway
 
 import (
@@ -329,11 +329,11 @@ func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 }
 
 // Run serves until ctx is cancelled. It opens the public listener (cfg.Listen: webhooks) and
-// the admin listener (cfg.AdminListen: health, the admin API, the demo) first, starts the core
-// (process recovery, ledger, turn engine), then loads the plugins in parallel: each plugin
-// serves, and its loops start, as soon as it has loaded, whatever the other files do. Then it
-// watches the plugins directory for changes. ready, if not nil, is called with both addresses
-// once the servers accept connections.
+// the admin listener (cfg.AdminListen: health, the admin API, the demo, the console) first,
+// starts the core (process recovery, ledger, turn engine), then loads the plugins in parallel:
+// each plugin serves, and its loops start, as soon as it has loaded, whatever the other files
+// do. Then it watches the plugins directory for changes. ready, if not nil, is called with both
+// addresses once the servers accept connections.
 func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
 	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
