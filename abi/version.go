@@ -15,7 +15,7 @@ import (
 // exporting a function named by MarkerName; the host reads that export without running any code.
 const (
 	Major = 1
-	Minor = 0
+	Minor = 1
 )
 
 // MarkerPrefix starts the name of the exported version marker, e.g. "hermes_abi_v1_0".

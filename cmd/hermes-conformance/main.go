@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/conformance"
+	cronconf "github.com/hermes-host/hermes-host/conformance/cron"
 	slackconf "github.com/hermes-host/hermes-host/conformance/slack"
 	telegramconf "github.com/hermes-host/hermes-host/conformance/telegram"
 )
@@ -30,6 +31,10 @@ import (
 var profiles = map[string]func(ctx context.Context, file string) []conformance.Result{
 	"telegram": func(ctx context.Context, file string) []conformance.Result {
 		return telegramconf.Run(ctx, file, telegramconf.Options{}).Results
+	},
+	// Schedulers: the cron job syntax, with an injected clock.
+	"cron": func(ctx context.Context, file string) []conformance.Result {
+		return cronconf.Run(ctx, file, cronconf.Options{}).Results
 	},
 	"slack": func(ctx context.Context, file string) []conformance.Result {
 		return slackconf.Run(ctx, file, slackconf.Options{}).Results

@@ -50,6 +50,10 @@ type Config struct {
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
 
+	// TestClock is a file holding the time plugins see (serve --test-clock, tests only); never
+	// read from a config file.
+	TestClock string `yaml:"-" json:"-"`
+
 	// EnvRefs are the environment variables the config file referenced (${NAME}): secrets, as a
 	// rule. Background processes do not inherit them.
 	EnvRefs []string `yaml:"-" json:"-"`
@@ -129,9 +133,9 @@ type Access struct {
 	// Groups are the group chats (groups, channels, forums) the agent listens in, by chat id;
 	// "*" is any group. None by default.
 	Groups map[string]Group `yaml:"groups" json:"groups,omitempty"`
-	// Tools are the agent tools granted to admitted senders: "shell" (sh, run, watch; the
-	// terminal tool) and "processes" (ps, poll, log, wait, kill; the process tool). None by
-	// default.
+	// Tools are the capabilities granted to admitted senders: "shell" (sh, run, watch; the
+	// terminal tool), "processes" (ps, poll, log, wait, kill; the process tool) and "cron" (the
+	// /cron command: their chat's scheduled jobs). None by default.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
 }
 
@@ -153,6 +157,7 @@ type Group struct {
 const (
 	ToolShell     = "shell"
 	ToolProcesses = "processes"
+	ToolCron      = "cron"
 )
 
 // Demo names the plugin profile that is the loopback demo platform: served on the admin
@@ -430,8 +435,8 @@ func (c *Config) validate() error {
 		}
 		for profile, a := range p.Access {
 			for _, tool := range a.Tools {
-				if tool != ToolShell && tool != ToolProcesses {
-					add("%s.access.%s.tools: %q: want %s or %s", at, profile, tool, ToolShell, ToolProcesses)
+				if tool != ToolShell && tool != ToolProcesses && tool != ToolCron {
+					add("%s.access.%s.tools: %q: want %s, %s or %s", at, profile, tool, ToolShell, ToolProcesses, ToolCron)
 				}
 			}
 		}

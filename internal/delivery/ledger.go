@@ -92,7 +92,11 @@ type Message struct {
 	TranscriptRole string
 	// Parts, when set, are the message's parts as the caller split them (see Split); Text is
 	// still what the transcript records.
-	Parts  []string
+	Parts []string
+	// Seed, when set, is appended as a user message to the session the verdict names (created
+	// if the key has none) in the same critical section as the first part's successful send: a
+	// scheduled message's record in the transcript, so a reply continues with it as context.
+	Seed   string
 	Origin string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
 }
 
@@ -121,6 +125,7 @@ type Row struct {
 	NextAttempt time.Time           `json:"next_attempt,omitempty"`
 	transcript  string
 	tRole       string
+	seed        string
 }
 
 var migrations = []string{`
@@ -165,6 +170,8 @@ CREATE TABLE chat_migrations (
 	`CREATE INDEX deliveries_lane ON deliveries (lane, state);`,
 	// The role the transcript records the message with ('' is assistant).
 	`ALTER TABLE deliveries ADD COLUMN transcript_role TEXT NOT NULL DEFAULT '';`,
+	// A scheduled message's seed for the transcript ('' for none).
+	`ALTER TABLE deliveries ADD COLUMN seed TEXT NOT NULL DEFAULT '';`,
 }
 
 // Transport sends messages through the platform plugins.
@@ -455,19 +462,22 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 			if err != nil {
 				return fmt.Errorf("target: %w", err)
 			}
-			transcript := ""
+			transcript, seed := "", ""
 			if m.Transcript && i == 0 {
 				transcript = m.Text
+			}
+			if i == 0 {
+				seed = m.Seed
 			}
 			if _, err := l.exec(ctx, tx, qInsert,
 				id, group, i+1, len(parts), m.Plugin, m.Profile, laneOf(m.Plugin, m.Profile, m.Target.ChatID),
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
-				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole); err != nil {
+				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed); err != nil {
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: tg, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole})
+				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed})
 		}
 		return nil
 	}
@@ -489,8 +499,8 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 
 const (
 	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
-		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNextDue = `SELECT ` + rowColumns + ` FROM deliveries d INDEXED BY deliveries_lane WHERE lane = ? AND state = 'pending' AND next_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
 		ORDER BY d.rowid LIMIT 1`
@@ -589,8 +599,19 @@ func (l *Ledger) observe(r Row) {
 type Filter struct {
 	State     State  // "" for all
 	KeyPrefix string // "" for all
-	Limit     int    // default 100
+	Kind      string // "" for all
+	Origin    string // what produced the rows (Message.Origin), exactly; "" for all
+	// Uncertain selects failed rows the platform may have accepted (the outcome is unknown, so
+	// they were not resent).
+	Uncertain bool
+	Limit     int // default 100
 }
+
+// UncertainMark is the mark in the reason of a failed row whose send may have reached the platform.
+const UncertainMark = "outcome unknown"
+
+// Uncertain reports whether r failed without knowing whether the platform accepted it.
+func (r Row) Uncertain() bool { return r.State == Failed && strings.Contains(r.Reason, UncertainMark) }
 
 // List returns ledger rows, newest first.
 func (l *Ledger) List(ctx context.Context, f Filter) ([]Row, error) { return List(ctx, l.db, f) }
@@ -606,6 +627,18 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
 	if f.KeyPrefix != "" {
 		where = append(where, "substr(session_key, 1, ?) = ?")
 		args = append(args, len(f.KeyPrefix), f.KeyPrefix)
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	if f.Origin != "" {
+		where = append(where, "origin = ?")
+		args = append(args, f.Origin)
+	}
+	if f.Uncertain {
+		where = append(where, "state = ? AND instr(reason, ?) > 0")
+		args = append(args, string(Failed), UncertainMark)
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -623,7 +656,7 @@ func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, er
 }
 
 const rowColumns = `id, grp, part, parts, plugin, profile, session_key, target, kind, guard, stamp, generation,
-	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role`
+	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed`
 
 func queryRows(ctx context.Context, db *sql.DB, tail string, args ...any) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+rowColumns+` FROM deliveries `+tail, args...)
@@ -652,7 +685,7 @@ func scanRow(s scanner) (Row, error) {
 		created, updated, nextAt  int64
 	)
 	if err := s.Scan(&r.ID, &r.Group, &r.Part, &r.Parts, &r.Plugin, &r.Profile, &r.Key, &target, &r.Kind, &guard, &stamp,
-		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole); err != nil {
+		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed); err != nil {
 		return r, err
 	}
 	r.Guard, r.State = GuardMode(guard), State(state)

@@ -1,8 +1,8 @@
 // Package gateway assembles the host: it opens the store, loads the plugins, runs the poll and
 // tick loops, serves the two HTTP listeners (the public one: webhooks only; the admin one:
-// health, metrics, admin API and the demo platform, behind a token), and connects inbound events
-// through the authorization door to sessions and turns, and outbound messages to the delivery
-// ledger.
+// health, metrics, admin API, the demo platform and the console, behind a token), and connects
+// inbound events through the authorization door to sessions and turns, and outbound messages to
+// the delivery ledger.
 package gateway
 
 import (
@@ -30,7 +30,9 @@ import (
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/auth"
+	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/config"
+	"github.com/hermes-host/hermes-host/internal/console"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
 	"github.com/hermes-host/hermes-host/internal/egress"
@@ -41,6 +43,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/loop"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/scheduler"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/turn"
@@ -66,11 +69,14 @@ type Gateway struct {
 	gate     *auth.Gate
 	door     *inbound.Door
 	loops    *loop.Supervisor
+	console  *console.Console
 	// running is set by Run: from then on, each plugin load reconciles the loops at once.
 	running  atomic.Bool
 	refusals *httpguard.Refusals
 	// demoSecret is the demo platform's secret (empty: no demo).
 	demoSecret string
+	sched      *scheduler.Service
+	clock      clock.Clock // what plugins see (hermes_clock, tick times): real unless --test-clock
 
 	warnMu sync.Mutex
 	warned map[string]bool // configuration warnings already logged
@@ -96,7 +102,16 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, warned: map[string]bool{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{}}
+	if cfg.TestClock != "" {
+		fc, err := clock.NewFile(cfg.TestClock)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		g.clock = fc
+		log.Warn("plugins see a test clock read from a file (--test-clock); for tests only", "file", cfg.TestClock)
+	}
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.refusals = httpguard.NewRefusals(g.registry)
 	if g.demoSecret, err = demoSecret(cfg); err != nil {
@@ -109,7 +124,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		return nil, err
 	}
 	g.egress = egress.NewClient(egress.Limits{})
-	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
+	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress, Now: g.clock.Now}
 	g.runtime, err = plugin.New(plugin.Config{
 		Dir:          cfg.PluginsDir,
 		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
@@ -139,7 +154,9 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel, Gate: g.gate}
 	g.env.Dispatcher = g.door
 	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
+	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
+	g.loops.Clock = g.clock
 	return g, nil
 }
 
@@ -196,7 +213,7 @@ func policies(cfg *config.Config) map[string]map[string]auth.Policy {
 		for profile, a := range p.Access {
 			pol := auth.Policy{AllowAll: a.AllowAll, Users: a.Users, Pairing: a.Pairing == nil || *a.Pairing,
 				Groups: map[string]auth.Group{}, Shell: slices.Contains(a.Tools, config.ToolShell),
-				Processes: slices.Contains(a.Tools, config.ToolProcesses)}
+				Processes: slices.Contains(a.Tools, config.ToolProcesses), Cron: slices.Contains(a.Tools, config.ToolCron)}
 			for chat, gr := range a.Groups {
 				pol.Groups[chat] = auth.Group{AllowAll: gr.AllowAll, Users: gr.Users, Observe: gr.Observe,
 					RequireMention: gr.RequireMention == nil || *gr.RequireMention}
@@ -249,9 +266,14 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// /cron is kept apart from the engine's own commands: it reaches the scheduler plugin (the
+	// loops are created after the engine, hence the indirection), and only for senders of the
+	// profiles whose access grants the cron tool.
+	g.sched = scheduler.New(g.runtime, func(plugin, profile string) { g.loops.Kick(plugin, profile) })
+	commands := map[string]turn.Command{"cron": g.sched.Command(g.gate)}
 	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
 	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, turn.Options{Logger: g.log,
-		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages,
+		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
@@ -380,11 +402,11 @@ func (g *Gateway) warnOnce(msg string) {
 }
 
 // Run serves until ctx is cancelled. It opens the public listener (cfg.Listen: webhooks) and
-// the admin listener (cfg.AdminListen: health, the admin API, the demo) first, starts the core
-// (process recovery, ledger, turn engine), then loads the plugins in parallel: each plugin
-// serves, and its loops start, as soon as it has loaded, whatever the other files do. Then it
-// watches the plugins directory for changes. ready, if not nil, is called with both addresses
-// once the servers accept connections.
+// the admin listener (cfg.AdminListen: health, the admin API, the demo, the console) first,
+// starts the core (process recovery, ledger, turn engine), then loads the plugins in parallel:
+// each plugin serves, and its loops start, as soon as it has loaded, whatever the other files
+// do. Then it watches the plugins directory for changes. ready, if not nil, is called with both
+// addresses once the servers accept connections.
 func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
 	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
@@ -410,6 +432,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 		return err
 	}
 	public, admin := httpguard.NewServer(g.Handler()), httpguard.NewServer(g.AdminHandler(token))
+	admin.RegisterOnShutdown(g.console.Close) // the console's event streams end when the server stops
 	errc := make(chan error, 2)
 	go func() { errc <- public.Serve(ln) }()
 	go func() { errc <- admin.Serve(aln) }()
@@ -422,6 +445,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
 	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	g.log.Info("console: open http://"+aln.Addr().String()+"/ and log in with the admin token", "token_file", tokenFile)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -443,6 +467,9 @@ func loopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
 }
+
+// Scheduler is the job service of scheduler plugins.
+func (g *Gateway) Scheduler() *scheduler.Service { return g.sched }
 
 // startCore recovers background processes, reconciles the ledger and starts the turn engine.
 // It runs before the plugins load: a pending delivery whose plugin is still loading waits for it
@@ -508,24 +535,50 @@ func (g *Gateway) Handler() http.Handler {
 	return httpguard.NoBrowsers(mux, g.refusals)
 }
 
-// AdminHandler is the admin listener: health, metrics, the admin API and the demo platform,
-// behind the bearer token, the Host allow-list and the cross-site checks.
+// AdminHandler is the admin listener: health, metrics, the admin API, the demo platform and the
+// console, behind the Host allow-list and the cross-site checks. The API and the demo take the
+// bearer token; the console takes the same token on its login page and keeps a session cookie.
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
-		Metrics: g.registry, Ping: g.db.PingContext}
+		Metrics: g.registry, Ping: g.db.PingContext, Jobs: g.sched}
 	api.Register(mux)
+	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
+		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
 		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log}
-		(&demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}).Register(mux)
+		inbox := &demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}
+		inbox.Register(mux)
+		g.demoChat(inbox)
 	}
+	g.console.Register(mux)
 	guard := &httpguard.Admin{Token: token, Hosts: g.cfg.AdminHosts, Refusals: g.refusals,
-		Open: func(r *http.Request) bool { return adminapi.IsOpen(r) || demo.IsPluginPost(r) }}
+		Open: func(r *http.Request) bool { return adminapi.IsOpen(r) || demo.IsPluginPost(r) || console.Owns(r) }}
 	return guard.Wrap(mux)
 }
 
 // isDemo reports the demo platform's plugin profile.
 func (g *Gateway) isDemo(plugin, profile string) bool {
 	return g.demoSecret != "" && plugin == g.cfg.Demo.Plugin && profile == g.cfg.Demo.Profile
+}
+
+// The console chats on the demo platform as user "me" in chat 42 (the README's curl examples use
+// the same chat).
+const demoChatID, demoUserID = "42", "me"
+
+// demoChat connects the console's chat to the demo platform through inbox, the path
+// /demo/inbox takes. The chat's session key uses the plugin's name as its platform (the echo
+// plugin's platform is "echo"): the plugin may not be loaded yet.
+func (g *Gateway) demoChat(inbox *demo.Inbox) {
+	key, err := g.kernel.Key(abi.Source{Platform: inbox.Plugin, Profile: inbox.Profile, ChatType: abi.ChatDM,
+		ChatID: demoChatID, UserID: demoUserID})
+	if err != nil {
+		g.log.Warn("console: no demo chat", "error", err)
+		return
+	}
+	chat := &demo.Chat{ChatID: demoChatID, UserID: demoUserID, Hook: inbox}
+	g.demo.Chat = chat
+	g.console.Chat, g.console.ChatKey = chat, key
+	g.console.ChatName = "chat " + demoChatID + " on " + inbox.Plugin + "/" + inbox.Profile
 }

@@ -71,6 +71,8 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// Commands are slash commands implemented outside the engine (/cron), by name.
+	Commands map[string]Command
 	// Grants says which tools a turn for src gets: shell (start commands) and processes
 	// (inspect and stop the chat's own processes). Nil grants both (tests); the gateway asks
 	// the operator's access policy.
@@ -222,7 +224,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	for _, r := range open {
-		it := r.item()
+		it := e.itemOf(r)
 		if r.state == stRunning && r.kind == kindMessage {
 			notice := e.noticeMsg(r.plugin, r.profile, r.key, r.src, "⚠️ I was restarted while answering your last message; please send it again.")
 			e.end(r.key, it, stInterrupted, "interrupted: the host restarted during this turn", &notice, stRunning)
@@ -424,7 +426,7 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				return err
 			}
 			var arg string
-			cmd, arg = parseCommand(row.text)
+			cmd, arg = e.parseCommand(row.text)
 			switch cmd {
 			case "stop", "new", "reset":
 				// The transition commits together with the row's outcome, the records of what it
@@ -505,18 +507,36 @@ func (e *Engine) migrate(ctx context.Context, plugin, profile string, ev abi.Inb
 	return known && was != "", nil
 }
 
-// parseCommand splits "/cmd@bot arg" into ("cmd", "arg"); "" when the text is not a command.
-func parseCommand(text string) (string, string) {
+// parseCommand is parseCommand that also knows the engine's extension commands.
+func (e *Engine) parseCommand(text string) (string, string) {
+	if cmd, arg := parseCommand(text); cmd != "" {
+		return cmd, arg
+	}
+	word, arg := splitCommand(text)
+	if _, ok := e.opt.Commands[word]; ok {
+		return word, arg
+	}
+	return "", ""
+}
+
+// splitCommand splits "/cmd@bot arg" into ("cmd", "arg"), whatever the command.
+func splitCommand(text string) (string, string) {
 	text = strings.TrimSpace(text)
 	if !strings.HasPrefix(text, "/") {
 		return "", ""
 	}
 	word, arg, _ := strings.Cut(text[1:], " ")
 	word, _, _ = strings.Cut(word, "@")
-	word = strings.ToLower(word)
+	return strings.ToLower(word), strings.TrimSpace(arg)
+}
+
+// parseCommand splits "/cmd@bot arg" into ("cmd", "arg") for the engine's own commands; "" when
+// the text is not one.
+func parseCommand(text string) (string, string) {
+	word, arg := splitCommand(text)
 	switch word {
 	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more":
-		return word, strings.TrimSpace(arg)
+		return word, arg
 	}
 	return "", ""
 }
@@ -769,6 +789,8 @@ func (e *Engine) run(ctx context.Context, key string, it *item) {
 	switch {
 	case it.kind == kindNotification:
 		e.synthetic(ctx, key, it)
+	case e.opt.Commands[it.cmd] != nil:
+		e.extension(ctx, key, it, e.opt.Commands[it.cmd])
 	case it.cmd != "":
 		e.command(ctx, key, it)
 	default:

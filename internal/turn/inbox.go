@@ -70,13 +70,13 @@ type inboxRow struct {
 	created                                       time.Time
 }
 
-// item rebuilds the queued turn of an open row.
-func (r inboxRow) item() *item {
+// itemOf rebuilds the queued turn of an open row.
+func (e *Engine) itemOf(r inboxRow) *item {
 	it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text}}
 	if r.kind == kindNotification {
 		it.stamps, it.events = []session.Stamp{r.stamp}, []string{r.eventID}
 	} else {
-		it.cmd, it.arg = parseCommand(r.text)
+		it.cmd, it.arg = e.parseCommand(r.text)
 	}
 	return it
 }

@@ -112,7 +112,7 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		}) || !fresh {
 			return // not acked (retried), or a turn for this event exists already
 		}
-		e.enqueue(st.Key, row.item())
+		e.enqueue(st.Key, e.itemOf(*row))
 		return
 	}
 	if msg.Text == "" {
