@@ -346,15 +346,8 @@ var (
 func (c *Config) validate() error {
 	var bad []string
 	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
-	if c.Listen == "" {
-		add("listen is empty")
-	} else if host, port, err := net.SplitHostPort(c.Listen); err != nil {
-		add("listen %q: want host:port (like 127.0.0.1:8484): %v", c.Listen, err)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		add("listen %q: port %q is not a port number", c.Listen, port)
-	} else if host == "" {
-		add("listen %q: name the interface (127.0.0.1 for this machine only, 0.0.0.0 for all)", c.Listen)
-	}
+	checkListen("listen", c.Listen, "127.0.0.1:8484", add)
+	checkListen("admin_listen", c.AdminListen, "127.0.0.1:8485", add)
 	if c.DataDir == "" {
 		add("data_dir is empty")
 	}
@@ -364,13 +357,6 @@ func (c *Config) validate() error {
 		add("log_level %q: want debug, info, warn or error", c.LogLevel)
 	}
 	c.Limits.check("limits", false, add)
-	if c.AdminListen == "" {
-		add("admin_listen is empty")
-	} else if _, port, err := net.SplitHostPort(c.AdminListen); err != nil {
-		add("admin_listen %q: want host:port (like 127.0.0.1:8485): %v", c.AdminListen, err)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		add("admin_listen %q: port %q is not a port number", c.AdminListen, port)
-	}
 	switch c.Agent.Kind {
 	case "builtin", "openai":
 	default:
@@ -454,6 +440,20 @@ func (c *Config) validate() error {
 	}
 	sort.Strings(bad)
 	return fmt.Errorf("config: %s", strings.Join(bad, "; "))
+}
+
+// checkListen reports a listen address (key) that is not host:port with a port number and a
+// named interface.
+func checkListen(key, addr, example string, add func(string, ...any)) {
+	if addr == "" {
+		add("%s is empty", key)
+	} else if host, port, err := net.SplitHostPort(addr); err != nil {
+		add("%s %q: want host:port (like %s): %v", key, addr, example, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		add("%s %q: port %q is not a port number", key, addr, port)
+	} else if host == "" {
+		add("%s %q: name the interface (127.0.0.1 for this machine only, 0.0.0.0 for all)", key, addr)
+	}
 }
 
 // check reports limits out of range. In a plugin's own limits zero means "the default".
