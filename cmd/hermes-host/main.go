@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -91,12 +92,12 @@ func (g *globals) load() (*config.Config, *slog.Logger, error) {
 	}
 	if g.dataDir != "" {
 		cfg.DataDir = g.dataDir
-		if g.pluginsDir == "" && g.configPath == "" {
-			cfg.PluginsDir = cfg.DataDir + "/plugins"
+		if cfg.PluginsDirDefault {
+			cfg.PluginsDir = filepath.Join(cfg.DataDir, "plugins")
 		}
 	}
 	if g.pluginsDir != "" {
-		cfg.PluginsDir = g.pluginsDir
+		cfg.PluginsDir, cfg.PluginsDirDefault = g.pluginsDir, false
 	}
 	if g.listen != "" {
 		cfg.Listen = g.listen

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/internal/gateway"
@@ -20,8 +18,12 @@ func serveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			cfg.TestClock = testClock
-			if err := os.MkdirAll(cfg.PluginsDir, 0o755); err != nil {
+			created, err := cfg.EnsurePluginsDir()
+			if err != nil {
 				return err
+			}
+			if created {
+				log.Info("created the plugins directory; drop .wasm plugins into it", "dir", cfg.PluginsDir)
 			}
 			ctx := cmd.Context()
 			gw, err := gateway.Open(ctx, cfg, log)

@@ -139,6 +139,15 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": "store: " + err.Error()})
 		return
 	}
+	// A store that answers reads but refuses writes (a full disk, I/O errors, another writer
+	// holding the lock) is what the process registry sees when a checkpoint fails: the host
+	// retries, and is unhealthy until the store takes writes again.
+	if a.Processes != nil {
+		if err := a.Processes.Health(); err != nil {
+			httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": "store: " + err.Error()})
+			return
+		}
+	}
 	// A failed plugin degrades the host but does not make it unhealthy: the others serve.
 	status := "ok"
 	if len(failed) > 0 {

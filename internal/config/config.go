@@ -8,10 +8,17 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -50,6 +57,12 @@ type Config struct {
 	// EnvRefs are the environment variables the config file referenced (${NAME}): secrets, as a
 	// rule. Background processes do not inherit them.
 	EnvRefs []string `yaml:"-" json:"-"`
+	// FilePlugins names the plugins the configuration file itself configures (the embedded
+	// defaults configure echo for the demo): the ones worth a warning when no such plugin loads.
+	FilePlugins []string `yaml:"-" json:"-"`
+	// PluginsDirDefault is true when plugins_dir was not given, so it is <data_dir>/plugins and
+	// may be created; a plugins_dir the operator named must exist (EnsurePluginsDir).
+	PluginsDirDefault bool `yaml:"-" json:"-"`
 }
 
 // Limits are the default per-plugin limits.
@@ -212,14 +225,45 @@ func Load(path string) (*Config, error) {
 		if err := decode(b, &c); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
+		var named struct {
+			Plugins map[string]yaml.Node `yaml:"plugins"`
+		}
+		if err := yaml.Unmarshal(b, &named); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		for name := range named.Plugins {
+			c.FilePlugins = append(c.FilePlugins, name)
+		}
+		sort.Strings(c.FilePlugins)
 	}
 	if env := os.Getenv("HERMES_DATA_DIR"); env != "" {
 		c.DataDir = env
 	}
 	if c.PluginsDir == "" {
-		c.PluginsDir = filepath.Join(c.DataDir, "plugins")
+		c.PluginsDir, c.PluginsDirDefault = filepath.Join(c.DataDir, "plugins"), true
 	}
 	return &c, c.validate()
+}
+
+// EnsurePluginsDir checks the plugins directory before serving: the default one
+// (<data_dir>/plugins) is created if missing, and reported as created; one the operator named
+// must exist, since a typo there would otherwise serve no plugins without a word.
+func (c *Config) EnsurePluginsDir() (created bool, err error) {
+	fi, err := os.Stat(c.PluginsDir)
+	switch {
+	case err == nil && fi.IsDir():
+		return false, nil
+	case err == nil:
+		return false, fmt.Errorf("config: plugins_dir %s is a file, not a directory", c.PluginsDir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("config: plugins_dir: %w", err)
+	case !c.PluginsDirDefault:
+		return false, fmt.Errorf("config: plugins_dir %s does not exist: create it (and put .wasm plugins in it), or leave plugins_dir unset to use <data_dir>/plugins", c.PluginsDir)
+	}
+	if err := os.MkdirAll(c.PluginsDir, 0o755); err != nil {
+		return false, fmt.Errorf("config: creating the plugins directory: %w", err)
+	}
+	return true, nil
 }
 
 // expand parses the YAML document b, replaces ${NAME} in every scalar value (never in keys, never
@@ -281,50 +325,151 @@ func decode(b []byte, c *Config) error {
 	return nil
 }
 
+// Limits on the per-plugin limits, so a value out of range is a configuration error instead of
+// a failure (or a panic) deep in the runtime.
+const (
+	MaxMemoryMiB     = 4096 // a Wasm memory is at most 65536 pages of 64 KiB
+	MaxPoolSize      = 256
+	MaxPayloadKiB    = 64 << 10
+	MaxCallTimeout   = 10 * time.Minute
+	maxHourOfTheDay  = 23
+	pluginNameFormat = "lower-case letters, digits, '-' and '_', starting with a letter, at most 32"
+)
+
+var (
+	pluginName  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	profileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	hostPort    = regexp.MustCompile(`^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$|^[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$`)
+)
+
+// validate checks every value and reports every problem at once, each naming its key.
 func (c *Config) validate() error {
-	if c.Listen == "" {
-		return fmt.Errorf("config: listen is empty")
-	}
+	var bad []string
+	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	checkListen("listen", c.Listen, "127.0.0.1:8484", add)
+	checkListen("admin_listen", c.AdminListen, "127.0.0.1:8485", add)
 	if c.DataDir == "" {
-		return fmt.Errorf("config: data_dir is empty")
+		add("data_dir is empty")
 	}
-	if c.AdminListen == "" {
-		return fmt.Errorf("config: admin_listen is empty")
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log_level %q: want debug, info, warn or error", c.LogLevel)
 	}
-	for name, p := range c.Plugins {
-		for profile, a := range p.Access {
-			for _, tool := range a.Tools {
-				if tool != ToolShell && tool != ToolProcesses && tool != ToolCron {
-					return fmt.Errorf("config: plugins.%s.access.%s.tools: %q: want %s, %s or %s", name, profile, tool, ToolShell, ToolProcesses, ToolCron)
-				}
-			}
-		}
-	}
+	c.Limits.check("limits", false, add)
 	switch c.Agent.Kind {
 	case "builtin", "openai":
 	default:
-		return fmt.Errorf("config: agent.kind %q: want builtin or openai", c.Agent.Kind)
+		add("agent.kind %q: want builtin or openai", c.Agent.Kind)
 	}
 	switch c.Agent.Check {
 	case "", "warn", "fail", "off":
 	default:
-		return fmt.Errorf("config: agent.check %q: want warn, fail or off", c.Agent.Check)
+		add("agent.check %q: want warn, fail or off", c.Agent.Check)
 	}
 	if c.Agent.Kind == "openai" && c.Agent.Model == "" {
-		return fmt.Errorf("config: agent.model is empty: the openai agent needs the model name the server serves (GET base_url/models lists them)")
+		add("agent.model is empty: the openai agent needs the model name the server serves (GET base_url/models lists them)")
+	}
+	if c.Agent.BaseURL != "" {
+		if u, err := url.Parse(c.Agent.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("agent.base_url %q: want an http or https URL like http://127.0.0.1:8000/v1", c.Agent.BaseURL)
+		}
 	}
 	if t := c.Agent.Temperature; t != nil && (*t < 0 || *t > 2) {
-		return fmt.Errorf("config: agent.temperature %v: want 0 to 2", *t)
+		add("agent.temperature %v: want 0 to 2", *t)
 	}
 	if c.Agent.MaxRounds < 0 || c.Agent.MaxTokens < 0 || c.Agent.MaxMessages < 0 {
-		return fmt.Errorf("config: agent.max_rounds, max_tokens and max_messages must not be negative")
+		add("agent.max_rounds, max_tokens and max_messages must not be negative")
+	}
+	if c.Agent.Timeout < 0 || c.Agent.TurnTimeout < 0 {
+		add("agent.timeout and agent.turn_timeout must not be negative")
 	}
 	switch c.Notifications {
 	case "concise", "all", "result", "error", "off":
 	default:
-		return fmt.Errorf("config: notifications %q: want concise, all, result, error or off", c.Notifications)
+		add("notifications %q: want concise, all, result, error or off", c.Notifications)
 	}
-	return nil
+	switch c.Sessions.ResetMode {
+	case "", "none", "idle", "daily", "both":
+	default:
+		add("sessions.reset_mode %q: want none, idle, daily or both", c.Sessions.ResetMode)
+	}
+	if c.Sessions.IdleMinutes < 0 {
+		add("sessions.idle_minutes %d: must not be negative (0 means the default, 24 hours)", c.Sessions.IdleMinutes)
+	}
+	if h := c.Sessions.DailyAtHour; h < 0 || h > maxHourOfTheDay {
+		add("sessions.daily_at_hour %d: want an hour from 0 to 23", h)
+	}
+	names := make([]string, 0, len(c.Plugins))
+	for name := range c.Plugins {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := c.Plugins[name]
+		at := "plugins." + name
+		if !pluginName.MatchString(name) {
+			add("%s: %q is not a plugin name (%s)", at, name, pluginNameFormat)
+		}
+		if p.Limits != nil {
+			p.Limits.check(at+".limits", true, add)
+		}
+		for _, h := range append(append([]string(nil), p.EgressNarrow...), p.EgressExtra...) {
+			if !hostPort.MatchString(h) {
+				add("%s: egress host %q: want a host name or address, optionally with :port (no scheme, no path)", at, h)
+			}
+		}
+		for profile, a := range p.Access {
+			for _, tool := range a.Tools {
+				if tool != ToolShell && tool != ToolProcesses && tool != ToolCron {
+					add("%s.access.%s.tools: %q: want %s, %s or %s", at, profile, tool, ToolShell, ToolProcesses, ToolCron)
+				}
+			}
+		}
+		for profile, settings := range p.Profiles {
+			if !profileName.MatchString(profile) {
+				add("%s.profiles: %q is not a profile name (letters, digits, '.', '-', '_')", at, profile)
+			}
+			if settings == nil {
+				add("%s.profiles.%s is empty: give its settings, or {} for none", at, profile)
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("config: %s", strings.Join(bad, "; "))
+}
+
+// checkListen reports a listen address (key) that is not host:port with a port number and a
+// named interface.
+func checkListen(key, addr, example string, add func(string, ...any)) {
+	if addr == "" {
+		add("%s is empty", key)
+	} else if host, port, err := net.SplitHostPort(addr); err != nil {
+		add("%s %q: want host:port (like %s): %v", key, addr, example, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		add("%s %q: port %q is not a port number", key, addr, port)
+	} else if host == "" {
+		add("%s %q: name the interface (127.0.0.1 for this machine only, 0.0.0.0 for all)", key, addr)
+	}
+}
+
+// check reports limits out of range. In a plugin's own limits zero means "the default".
+func (l Limits) check(at string, zeroOK bool, add func(string, ...any)) {
+	in := func(name string, v, lo, hi int, unit string) {
+		if (zeroOK && v == 0) || (v >= lo && v <= hi) {
+			return
+		}
+		add("%s.%s %d: want %d to %d %s", at, name, v, lo, hi, unit)
+	}
+	in("memory_mib", l.MemoryMiB, 1, MaxMemoryMiB, "(MiB; a Wasm memory is at most 4 GiB)")
+	in("pool_size", l.PoolSize, 1, MaxPoolSize, "(instances)")
+	in("max_payload_kib", l.MaxPayloadKiB, 1, MaxPayloadKiB, "(KiB)")
+	if d := time.Duration(l.CallTimeout); !(zeroOK && d == 0) && (d <= 0 || d > MaxCallTimeout) {
+		add("%s.call_timeout %v: want more than 0 and at most %v", at, d, MaxCallTimeout)
+	}
 }
 
 // ProfileJSON returns a profile's configuration as the JSON object plugins receive.

@@ -69,6 +69,96 @@ func TestErrorsAreClear(t *testing.T) {
 	}
 }
 
+// TestEveryValueIsValidated: each value out of range or misspelt is a configuration error that
+// names its key and says what is wanted, instead of a panic later (memory_mib), a silent
+// default (reset_mode) or a confusing failure at the first use (listen, egress hosts).
+func TestEveryValueIsValidated(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ body, want string }{
+		"memory too large":   {"limits: {memory_mib: 100000}\n", "limits.memory_mib 100000: want 1 to 4096"},
+		"memory negative":    {"limits: {memory_mib: -1}\n", "limits.memory_mib -1: want 1 to 4096"},
+		"pool zero":          {"limits: {pool_size: 0}\n", "limits.pool_size 0: want 1 to 256"},
+		"payload":            {"limits: {max_payload_kib: 0}\n", "limits.max_payload_kib 0"},
+		"call timeout":       {"limits: {call_timeout: 0s}\n", "limits.call_timeout 0s"},
+		"plugin memory":      {"plugins: {telegram: {limits: {memory_mib: 5000}}}\n", "plugins.telegram.limits.memory_mib 5000"},
+		"reset mode typo":    {"sessions: {reset_mode: daly}\n", `sessions.reset_mode "daly": want none, idle, daily or both`},
+		"daily hour":         {"sessions: {daily_at_hour: 24}\n", "sessions.daily_at_hour 24"},
+		"idle negative":      {"sessions: {idle_minutes: -5}\n", "sessions.idle_minutes -5"},
+		"listen no port":     {"listen: localhost\n", `listen "localhost": want host:port`},
+		"listen bad port":    {"listen: 127.0.0.1:http\n", `port "http" is not a port number`},
+		"log level":          {"log_level: verbose\n", `log_level "verbose"`},
+		"base url":           {"agent: {kind: openai, model: m, base_url: \"localhost:8000\"}\n", `agent.base_url "localhost:8000"`},
+		"egress with scheme": {"plugins: {telegram: {egress_extra: [\"https://api.example.com/\"]}}\n", `egress host "https://api.example.com/"`},
+		"plugin name":        {"plugins: {Telegram: {}}\n", `"Telegram" is not a plugin name`},
+		"empty profile":      {"plugins:\n  telegram:\n    profiles:\n      main:\n", "plugins.telegram.profiles.main is empty"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
+		os.WriteFile(path, []byte(tc.body), 0o600)
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to mention %q", name, err, tc.want)
+		}
+	}
+	// Several problems are reported together.
+	path := filepath.Join(dir, "several.yaml")
+	os.WriteFile(path, []byte("limits: {memory_mib: 0}\nsessions: {reset_mode: sometimes}\n"), 0o600)
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "memory_mib") || !strings.Contains(err.Error(), "reset_mode") {
+		t.Fatalf("several problems: %v", err)
+	}
+	// Valid edge values pass.
+	path = filepath.Join(dir, "edges.yaml")
+	os.WriteFile(path, []byte(`listen: "[::1]:0"
+limits: {memory_mib: 4096, pool_size: 1}
+sessions: {reset_mode: both, idle_minutes: 0, daily_at_hour: 23}
+plugins:
+  telegram:
+    limits: {memory_mib: 128}
+    egress_extra: ["127.0.0.1:8081", "*.example.com", "[::1]:9000", "::1"]
+    profiles: {main: {}}
+`), 0o600)
+	if _, err := Load(path); err != nil {
+		t.Fatalf("valid edges: %v", err)
+	}
+}
+
+// TestPluginsDir: the default plugins directory is created and said to be; one the operator
+// named must exist.
+func TestPluginsDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HERMES_DATA_DIR", dir)
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created, err := c.EnsurePluginsDir(); err != nil || !created {
+		t.Fatalf("default plugins dir: created %v, %v", created, err)
+	}
+	if created, err := c.EnsurePluginsDir(); err != nil || created {
+		t.Fatalf("second time: created %v, %v", created, err)
+	}
+	path := filepath.Join(dir, "hermes.yaml")
+	os.WriteFile(path, []byte("plugins_dir: "+filepath.Join(dir, "plugnis")+"\n"), 0o600)
+	if c, err = Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnsurePluginsDir(); err == nil || !strings.Contains(err.Error(), "plugnis does not exist") {
+		t.Fatalf("named plugins dir missing: %v", err)
+	}
+}
+
+// TestFilePlugins: the plugins the file configures are known apart from the defaults' (echo).
+func TestFilePlugins(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hermes.yaml")
+	os.WriteFile(path, []byte("plugins:\n  telegram:\n    profiles: {main: {token: x}}\n"), 0o600)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.FilePlugins, ",") != "telegram" {
+		t.Fatalf("file plugins %v", c.FilePlugins)
+	}
+}
+
 // TestEnvValueStaysOneValue: ${NAME} is expanded in parsed values, so a value holding quotes, a
 // newline and YAML syntax cannot add or change keys.
 func TestEnvValueStaysOneValue(t *testing.T) {
@@ -107,12 +197,10 @@ limits:
 	}
 	// A reference in a key is not expanded (keys are structure), and ${...} text produced by an
 	// expansion is not expanded again.
+	// (Such a key is then refused as a plugin name, quoted as written.)
 	os.WriteFile(path, []byte("plugins:\n  \"${TEST_NOTE}\": {}\n"), 0o600)
-	if c, err = Load(path); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := c.Plugins["${TEST_NOTE}"]; !ok {
-		t.Fatalf("plugins %v", c.Plugins)
+	if _, err = Load(path); err == nil || !strings.Contains(err.Error(), `"${TEST_NOTE}" is not a plugin name`) {
+		t.Fatalf("a reference in a key: %v", err)
 	}
 }
 

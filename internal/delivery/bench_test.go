@@ -19,6 +19,10 @@ func (c *countingPlatform) Send(context.Context, string, string, abi.OutboundMes
 	return &abi.SendResult{MessageIDs: []string{"1"}}, nil
 }
 
+func (c *countingPlatform) Reserve(_ context.Context, plugin string) (Sender, error) {
+	return direct{c.Send, plugin}, nil
+}
+
 func (c *countingPlatform) Limit(string) (abi.MessageLimit, error) {
 	return abi.MessageLimit{Max: 4096, Unit: abi.UnitUTF16}, nil
 }

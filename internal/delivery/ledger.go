@@ -174,13 +174,25 @@ CREATE TABLE chat_migrations (
 	`ALTER TABLE deliveries ADD COLUMN seed TEXT NOT NULL DEFAULT '';`,
 }
 
-// Transport sends one message through a platform plugin.
+// Transport sends messages through the platform plugins.
 type Transport interface {
-	Send(ctx context.Context, plugin, profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
+	// Reserve takes what one send through plugin needs (an instance of it). The ledger calls it
+	// before taking the key's boundary lock: the lock order is plugin instance, then boundary
+	// (a plugin's host functions take boundaries while holding their instance), so waiting for an
+	// instance while holding a boundary could wait on a call that waits on that boundary.
+	Reserve(ctx context.Context, plugin string) (Sender, error)
 	// Limit is the plugin's message length limit, or why the plugin cannot send now (not
 	// loaded, failed). An error wrapping ErrPluginStarting means the host is still loading its
 	// plugins: the attempt is postponed without being counted.
 	Limit(plugin string) (abi.MessageLimit, error)
+}
+
+// Sender is one reserved send.
+type Sender interface {
+	// Send transmits msg for profile. It is called at most once.
+	Send(ctx context.Context, profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
+	// Release gives the reservation back; after Send it does nothing.
+	Release()
 }
 
 // Options tune a Ledger.
@@ -314,14 +326,7 @@ func laneOf(plugin, profile, chatID string) string {
 // Enqueue splits m by the plugin's message limit and records the parts as pending, in one
 // transaction, then wakes the chat's lane. It returns the message's group id.
 func (l *Ledger) Enqueue(ctx context.Context, m Message) (string, error) {
-	parts := m.Parts
-	if len(parts) == 0 {
-		parts = []string{m.Text}
-		if m.Target.Action == "" {
-			parts = l.Split(m.Plugin, m.Text)
-		}
-	}
-	return l.insert(ctx, m, parts, Pending, "")
+	return l.standalone(ctx, func(t *Tx) (string, error) { return t.Enqueue(ctx, m) })
 }
 
 // Split cuts text into the parts Enqueue would send through plugin (by its message limit).
@@ -335,10 +340,91 @@ func (l *Ledger) Split(plugin, text string) []string {
 // Record writes m straight to a final state (Dropped with reason, typically): a notification
 // classified stale at pickup is recorded, never silently discarded.
 func (l *Ledger) Record(ctx context.Context, m Message, state State, reason string) (string, error) {
-	return l.insert(ctx, m, []string{m.Text}, state, reason)
+	return l.standalone(ctx, func(t *Tx) (string, error) { return t.Record(ctx, m, state, reason) })
 }
 
-func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state State, reason string) (string, error) {
+// standalone runs one write in its own transaction (or, for a single statement, none: one
+// statement is atomic on its own) and publishes it.
+func (l *Ledger) standalone(ctx context.Context, fn func(t *Tx) (string, error)) (string, error) {
+	t := &Tx{l: l}
+	group, err := fn(t)
+	if err != nil {
+		return "", err
+	}
+	t.Committed()
+	return group, nil
+}
+
+// Tx records ledger rows inside a caller's transaction, so that a message, or the record of a
+// drop, commits together with the state change that produced it (an inbox row marked done, a
+// process event acknowledged, a /new that cancels queued work). Nothing is sent or observed
+// until Committed is called after the commit.
+type Tx struct {
+	l    *Ledger
+	tx   *sql.Tx // nil: standalone writes (see Ledger.standalone)
+	rows []Row
+}
+
+// In returns a Tx writing inside tx.
+func (l *Ledger) In(tx *sql.Tx) *Tx { return &Tx{l: l, tx: tx} }
+
+// Update runs fn in one transaction and, once it committed, publishes the ledger rows fn wrote
+// (the lanes wake, observers and waiters hear of them). An error from fn rolls everything back.
+func (l *Ledger) Update(ctx context.Context, fn func(t *Tx) error) error {
+	var t *Tx
+	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		t = l.In(tx)
+		return fn(t)
+	})
+	if err != nil {
+		return err
+	}
+	t.Committed()
+	return nil
+}
+
+// SQL is the caller's transaction, for the state change that goes with the ledger rows.
+func (t *Tx) SQL() *sql.Tx { return t.tx }
+
+// Enqueue is Ledger.Enqueue inside the transaction.
+func (t *Tx) Enqueue(ctx context.Context, m Message) (string, error) {
+	parts := m.Parts
+	if len(parts) == 0 {
+		parts = []string{m.Text}
+		if m.Target.Action == "" {
+			parts = t.l.Split(m.Plugin, m.Text)
+		}
+	}
+	return t.insert(ctx, m, parts, Pending, "")
+}
+
+// Record is Ledger.Record inside the transaction.
+func (t *Tx) Record(ctx context.Context, m Message, state State, reason string) (string, error) {
+	return t.insert(ctx, m, []string{m.Text}, state, reason)
+}
+
+// Committed publishes the rows written through t: pending ones wake their lane, final ones
+// release waiters. Call it once, after the transaction committed.
+func (t *Tx) Committed() {
+	l := t.l
+	for _, r := range t.rows {
+		l.observe(r)
+	}
+	woken := map[string]bool{}
+	for _, r := range t.rows {
+		switch {
+		case r.State == Pending && !woken[r.laneID()]:
+			woken[r.laneID()] = true
+			l.wake(r.laneID())
+		case r.State.Final() && r.Part == r.Parts:
+			l.finish(r)
+		}
+	}
+	t.rows = nil
+}
+
+func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State, reason string) (string, error) {
+	l := t.l
 	if m.Target.ChatID == "" {
 		return "", fmt.Errorf("delivery: message has no chat id")
 	}
@@ -349,7 +435,10 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 	group := newID("dlv_")
 	stamp := ""
 	if m.Guard != GuardNone {
-		b, _ := json.Marshal(m.Stamp)
+		b, err := json.Marshal(m.Stamp)
+		if err != nil {
+			return "", fmt.Errorf("delivery: stamp: %w", err)
+		}
 		stamp = string(b)
 	}
 	// A chat that migrated (Telegram group → supergroup) is re-addressed before sending.
@@ -364,12 +453,15 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 			if len(parts) > 1 {
 				id = fmt.Sprintf("%s.%d", group, i+1)
 			}
-			t := m.Target
-			t.Text, t.Part, t.Parts, t.DeliveryID = text, i+1, len(parts), id
+			tg := m.Target
+			tg.Text, tg.Part, tg.Parts, tg.DeliveryID = text, i+1, len(parts), id
 			if len(parts) == 1 {
-				t.Part, t.Parts = 0, 0
+				tg.Part, tg.Parts = 0, 0
 			}
-			tb, _ := json.Marshal(t)
+			tb, err := json.Marshal(tg)
+			if err != nil {
+				return fmt.Errorf("target: %w", err)
+			}
 			transcript, seed := "", ""
 			if m.Transcript && i == 0 {
 				transcript = m.Text
@@ -384,28 +476,24 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
-				Key: m.Key, Target: t, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
+				Key: m.Key, Target: tg, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
 				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed})
 		}
 		return nil
 	}
 	var err error
-	if len(parts) == 1 {
+	switch {
+	case t.tx != nil:
+		err = write(t.tx)
+	case len(parts) == 1:
 		err = write(nil) // one statement is atomic on its own
-	} else {
+	default:
 		err = store.WithTx(ctx, l.db, write) // all parts or none
 	}
 	if err != nil {
 		return "", fmt.Errorf("delivery: record: %w", err)
 	}
-	for _, r := range rows {
-		l.observe(r)
-	}
-	if state == Pending {
-		l.wake(laneOf(m.Plugin, m.Profile, m.Target.ChatID))
-	} else {
-		l.finish(rows[len(rows)-1])
-	}
+	t.rows = append(t.rows, rows...)
 	return group, nil
 }
 
@@ -601,12 +689,18 @@ func scanRow(s scanner) (Row, error) {
 		return r, err
 	}
 	r.Guard, r.State = GuardMode(guard), State(state)
-	json.Unmarshal([]byte(target), &r.Target)
+	if err := json.Unmarshal([]byte(target), &r.Target); err != nil {
+		return r, fmt.Errorf("delivery: row %s: corrupt target: %w", r.ID, err)
+	}
 	if stamp != "" {
-		json.Unmarshal([]byte(stamp), &r.Stamp)
+		if err := json.Unmarshal([]byte(stamp), &r.Stamp); err != nil {
+			return r, fmt.Errorf("delivery: row %s: corrupt stamp: %w", r.ID, err)
+		}
 	}
 	if ids != "" {
-		json.Unmarshal([]byte(ids), &r.MessageIDs)
+		if err := json.Unmarshal([]byte(ids), &r.MessageIDs); err != nil {
+			return r, fmt.Errorf("delivery: row %s: corrupt message ids: %w", r.ID, err)
+		}
 	}
 	r.CreatedAt, r.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
 	if nextAt > 0 {

@@ -55,6 +55,22 @@ func (p *platform) Send(ctx context.Context, plugin, profile string, m abi.Outbo
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(p.sent))}}, nil
 }
 
+func (p *platform) Reserve(_ context.Context, plugin string) (Sender, error) {
+	return direct{p.Send, plugin}, nil
+}
+
+// direct is a Sender over a test platform's Send; there is nothing to reserve.
+type direct struct {
+	send   func(ctx context.Context, plugin, profile string, m abi.OutboundMessage) (*abi.SendResult, error)
+	plugin string
+}
+
+func (d direct) Send(ctx context.Context, profile string, m abi.OutboundMessage) (*abi.SendResult, error) {
+	return d.send(ctx, d.plugin, profile, m)
+}
+
+func (d direct) Release() {}
+
 func (p *platform) Limit(string) (abi.MessageLimit, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -359,7 +375,7 @@ func TestSendingRowsAreReconciledNotResent(t *testing.T) {
 	f.cancel()
 	f.l.Stop()
 	m := f.msg(st, "in flight", GuardNone)
-	id, err := f.l.insert(context.Background(), m, []string{m.Text}, Sending, "")
+	id, err := (&Tx{l: f.l}).insert(context.Background(), m, []string{m.Text}, Sending, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,6 +442,65 @@ func TestBoundaryOrders(t *testing.T) {
 			t.Fatalf("row %+v sent %q", r, p.texts())
 		}
 	})
+}
+
+// TestUpdateCommitsWithTheCallersChange: rows written through a Tx commit or roll back with the
+// caller's own statements, and nothing is sent or observed before the commit.
+func TestUpdateCommitsWithTheCallersChange(t *testing.T) {
+	p := &platform{}
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	ctx := context.Background()
+	if _, err := f.l.db.Exec(`CREATE TABLE caller_state (v TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("the caller's change failed")
+	err := f.l.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.Enqueue(ctx, f.msg(st, "never sent", GuardNone)); err != nil {
+			return err
+		}
+		if _, err := tx.SQL().Exec(`INSERT INTO caller_state VALUES ('rolled back')`); err != nil {
+			return err
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("Update = %v", err)
+	}
+	var sent, dropped string
+	err = f.l.Update(ctx, func(tx *Tx) error {
+		var err error
+		if sent, err = tx.Enqueue(ctx, f.msg(st, "sent", GuardNone)); err != nil {
+			return err
+		}
+		if dropped, err = tx.Record(ctx, f.msg(st, "recorded", GuardLineage), Dropped, "cancelled"); err != nil {
+			return err
+		}
+		_, err = tx.SQL().Exec(`INSERT INTO caller_state VALUES ('committed')`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitFinal(sent); r.State != Delivered {
+		t.Fatalf("sent row %+v", r)
+	}
+	rows, err := f.l.List(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]State{}
+	for _, r := range rows {
+		states[r.Target.Text] = r.State
+	}
+	if len(rows) != 2 || states["recorded"] != Dropped || states["sent"] != Delivered {
+		t.Fatalf("ledger %v (id %s)", states, dropped)
+	}
+	var n int
+	f.l.db.QueryRow(`SELECT COUNT(*) FROM caller_state`).Scan(&n)
+	if n != 1 || strings.Join(p.texts(), "|") != "sent" {
+		t.Fatalf("caller rows %d, platform got %q", n, p.texts())
+	}
 }
 
 // TestFailedAttemptsAreLogged: each failed attempt is logged with its reason as it happens (a

@@ -66,10 +66,16 @@ func (l *Ledger) Start(ctx context.Context) ([]Row, error) {
 	var lanes []string
 	for rows.Next() {
 		var id string
-		rows.Scan(&id)
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return interrupted, fmt.Errorf("delivery: reading pending lanes: %w", err)
+		}
 		lanes = append(lanes, id)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return interrupted, fmt.Errorf("delivery: reading pending lanes: %w", err)
+	}
 	for _, id := range lanes {
 		l.wake(id)
 	}
@@ -237,7 +243,15 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		l.retry(ctx, ln, r, 0, err.Error())
 		return
 	}
-	err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
+	// The plugin instance first, then the boundary: never wait for an instance inside a boundary.
+	sender, err := l.tr.Reserve(ctx, r.Plugin)
+	if err != nil {
+		r.Attempts++
+		l.retry(ctx, ln, r, 0, "plugin unavailable: "+err.Error())
+		return
+	}
+	defer sender.Release()
+	err = l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
 		v := l.check(b, r)
 		switch {
 		case v.Kind == session.Stale:
@@ -259,7 +273,7 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		if err := l.setState(b.Context(), r, Sending, ""); err != nil {
 			return err
 		}
-		res, err := l.tr.Send(b.Context(), r.Plugin, r.Profile, r.Target)
+		res, err := sender.Send(b.Context(), r.Profile, r.Target)
 		switch {
 		case err != nil && errors.Is(err, ErrOutcomeUnknown):
 			l.settle(ctx, r, Failed, err.Error(), nil, "")
@@ -436,7 +450,7 @@ func (l *Ledger) setState(ctx context.Context, r Row, s State, reason string) er
 func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids []string, sessionID string) {
 	idsJSON := ""
 	if len(ids) > 0 {
-		b, _ := json.Marshal(ids)
+		b, _ := json.Marshal(ids) // a []string always encodes
 		idsJSON = string(b)
 	}
 	ctx = context.WithoutCancel(ctx) // an outcome that happened is recorded even while stopping
@@ -498,15 +512,26 @@ func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat 
 		var ups []upd
 		for rows.Next() {
 			var u upd
-			rows.Scan(&u.id, &u.target)
+			if err := rows.Scan(&u.id, &u.target); err != nil {
+				rows.Close()
+				return err
+			}
 			ups = append(ups, u)
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
 		for _, u := range ups {
 			var t abi.OutboundMessage
-			json.Unmarshal([]byte(u.target), &t)
+			if err := json.Unmarshal([]byte(u.target), &t); err != nil {
+				return fmt.Errorf("row %s: corrupt target: %w", u.id, err)
+			}
 			t.ChatID = newChat
-			b, _ := json.Marshal(t)
+			b, err := json.Marshal(t)
+			if err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, next_at = 0, updated_at = ? WHERE id = ?`,
 				string(b), newLane, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id); err != nil {
 				return err

@@ -73,10 +73,19 @@ func BenchmarkSendPath(b *testing.B) {
 	ctx := context.Background()
 	msg := abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: s.Route.ChatID, Text: "x"}
 	tr := transport{w.g}
+	sendOnce := func(ctx context.Context) error {
+		r, err := tr.Reserve(ctx, "echo")
+		if err != nil {
+			return err
+		}
+		defer r.Release()
+		_, err = r.Send(ctx, "main", msg)
+		return err
+	}
 	var send float64
 	b.Run("unguarded", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := tr.Send(ctx, "echo", "main", msg); err != nil {
+			if err := sendOnce(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -100,13 +109,18 @@ func BenchmarkSendPath(b *testing.B) {
 	}
 	b.Run("guarded", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			err := w.g.kernel.WithBoundary(ctx, s.Key, func(bd *session.Boundary) error {
+			r, err := tr.Reserve(ctx, "echo")
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = w.g.kernel.WithBoundary(ctx, s.Key, func(bd *session.Boundary) error {
 				if v := bd.Classify(s); !v.Deliverable() {
 					return fmt.Errorf("verdict %v", v)
 				}
-				_, err := tr.Send(bd.Context(), "echo", "main", msg)
+				_, err := r.Send(bd.Context(), "main", msg)
 				return err
 			})
+			r.Release()
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,9 @@ type Gateway struct {
 	demoSecret string
 	sched      *scheduler.Service
 	clock      clock.Clock // what plugins see (hermes_clock, tick times): real unless --test-clock
+
+	warnMu sync.Mutex
+	warned map[string]bool // configuration warnings already logged
 }
 
 // Files the host keeps in its data directory besides the database.
@@ -98,7 +102,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{}}
 	if cfg.TestClock != "" {
 		fc, err := clock.NewFile(cfg.TestClock)
 		if err != nil {
@@ -345,7 +349,56 @@ func (g *Gateway) Close() {
 func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	rej := g.runtime.Scan(ctx)
 	g.loops.Reconcile(ctx)
+	for _, w := range unmatchedConfig(g.cfg, g.runtime.Plugins()) {
+		g.warnOnce(w)
+	}
 	return rej
+}
+
+// unmatchedConfig lists configuration that matches nothing loaded: settings the file gives for
+// a plugin that is not in the plugins directory, and profile keys a plugin's config_schema does
+// not declare. Either is accepted, and most likely a mistake (a typo, a missing file).
+func unmatchedConfig(cfg *config.Config, loaded []*plugin.Plugin) []string {
+	byName := map[string]*plugin.Plugin{}
+	for _, p := range loaded {
+		byName[p.Name()] = p
+	}
+	var out []string
+	for _, name := range cfg.FilePlugins {
+		p := byName[name]
+		if p == nil {
+			out = append(out, fmt.Sprintf("config: plugins.%s configures a plugin that is not loaded (no %s.wasm in %s, or it was rejected)",
+				name, name, cfg.PluginsDir))
+			continue
+		}
+		profiles := make([]string, 0, len(cfg.Plugins[name].Profiles))
+		for profile := range cfg.Plugins[name].Profiles {
+			profiles = append(profiles, profile)
+		}
+		slices.Sort(profiles)
+		for _, profile := range profiles {
+			raw, err := cfg.Plugins[name].ProfileJSON(profile)
+			if err != nil {
+				continue
+			}
+			if unknown := plugin.UnknownConfigKeys(p.Manifest(), raw); len(unknown) > 0 {
+				out = append(out, fmt.Sprintf("config: plugins.%s.profiles.%s: %s not in the plugin's config_schema (ignored by the plugin; a typo?)",
+					name, profile, strings.Join(unknown, ", ")))
+			}
+		}
+	}
+	return out
+}
+
+// warnOnce logs a configuration warning the first time it occurs (plugins reload often).
+func (g *Gateway) warnOnce(msg string) {
+	g.warnMu.Lock()
+	seen := g.warned[msg]
+	g.warned[msg] = true
+	g.warnMu.Unlock()
+	if !seen {
+		g.log.Warn(msg)
+	}
 }
 
 // Run serves until ctx is cancelled. It opens the public listener (cfg.Listen: webhooks) and
@@ -429,6 +482,9 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	if len(rep.Adopted)+rep.Exited+rep.Lost+rep.Killed > 0 {
 		g.log.Info("background processes recovered", "adopted", len(rep.Adopted), "ended_while_down", rep.Exited,
 			"lost", rep.Lost, "killed", rep.Killed, "reclaimed_events", rep.Reclaimed)
+	}
+	if len(rep.Corrupt) > 0 {
+		g.log.Error("background-process checkpoints that cannot be decoded were left untouched", "ids", rep.Corrupt)
 	}
 	reconciled, err := g.ledger.Start(ctx)
 	if err != nil {

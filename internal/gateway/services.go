@@ -16,12 +16,23 @@ import (
 // transport sends ledger rows through the platform plugins.
 type transport struct{ g *Gateway }
 
-func (t transport) Send(ctx context.Context, name, profile string, msg abi.OutboundMessage) (*abi.SendResult, error) {
+func (t transport) Reserve(ctx context.Context, name string) (delivery.Sender, error) {
 	p := t.g.runtime.Get(name)
 	if p == nil {
 		return nil, plugin.ErrUnloaded
 	}
-	res, err := p.Send(ctx, profile, msg)
+	r, err := p.Reserve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return reservedSend{r}, nil
+}
+
+// reservedSend is a send on a reserved plugin instance.
+type reservedSend struct{ r *plugin.Reserved }
+
+func (s reservedSend) Send(ctx context.Context, profile string, msg abi.OutboundMessage) (*abi.SendResult, error) {
+	res, err := s.r.Send(ctx, profile, msg)
 	var crash *plugin.CrashError
 	if errors.As(err, &crash) {
 		// The plugin died mid-send: the platform may have accepted the message.
@@ -29,6 +40,8 @@ func (t transport) Send(ctx context.Context, name, profile string, msg abi.Outbo
 	}
 	return res, err
 }
+
+func (s reservedSend) Release() { s.r.Release() }
 
 func (t transport) Limit(name string) (abi.MessageLimit, error) {
 	p := t.g.runtime.Get(name)

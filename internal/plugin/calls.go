@@ -88,8 +88,17 @@ func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, 
 		return nil, fmt.Errorf("plugin %s: %w", p.name, ErrUnloaded)
 	}
 	defer v.inflight.Done()
+	return typedCallOn[Res](ctx, v, nil, profile, export, timeout, build)
+}
+
+// typedCallOn is typedCall on version v, with a reserved instance (consumed) or, when inst is
+// nil, one from the pool.
+func typedCallOn[Res any](ctx context.Context, v *version, inst *instance, profile, export string, timeout time.Duration, build func(abi.Call) any) (*Res, error) {
 	ps, err := v.profile(profile)
 	if err != nil {
+		if inst != nil {
+			v.pool.put(inst, classOf(export))
+		}
 		return nil, err
 	}
 	if timeout <= 0 {
@@ -97,15 +106,18 @@ func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, 
 	}
 	in, err := json.Marshal(build(abi.Call{Profile: profile, Config: ps.config, DeadlineMs: remaining(ctx, timeout).Milliseconds()}))
 	if err != nil {
+		if inst != nil {
+			v.pool.put(inst, classOf(export))
+		}
 		return nil, err
 	}
-	out, err := v.call(ctx, v.caller(profile), export, in, timeout)
+	out, err := v.callOn(ctx, inst, v.caller(profile), export, in, timeout)
 	if err != nil {
 		return nil, err
 	}
 	res := new(Res)
 	if err := json.Unmarshal(out, res); err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "plugin %s: %s returned malformed JSON: %v", p.name, export, err)
+		return nil, abi.Errorf(abi.CodeInternal, "plugin %s: %s returned malformed JSON: %v", v.manifest.Name, export, err)
 	}
 	return res, nil
 }

@@ -302,6 +302,29 @@ func jsonType(v json.RawMessage, typ string) bool {
 	return false
 }
 
+// UnknownConfigKeys lists the keys of a profile's configuration that the manifest's
+// config_schema does not declare (sorted). They are allowed, as in JSON Schema without
+// additionalProperties, but most likely a typo, so the host warns about them. A plugin without
+// a schema declares nothing to compare with: the answer is nil.
+func UnknownConfigKeys(m abi.Manifest, cfg json.RawMessage) []string {
+	s, err := parseSchema(m.ConfigSchema)
+	if len(m.ConfigSchema) == 0 || err != nil {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(cfg, &obj) != nil {
+		return nil // validateConfig reports it
+	}
+	var unknown []string
+	for k := range obj {
+		if _, ok := s.Properties[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
 // SecretKeys lists the configuration keys the manifest marks secret.
 func SecretKeys(m *abi.Manifest) []string {
 	s, err := parseSchema(m.ConfigSchema)

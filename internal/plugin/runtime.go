@@ -898,23 +898,42 @@ func (e *FailedError) Error() string {
 }
 
 func (v *version) call(ctx context.Context, c Caller, export string, input []byte, timeout time.Duration) ([]byte, error) {
+	return v.callOn(ctx, nil, c, export, input, timeout)
+}
+
+// callOn calls export on inst (a reserved instance), or on one from the pool when inst is nil.
+// It always consumes inst: back to the pool, or discarded.
+func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export string, input []byte, timeout time.Duration) ([]byte, error) {
 	start := time.Now()
 	c.Export = export
+	cls := classOf(export)
+	unused := func() {
+		if inst != nil {
+			v.pool.put(inst, cls)
+		}
+	}
 	if err := v.breaker.check(c.Plugin); err != nil {
+		unused()
 		v.metrics.call(export, "failed", start)
 		return nil, err
 	}
 	if len(input) > v.limits.MaxInput {
+		unused()
 		v.metrics.call(export, "too_large", start)
 		return nil, abi.Errorf(abi.CodeTooLarge, "%s input of %d bytes exceeds the cap of %d", export, len(input), v.limits.MaxInput)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cls := classOf(export)
-	inst, err := v.liveInstance(ctx, cls)
-	if err != nil {
-		v.metrics.call(export, "no_instance", start)
-		return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
+	if inst != nil && inst.dead.Load() {
+		v.discard(inst, cls) // died while reserved: take a live one, as liveInstance does
+		inst = nil
+	}
+	if inst == nil {
+		var err error
+		if inst, err = v.liveInstance(ctx, cls); err != nil {
+			v.metrics.call(export, "no_instance", start)
+			return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
+		}
 	}
 	st := &callState{caller: c}
 	rc, out, err := inst.p.CallWithContext(context.WithValue(ctx, callKey{}, st), export, input)

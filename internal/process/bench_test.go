@@ -30,7 +30,7 @@ func BenchmarkCheckpointWrite(b *testing.B) {
 		if err := Migrate(context.Background(), db); err != nil {
 			b.Fatal(err)
 		}
-		w := newWriter(db, time.Now, slog.Default(), nil)
+		w := newWriter(db, time.Now, slog.Default(), nil, 100*time.Millisecond, 5*time.Second)
 		b.Cleanup(func() { w.close(); db.Close() })
 		in := storedInfo("proc_000000000000", 1234, 5678)
 		in.WatchPatterns = []string{"ERROR", "FATAL"}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 )
 
@@ -229,12 +228,15 @@ func scanRow(s scanner) (Info, error) {
 		c := int(exit.Int64)
 		in.ExitCode = &c
 	}
-	var st session.Stamp
-	if err := json.Unmarshal([]byte(stamp), &st); err == nil {
-		in.Stamp = st
+	// A stamp that cannot be decoded must not read as "unstamped" (delivered by route): it is an
+	// error, reported with the process id.
+	if err := json.Unmarshal([]byte(stamp), &in.Stamp); err != nil {
+		return in, fmt.Errorf("%w: process %s: stamp: %v", ErrCorrupt, in.ID, err)
 	}
 	if watch != "" && watch != "[]" {
-		_ = json.Unmarshal([]byte(watch), &in.WatchPatterns)
+		if err := json.Unmarshal([]byte(watch), &in.WatchPatterns); err != nil {
+			return in, fmt.Errorf("%w: process %s: watch patterns: %v", ErrCorrupt, in.ID, err)
+		}
 	}
 	in.MaxAge = time.Duration(maxAge) * time.Millisecond
 	in.StartedAt = time.UnixMilli(started)

@@ -39,8 +39,14 @@ type env struct {
 // registry knows is SIGKILLed (by group) at cleanup.
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
+	return newEnvStore(t, opts, store.Options{})
+}
+
+// newEnvStore is newEnv with the store's options (a short busy timeout, for failure tests).
+func newEnvStore(t *testing.T, opts Options, so store.Options) *env {
+	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "hermes.db"), store.Options{})
+	db, err := store.Open(filepath.Join(dir, "hermes.db"), so)
 	if err != nil {
 		t.Fatal(err)
 	}

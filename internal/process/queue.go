@@ -135,29 +135,46 @@ func (q *Queue) Next(ctx context.Context, max int, lease, poll time.Duration) ([
 // session_reset", …). Done is final. It fails with ErrSuppressed if the agent consumed the result
 // meanwhile (the event stays suppressed), and with ErrClaimLost if the token no longer holds it.
 func (q *Queue) Ack(ctx context.Context, seq int64, token, outcome string) error {
-	return q.finishClaim(ctx, seq, token, qDone, outcome, 0)
+	return q.finishClaim(ctx, q.db, seq, token, qDone, outcome, 0)
+}
+
+// AckTx is Ack inside the caller's transaction: the event is done exactly when what the caller
+// wrote in tx (a ledger row, a queued notification turn, the record of a drop) commits.
+func (q *Queue) AckTx(ctx context.Context, tx *sql.Tx, seq int64, token, outcome string) error {
+	return q.finishClaim(ctx, tx, seq, token, qDone, outcome, 0)
 }
 
 // Release gives a claimed event back for another attempt, not before retryAfter from now.
 func (q *Queue) Release(ctx context.Context, seq int64, token string, retryAfter time.Duration) error {
-	return q.finishClaim(ctx, seq, token, qPending, "", retryAfter)
+	err := q.finishClaim(ctx, q.db, seq, token, qPending, "", retryAfter)
+	if err == nil {
+		q.signal()
+	}
+	return err
 }
 
-func (q *Queue) finishClaim(ctx context.Context, seq int64, token, state, outcome string, after time.Duration) error {
+// execQuerier is a *sql.DB or a *sql.Tx.
+type execQuerier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (q *Queue) finishClaim(ctx context.Context, db execQuerier, seq int64, token, state, outcome string, after time.Duration) error {
 	now := q.now()
-	res, err := q.db.ExecContext(ctx, `UPDATE process_events SET state = ?, outcome = ?, token = '',
+	res, err := db.ExecContext(ctx, `UPDATE process_events SET state = ?, outcome = ?, token = '',
 		lease_until = 0, not_before = ?, updated_at = ? WHERE seq = ? AND token = ? AND state = ?`,
 		state, outcome, now.Add(after).UnixMilli(), now.UnixMilli(), seq, token, qClaimed)
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		if state == qPending {
-			q.signal()
-		}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 1 {
 		return nil
 	}
-	return q.whyNot(ctx, seq)
+	return whyNot(ctx, db, seq)
 }
 
 // Confirm checks, right before the final send (inside the session boundary lock), that the claim
@@ -180,9 +197,9 @@ func (q *Queue) Confirm(ctx context.Context, seq int64, token string) error {
 	return ErrClaimLost
 }
 
-func (q *Queue) whyNot(ctx context.Context, seq int64) error {
+func whyNot(ctx context.Context, db execQuerier, seq int64) error {
 	var state string
-	err := q.db.QueryRowContext(ctx, `SELECT state FROM process_events WHERE seq = ?`, seq).Scan(&state)
+	err := db.QueryRowContext(ctx, `SELECT state FROM process_events WHERE seq = ?`, seq).Scan(&state)
 	if err == nil && state == qSuppressed {
 		return ErrSuppressed
 	}

@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -15,6 +16,7 @@ type RecoverReport struct {
 	Killed    int      // a kill was in progress when the host stopped, and the process is gone
 	Skipped   int      // tracked already, or checkpointed by another live host
 	Reclaimed int64    // event claims of the previous host returned to pending
+	Corrupt   []string // checkpoints that could not be decoded (left untouched, logged)
 }
 
 // Recover runs once at host start. For every checkpoint still starting or running:
@@ -45,6 +47,13 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 	var open []Info
 	for rows.Next() {
 		in, err := scanRow(rows)
+		if errors.Is(err, ErrCorrupt) {
+			// Neither adopted nor reported as ended: its stamp cannot be trusted. The row stays
+			// as it is for the operator; the host starts.
+			r.log.Error("process: recover: checkpoint cannot be decoded; left untouched", "id", in.ID, "err", err)
+			rep.Corrupt = append(rep.Corrupt, in.ID)
+			continue
+		}
 		if err != nil {
 			rows.Close()
 			return rep, fmt.Errorf("process: recover: %w", err)

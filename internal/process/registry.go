@@ -57,6 +57,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives operational errors. Default slog.Default().
 	Logger *slog.Logger
+	// StoreRetry is the first delay before a checkpoint that must land (a process's end and its
+	// completion) is written again after the store failed; it doubles up to StoreRetryMax.
+	// Defaults 100ms and 5s.
+	StoreRetry, StoreRetryMax time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -85,6 +89,8 @@ func (o *Options) defaults() error {
 	setDefault(&o.PollInterval, 250*time.Millisecond)
 	setDefault(&o.FinishedTTL, 30*time.Minute)
 	setDefault(&o.Retention, 7*24*time.Hour)
+	setDefault(&o.StoreRetry, 100*time.Millisecond)
+	setDefault(&o.StoreRetryMax, 5*time.Second)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -173,13 +179,26 @@ func New(ctx context.Context, db *sql.DB, opt Options) (*Registry, error) {
 		procs: map[string]*proc{}, stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	r.q = newQueue(db, opt.Now)
-	r.w = newWriter(db, opt.Now, opt.Logger, r.q.signal)
+	r.w = newWriter(db, opt.Now, opt.Logger, r.q.signal, opt.StoreRetry, opt.StoreRetryMax)
 	go r.loop()
 	return r, nil
 }
 
 // Queue is the durable event queue the delivery layer consumes.
 func (r *Registry) Queue() *Queue { return r.q }
+
+// Health returns nil while checkpoints are written, and otherwise an error saying since when
+// the store has refused them, how many writes wait and why. The registry keeps retrying the
+// writes that must land (a process's end and its completion) meanwhile; nothing is lost and
+// nothing needs a restart once the store takes writes again.
+func (r *Registry) Health() error {
+	err, since, waiting := r.w.health()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("process checkpoints failing since %s (%d waiting, retried): %w",
+		since.UTC().Format(time.RFC3339), waiting, err)
+}
 
 // Close stops the registry's goroutines and flushes pending checkpoints. Running processes are
 // left running and are re-adopted by the next Recover. Close does not close the database.
@@ -449,8 +468,10 @@ func (r *Registry) finish(p *proc, st endStatus) {
 	}
 	p.partial = nil
 	p.mu.Unlock()
+	// The end carries the completion, so the writer retries it until the store takes it: this
+	// returns when it landed, or at Close (the next Recover then records the end).
 	if err := o.wait(); errors.Is(err, ErrClosed) {
-		r.log.Debug("process: ended after Close; the next Recover records it", "id", p.id)
+		r.log.Warn("process: ended after Close or while the store failed at Close; the next Recover records it", "id", p.id, "err", err)
 	} else if err != nil {
 		r.log.Error("process: checkpoint of end failed", "id", p.id, "err", err)
 	}

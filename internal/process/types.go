@@ -152,6 +152,8 @@ var (
 	ErrTooMany    = errors.New("process: too many running processes")
 	ErrClosed     = errors.New("process: registry closed")
 	ErrNotRunning = errors.New("process: not running")
+	// ErrCorrupt means a checkpoint row could not be decoded (its stamp or watch patterns).
+	ErrCorrupt = errors.New("process: corrupt checkpoint")
 	// ErrClaimLost means the claim token no longer holds the event: its lease expired and it was
 	// claimed again, or it was already acknowledged.
 	ErrClaimLost = errors.New("process: event claim lost")

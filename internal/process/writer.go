@@ -3,6 +3,8 @@ package process
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -29,16 +31,30 @@ type op struct {
 	applied bool // the row's compare-and-set succeeded
 }
 
+// mustLand reports whether o carries events (a completion, a watch match): such an op is
+// retried until the store takes it, because nothing else would ever produce its events again
+// while this host runs. Other ops fail back to their caller, who can act on the error.
+func (o *op) mustLand() bool { return len(o.events) > 0 }
+
 // wait blocks until the op is committed (or failed) and returns its error.
 func (o *op) wait() error {
 	<-o.done
 	return o.err
 }
 
+// ErrStoreFailing wraps the store error that makes the writer retry: while it retries the ops
+// that must land, other ops fail at once with it.
+var ErrStoreFailing = errors.New("process: the store is failing; checkpoints are being retried")
+
 // writer is the single goroutine that writes checkpoints and events. Callers append ops under
 // their own process's mutex, so the ops of one process reach SQLite in the order its state
 // changed; the writer commits whatever has queued up in one transaction (group commit), which
 // keeps the latency of one write low while a thousand processes change state.
+//
+// When the store fails, an op that must land (it carries events: the end of a process and its
+// completion) is retried with backoff until the store takes it, and everything queued after it
+// waits, so one process's writes still land in order. Meanwhile other ops fail at once with
+// ErrStoreFailing, and Health reports the failure.
 type writer struct {
 	db   *sql.DB
 	now  func() time.Time
@@ -47,18 +63,23 @@ type writer struct {
 
 	stmts stmtCache // used by the writer goroutine only
 
-	mu      sync.Mutex // guards queue, closed and sending on or closing kick
+	mu      sync.Mutex // guards queue, closed, failing and since
 	queue   []*op
 	closed  bool
+	failing error         // the store error the writer is retrying after; nil when healthy
+	since   time.Time     // when failing began
 	kick    chan struct{} // capacity 1: "the queue is not empty"
+	quit    chan struct{} // closed by close
 	stopped chan struct{}
+
+	retryMin, retryMax time.Duration
 }
 
 const maxBatch = 512
 
-func newWriter(db *sql.DB, now func() time.Time, log *slog.Logger, wake func()) *writer {
-	w := &writer{db: db, now: now, log: log, wake: wake, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
-		stmts: stmtCache{db: db}}
+func newWriter(db *sql.DB, now func() time.Time, log *slog.Logger, wake func(), retryMin, retryMax time.Duration) *writer {
+	w := &writer{db: db, now: now, log: log, wake: wake, kick: make(chan struct{}, 1), quit: make(chan struct{}),
+		stopped: make(chan struct{}), stmts: stmtCache{db: db}, retryMin: retryMin, retryMax: retryMax}
 	go w.run()
 	return w
 }
@@ -67,14 +88,21 @@ func newWriter(db *sql.DB, now func() time.Time, log *slog.Logger, wake func()) 
 func (w *writer) submit(o *op) *op {
 	o.done = make(chan struct{})
 	w.mu.Lock()
-	if w.closed {
+	switch {
+	case w.closed:
 		w.mu.Unlock()
 		o.err = ErrClosed
 		close(o.done)
 		return o
+	case w.failing != nil && !o.mustLand():
+		err := w.failing
+		w.mu.Unlock()
+		o.err = fmt.Errorf("%w: %w", ErrStoreFailing, err)
+		close(o.done)
+		return o
 	}
 	w.queue = append(w.queue, o)
-	select { // under mu: close cannot close kick in between
+	select {
 	case w.kick <- struct{}{}:
 	default:
 	}
@@ -82,12 +110,21 @@ func (w *writer) submit(o *op) *op {
 	return o
 }
 
-// close stops accepting ops, commits what is queued and waits for the goroutine to end.
+// health reports the store error the writer is retrying after (nil when healthy), since when,
+// and how many ops wait for it.
+func (w *writer) health() (error, time.Time, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failing, w.since, len(w.queue)
+}
+
+// close stops accepting ops, commits what is queued (one more attempt while the store fails)
+// and waits for the goroutine to end.
 func (w *writer) close() {
 	w.mu.Lock()
 	if !w.closed {
 		w.closed = true
-		close(w.kick) // run drains what is queued, then returns
+		close(w.quit)
 	}
 	w.mu.Unlock()
 	<-w.stopped
@@ -96,30 +133,121 @@ func (w *writer) close() {
 func (w *writer) run() {
 	defer close(w.stopped)
 	defer w.stmts.close()
-	for range w.kick {
-		for {
-			w.mu.Lock()
-			n := len(w.queue)
-			if n > maxBatch {
-				n = maxBatch
-			}
-			batch := w.queue[:n:n]
-			w.queue = w.queue[n:]
-			if len(w.queue) == 0 {
-				w.queue = nil
-			}
-			w.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			w.commit(batch)
+	backoff := w.retryMin
+	for {
+		w.mu.Lock()
+		n := min(len(w.queue), maxBatch)
+		batch := w.queue[:n:n]
+		w.queue = w.queue[n:]
+		if len(w.queue) == 0 {
+			w.queue = nil
 		}
+		closed := w.closed
+		w.mu.Unlock()
+		if n == 0 {
+			if closed {
+				return
+			}
+			select {
+			case <-w.kick:
+			case <-w.quit:
+			}
+			continue
+		}
+		rest, err := w.commit(batch)
+		if len(rest) == 0 {
+			w.healthy()
+			backoff = w.retryMin
+			continue
+		}
+		// An op that must land failed: it and everything after it wait, in order.
+		w.mu.Lock()
+		w.queue = append(rest, w.queue...)
+		if w.failing == nil {
+			w.since = w.now()
+			w.log.Error("process: checkpoint of a process's end failed; retrying until the store takes it",
+				"waiting", len(w.queue), "err", err)
+		}
+		w.failing = err
+		var shed []*op // ops that need not land fail now, instead of waiting for the store
+		keep := w.queue[:0]
+		for _, o := range w.queue {
+			if o.mustLand() {
+				keep = append(keep, o)
+			} else {
+				shed = append(shed, o)
+			}
+		}
+		w.queue = keep
+		w.mu.Unlock()
+		for _, o := range shed {
+			o.err, o.applied = fmt.Errorf("%w: %w", ErrStoreFailing, err), false
+			close(o.done)
+		}
+		if closed {
+			w.abandon(err)
+			return
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-w.quit: // one more attempt, then give up
+		}
+		t.Stop()
+		backoff = min(backoff*2, w.retryMax)
 	}
 }
 
-// commit writes batch in one transaction. If that fails, each op is retried alone so one bad op
-// cannot fail the others, and each op gets its own error.
-func (w *writer) commit(batch []*op) {
+// healthy records that a commit went through.
+func (w *writer) healthy() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failing != nil {
+		w.log.Info("process: the store takes checkpoints again", "failed_for", w.now().Sub(w.since).Round(time.Millisecond))
+		w.failing = nil
+	}
+}
+
+// abandon fails every queued op at close while the store still fails: the next host's Recover
+// sees those processes as still running and records their ends.
+func (w *writer) abandon(err error) {
+	w.mu.Lock()
+	q := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	for _, o := range q {
+		o.err, o.applied = fmt.Errorf("%w (store: %v)", ErrClosed, err), false
+		close(o.done)
+	}
+}
+
+// commit writes batch in one transaction. If that fails, each op is tried alone, in order, so
+// one bad op cannot fail the others: an op that need not land gets its own error; at the first
+// op that must land and fails, commit stops and returns it with the ops after it (not yet
+// tried), for the caller to retry.
+func (w *writer) commit(batch []*op) ([]*op, error) {
+	err := w.commitTx(batch)
+	if err == nil {
+		w.settle(batch, nil)
+		return nil, nil
+	}
+	if len(batch) == 1 {
+		if batch[0].mustLand() {
+			return batch, err
+		}
+		w.log.Error("process: checkpoint write failed", "err", err)
+		w.settle(batch, err)
+		return nil, nil
+	}
+	for i, o := range batch {
+		if rest, err := w.commit([]*op{o}); len(rest) > 0 {
+			return batch[i:], err
+		}
+	}
+	return nil, nil
+}
+
+func (w *writer) commitTx(batch []*op) error {
 	ctx := context.Background()
 	now := w.now()
 	notify := false
@@ -135,22 +263,20 @@ func (w *writer) commit(batch []*op) {
 		}
 		return nil
 	})
-	if err != nil && len(batch) > 1 {
-		for _, o := range batch {
-			w.commit([]*op{o})
-		}
-		return
+	if err == nil && notify && w.wake != nil {
+		w.wake()
 	}
+	return err
+}
+
+// settle completes the ops of batch with err.
+func (w *writer) settle(batch []*op, err error) {
 	for _, o := range batch {
 		o.err = err
 		if err != nil {
 			o.applied = false
-			w.log.Error("process: checkpoint write failed", "err", err)
 		}
 		close(o.done)
-	}
-	if err == nil && notify && w.wake != nil {
-		w.wake()
 	}
 }
 

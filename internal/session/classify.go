@@ -59,7 +59,7 @@ const (
 	ReasonSessionMissing   = "session_missing"       // Unverifiable: the stamped or routed session row does not exist
 	ReasonNoRoute          = "no_route"              // Unverifiable: a stamped event for a key with no route
 	ReasonCompressInFlight = "compression_in_flight" // Unverifiable: compression ended the session, no continuation visible
-	ReasonTipEnded         = "compression_tip_ended" // Unverifiable: the compression tip is not live
+	ReasonTipEnded         = "compression_tip_ended" // Unverifiable: the compression tip ended for a non-user reason
 	ReasonTipWalk          = "compression_chain"     // Unverifiable: the chain is cyclic or longer than MaxTipHops
 )
 
@@ -132,14 +132,30 @@ func (b *Boundary) Classify(s Stamp) Verdict {
 	return b.k.classify(b.ctx, s, b)
 }
 
-// ClassifyWork is Classify for work that started at generation gen (a synthetic turn started
-// for a notification): a deliverable verdict becomes Stale(superseded) if the key's generation
-// moved since, because /stop, /new and the other transitions cancel such work.
+// ClassifyWork is Classify for work that started at generation gen (a turn's answer, a
+// synthetic turn started for a notification): a deliverable verdict becomes
+// Stale(superseded) if a transition that supersedes work happened since (/stop, /new, /reset,
+// /resume, /branch, a replacement or an end). Compression does not: the continuation inherits
+// the work, followed through the compression markers (see CheckGeneration), and the verdict
+// names the continuation.
 func (b *Boundary) ClassifyWork(s Stamp, gen int64) Verdict {
 	v := b.Classify(s)
-	if v.Deliverable() && v.Generation != gen {
-		return Verdict{Kind: Stale, Reason: ReasonSuperseded, Generation: v.Generation,
-			Detail: fmt.Sprintf("work started at generation %d, key now at %d", gen, v.Generation)}
+	if !v.Deliverable() || v.Generation == gen {
+		return v
+	}
+	st, err := b.load()
+	if err != nil {
+		return storeFailure(err)
+	}
+	if !st.exists {
+		return unverifiable(ReasonNoRoute, s.Key+" has no route", nil)
+	}
+	why, err := b.supersededSince(gen, st)
+	if err != nil {
+		return storeFailure(err)
+	}
+	if why != "" {
+		return Verdict{Kind: Stale, Reason: ReasonSuperseded, Generation: st.gen, Detail: why}
 	}
 	return v
 }
@@ -292,6 +308,12 @@ func (k *Kernel) liveTip(ctx context.Context, r rowState) (rowState, Verdict, bo
 	}
 	if t.id == r.id {
 		return t, unverifiable(ReasonCompressInFlight, "session "+r.id+" ended by compression; no continuation visible yet", nil), false
+	}
+	if t.ended && UserBoundary(t.reason) {
+		// Compression is one transaction here, so a continuation that ended is final: the user
+		// left the conversation after it was compressed.
+		return t, Verdict{Kind: Stale, Reason: ReasonUserBoundary,
+			Detail: fmt.Sprintf("compression tip %s of %s ended %s", t.id, r.id, t.reason)}, false
 	}
 	if t.ended {
 		return t, unverifiable(ReasonTipEnded, fmt.Sprintf("compression tip %s of %s ended %s", t.id, r.id, quoteReason(t.reason)), nil), false

@@ -1,6 +1,9 @@
 package session
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,10 +152,19 @@ func TestClassificationTable(t *testing.T) {
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonCompressInFlight},
-		{"unverifiable: compression tip ended", Options{}, func(e *env) (Stamp, string) {
+		{"user boundary: the compression tip ended by /new", Options{}, func(e *env) (Stamp, string) {
 			s := e.stamp(src)
 			e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
 			e.r(e.k.Reset(e.ctx, s.Key, ""))
+			return s, ""
+		}, Stale, ReasonUserBoundary},
+		{"unverifiable: compression tip ended for a non-user reason", Options{}, func(e *env) (Stamp, string) {
+			s := e.stamp(src)
+			r := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
+			// Another writer ended the continuation without moving the route on.
+			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'timeout' WHERE id = ?`, r.SessionID)
+			e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, s.SessionID, s.Key)
+			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonTipEnded},
 		{"unverifiable: compression chain cycle", Options{}, func(e *env) (Stamp, string) {
@@ -227,5 +239,113 @@ func endThenResolve(src abi.Source, reason string) func(*env) (Stamp, string) {
 			e.t.Fatalf("ended %q row was not replaced: %+v", reason, r)
 		}
 		return s, r.SessionID
+	}
+}
+
+// TestClassifyWorkTable is the second half of the table: work a turn started at generation g
+// (its answer, or a notification turn) and what happened since. Compression keeps the work: the
+// continuation inherits it, followed through the compression markers. Every other transition
+// supersedes it. CheckGeneration, the same question without a stamp, must agree.
+func TestClassifyWorkTable(t *testing.T) {
+	src := dm("300")
+	type step func(e *env, s Stamp)
+	compress := func(e *env, s Stamp) { e.r(e.k.Compress(e.ctx, s.Key, e.current(s.Key).SessionID, "summary")) }
+	stop := func(e *env, s Stamp) { e.r(e.k.Stop(e.ctx, s.Key)) }
+	reset := func(e *env, s Stamp) { e.r(e.k.Reset(e.ctx, s.Key, "")) }
+	branch := func(e *env, s Stamp) { e.r(e.k.Branch(e.ctx, s.Key, "")) }
+	suspend := func(e *env, s Stamp) { e.r(e.k.Suspend(e.ctx, s.Key)) }
+	resolve := func(e *env, s Stamp) { e.resolve(src) }
+	agentClose := func(e *env, s Stamp) {
+		if err := e.k.EndSession(e.ctx, e.current(s.Key).SessionID, EndAgentClose); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name   string
+		steps  []step
+		kind   VerdictKind
+		reason string
+	}{
+		{"nothing happened", nil, Deliver, ""},
+		{"compression", []step{compress}, DeliverContinuation, ""},
+		{"three compressions", []step{compress, compress, compress}, DeliverContinuation, ""},
+		{"/stop", []step{stop}, Stale, ReasonSuperseded},
+		{"compression, then /stop", []step{compress, stop}, Stale, ReasonSuperseded},
+		{"/stop, then compression", []step{stop, compress}, Stale, ReasonSuperseded},
+		{"/new", []step{reset}, Stale, ReasonUserBoundary},
+		{"compression, then /new", []step{compress, reset}, Stale, ReasonUserBoundary},
+		{"/branch", []step{branch}, Stale, ReasonUserBoundary},
+		{"suspended and replaced", []step{suspend, resolve}, Stale, ReasonSuperseded},
+		{"agent_close, reopened", []step{agentClose, resolve}, Stale, ReasonSuperseded},
+		{"compression, /new, /resume of the continuation", []step{compress, reset, func(e *env, s Stamp) {
+			tip, err := e.k.Tip(e.ctx, s.SessionID)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			e.r(e.k.Resume(e.ctx, s.Key, tip))
+		}}, Stale, ReasonSuperseded},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, Options{})
+			e.t = t
+			s := e.stamp(src) // the work starts: a turn in the current session
+			gen := s.Generation
+			for _, st := range c.steps {
+				st(e, s)
+			}
+			var v Verdict
+			var cerr error
+			e.k.WithBoundary(e.ctx, s.Key, func(b *Boundary) error {
+				v = b.ClassifyWork(s, gen)
+				cerr = b.CheckGeneration(gen)
+				return nil
+			})
+			if v.Kind != c.kind || v.Reason != c.reason {
+				t.Fatalf("verdict %v; want %v (%s)", v, c.kind, c.reason)
+			}
+			if v.Deliverable() {
+				if cur := e.current(s.Key); v.SessionID != cur.SessionID || v.Generation != cur.Generation {
+					t.Fatalf("deliverable to %s at %d; the key is on %+v", v.SessionID, v.Generation, cur)
+				}
+			}
+			// CheckGeneration asks only "superseded?": it agrees wherever the lineage allows delivery.
+			if v.Deliverable() != (cerr == nil) && v.Kind != Unverifiable && v.Reason != ReasonUserBoundary {
+				t.Fatalf("CheckGeneration = %v, verdict %v", cerr, v)
+			}
+			if v.Reason == ReasonSuperseded && !errors.Is(cerr, ErrSuperseded) {
+				t.Fatalf("CheckGeneration = %v for a superseded verdict", cerr)
+			}
+		})
+	}
+}
+
+// TestClassifyWorkNamesTheTransition: the drop record says what superseded the work.
+func TestClassifyWorkNamesTheTransition(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.t = t
+	s := e.stamp(dm("301"))
+	e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
+	e.r(e.k.Stop(e.ctx, s.Key))
+	var v Verdict
+	e.k.WithBoundary(e.ctx, s.Key, func(b *Boundary) error { v = b.ClassifyWork(s, s.Generation); return nil })
+	if v.Reason != ReasonSuperseded || !strings.Contains(v.Detail, "/stop") || !strings.Contains(v.Detail, fmt.Sprintf("work started at %d", s.Generation)) {
+		t.Fatalf("verdict %v", v)
+	}
+}
+
+// TestClassifyWorkRowsWithoutMarker: a compression child written before created_gen existed
+// carries no marker; work across it fails closed (superseded, recorded), never delivered on a
+// guess.
+func TestClassifyWorkRowsWithoutMarker(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.t = t
+	s := e.stamp(dm("302"))
+	r := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
+	e.exec(`UPDATE sessions SET created_gen = NULL WHERE id = ?`, r.SessionID)
+	var v Verdict
+	e.k.WithBoundary(e.ctx, s.Key, func(b *Boundary) error { v = b.ClassifyWork(s, s.Generation); return nil })
+	if v.Kind != Stale || v.Reason != ReasonSuperseded {
+		t.Fatalf("verdict %v", v)
 	}
 }

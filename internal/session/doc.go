@@ -41,4 +41,27 @@
 // unverifiable on store errors, missing rows and compressions not yet visible. The key's
 // generation is a separate check (Boundary.CheckGeneration, Boundary.ClassifyWork) for work a
 // turn started, which /stop cancels even though the session is unchanged. See RATIONALE.md.
+//
+// # Compression keeps work
+//
+// A completion reaches the session that was current when its work was stamped, or that
+// session's compression continuation, and never a session the user has left. Only the
+// transitions a user makes supersede work in flight: /new and /reset, /resume elsewhere,
+// /branch, and /stop for the turn it stops (and, because they end the conversation a turn ran
+// in, replacements and ends of the routed session). Compression is not one of them: it bumps
+// the generation, but ClassifyWork and CheckGeneration follow the explicit compression markers
+// (sessions.created_by = 'compression' with created_gen, the generation at which the child
+// became current) back to the generation the work started at, so a reply or notice pending
+// when the session is compressed is delivered once, into the continuation.
+//
+//	situation since the work started           Classify (lineage)      ClassifyWork (+generation)
+//	nothing                                    deliver                 deliver
+//	compression (any number of times)          deliver-continuation    deliver-continuation
+//	/stop (possibly with compressions)         deliver                 stale: superseded
+//	/new, /reset, /branch, /resume elsewhere   stale: user_boundary    stale: user_boundary
+//	/new, then /resume back into the lineage   deliver                 stale: superseded
+//	replacement or end of the routed session   deliver(-current)       stale: superseded
+//
+// TestClassificationTable and TestClassifyWorkTable pin these rows; the stress test checks them
+// under random interleavings against its own log of generation bumps.
 package session

@@ -126,7 +126,9 @@ func (k *Kernel) Session(ctx context.Context, id string) (SessionInfo, error) {
 		t := time.UnixMilli(ended.Int64)
 		s.EndedAt = &t
 	}
-	_ = json.Unmarshal([]byte(origin), &s.Origin)
+	if err := json.Unmarshal([]byte(origin), &s.Origin); err != nil {
+		return s, fmt.Errorf("session: %s: corrupt origin: %w", id, err)
+	}
 	return s, nil
 }
 

@@ -479,22 +479,24 @@ func encodeSource(src abi.Source) string {
 	return string(b)
 }
 
-// insertSession inserts a new row, retrying with a fresh id on the (astronomically rare) id
-// collision. origin == "" copies the origin of parent.
-func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, origin string, title sql.NullString, now time.Time) (string, error) {
+// insertSession inserts a new row that becomes current at the key's generation gen, retrying
+// with a fresh id on the (astronomically rare) id collision. origin == "" copies the origin of
+// parent.
+func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, origin string, title sql.NullString,
+	gen int64, now time.Time) (string, error) {
 	for attempt := 0; ; attempt++ {
 		id := NewSessionID(now)
 		var err error
 		if origin == "" {
 			err = mustAffect(tx.ExecContext(b.ctx, `INSERT INTO sessions
-				(id, session_key, parent_session_id, branched_from, created_by, started_at, origin, title)
-				SELECT ?, ?, ?, ?, ?, ?, origin, ? FROM sessions WHERE id = ?`,
-				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, now.UnixMilli(), title, parent))
+				(id, session_key, parent_session_id, branched_from, created_by, created_gen, started_at, origin, title)
+				SELECT ?, ?, ?, ?, ?, ?, ?, origin, ? FROM sessions WHERE id = ?`,
+				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, gen, now.UnixMilli(), title, parent))
 		} else {
 			_, err = tx.ExecContext(b.ctx, `INSERT INTO sessions
-				(id, session_key, parent_session_id, branched_from, created_by, started_at, origin, title)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, now.UnixMilli(), origin, title)
+				(id, session_key, parent_session_id, branched_from, created_by, created_gen, started_at, origin, title)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, gen, now.UnixMilli(), origin, title)
 		}
 		if err != nil && attempt < 3 && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
 			continue

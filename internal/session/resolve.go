@@ -183,7 +183,7 @@ func (b *Boundary) create(src abi.Source, now time.Time) (Resolution, error) {
 	var id string
 	err := b.tx(func(tx *sql.Tx) error {
 		var err error
-		id, err = b.insertSession(tx, "", "", createdNew, encodeSource(src), sql.NullString{}, now)
+		id, err = b.insertSession(tx, "", "", createdNew, encodeSource(src), sql.NullString{}, 1, now)
 		if err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func (b *Boundary) replace(tx *sql.Tx, st routeState, cur rowState, endReason, c
 	if err := b.k.fail("replace:ended"); err != nil {
 		return Route{}, err
 	}
-	id, err := b.insertSession(tx, cur.id, "", createdBy, origin, title, now)
+	id, err := b.insertSession(tx, cur.id, "", createdBy, origin, title, st.gen+1, now)
 	if err != nil {
 		return Route{}, err
 	}

@@ -95,8 +95,9 @@ func TestScenario03CompressionContinuation(t *testing.T) {
 	}
 }
 
-// 4: the tip is not visible yet (tip == S1) or has ended: unverifiable (retry), nothing dropped
-// silently and nothing delivered; once the continuation appears the retry delivers.
+// 4: the tip is not visible yet (tip == S1): unverifiable (retry), nothing dropped silently and
+// nothing delivered; once the continuation appears the retry delivers. A tip the user ended
+// (/new after the compression) is final here (compression is one transaction): stale.
 func TestScenario04CompressionNotVisible(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.t = t
@@ -115,11 +116,11 @@ func TestScenario04CompressionNotVisible(t *testing.T) {
 	if v := e.deliver(s, "retried"); v.Kind != DeliverContinuation || v.SessionID != child {
 		t.Fatalf("after the child appeared: %v", v)
 	}
-	// Tip ended: compress again, then /new ends the tip.
+	// Tip ended by the user: compress again, then /new ends the tip.
 	s2 := e.stamp(src)
 	e.r(e.k.Compress(e.ctx, s2.Key, s2.SessionID, ""))
 	after := e.r(e.k.Reset(e.ctx, s2.Key, ""))
-	if v := e.deliver(s2, "y"); v.Kind != Unverifiable || v.Reason != ReasonTipEnded {
+	if v := e.deliver(s2, "y"); v.Kind != Stale || v.Reason != ReasonUserBoundary {
 		t.Fatalf("tip ended: %v", v)
 	}
 	if len(e.transcript(after.SessionID)) != 0 {

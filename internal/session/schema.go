@@ -55,4 +55,9 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		PRIMARY KEY (namespace, platform, chat_id)
 	) WITHOUT ROWID;`,
+	// 4: the key's generation at which a session became current when a transition created it.
+	// With created_by it is the compression marker ClassifyWork follows: a compression child
+	// created at generation g accounts for the bump from g-1 to g, which does not supersede work.
+	// NULL for rows written before this migration (treated as "not a compression bump").
+	`ALTER TABLE sessions ADD COLUMN created_gen INTEGER;`,
 }

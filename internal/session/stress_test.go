@@ -27,6 +27,7 @@ type outcome struct {
 	session    string // where it was appended
 	reason     string // drop reason
 	viaNonUser bool   // delivered to the key's current session under the non-user-end rule
+	compressed bool   // work delivered although the key was compressed since it started
 }
 
 // TestStressBoundaryInvariant runs random transitions, spawns and deliveries on a few keys from
@@ -39,6 +40,15 @@ type outcome struct {
 //     boundary on the way — except the table's explicit rule "stamped session ended for a
 //     non-user reason (idle, timeout, suspended, …) → deliver to the key's current session",
 //     and unstamped events, which go by route;
+//
+// Some events are work a turn started (an answer, a notification turn), classified with
+// ClassifyWork at the generation the work started at. The test keeps its own log of every
+// generation bump and whether it was a compression, and asserts for them:
+//
+//   - no reply or notice of live work is dropped by compression: a superseded verdict needs a
+//     bump since the work started that was not a compression;
+//   - superseded work is never delivered: a deliverable verdict needs every bump since the work
+//     started to be a compression;
 //
 // and at the end that every event was delivered exactly once (one original message in the
 // recorded session) or recorded as dropped, and that the routing table is consistent.
@@ -78,7 +88,9 @@ func TestStressBoundaryInvariant(t *testing.T) {
 			mu       sync.Mutex
 			results  = map[int]outcome{}
 			lastGen  = map[string]int64{}
+			bumps    = map[string]map[int64]string{} // key → generation → "compression" or "other"
 			nonUser  int
+			across   int // work delivered across a compression
 			ops      atomic.Int64
 			stop     = make(chan struct{})
 			evCh     = make(chan stressEvent, 64)
@@ -89,21 +101,52 @@ func TestStressBoundaryInvariant(t *testing.T) {
 				t.Errorf(format, args...)
 			}
 		}
-		// checkGen runs under the key's lock after each operation: generations never go back.
-		checkGen := func(b *Boundary) {
+		genOf := func(b *Boundary) int64 {
 			g, err := b.Generation()
 			if err != nil {
 				if !errors.Is(err, ErrNoRoute) {
 					fail("generation: %v", err)
 				}
-				return
+				return 0
 			}
+			return g
+		}
+		// checkGen runs under the key's lock after each operation: generations never go back, an
+		// operation bumps at most once, and every bump is logged with whether it was a compression.
+		checkGen := func(b *Boundary, before int64, compressed bool) {
+			g := genOf(b)
 			mu.Lock()
+			defer mu.Unlock()
 			if g < lastGen[b.Key()] {
 				fail("generation of %s went back: %d after %d", b.Key(), g, lastGen[b.Key()])
 			}
 			lastGen[b.Key()] = g
-			mu.Unlock()
+			if g == before {
+				return
+			}
+			if g != before+1 {
+				fail("one operation moved %s from generation %d to %d", b.Key(), before, g)
+			}
+			kind := "other"
+			if compressed {
+				kind = "compression"
+			}
+			if bumps[b.Key()] == nil {
+				bumps[b.Key()] = map[int64]string{}
+			}
+			bumps[b.Key()][g] = kind
+		}
+		// supersededSince is the oracle's answer: did a bump other than compression happen after
+		// generation gen? The caller holds the key's lock, so the log is complete.
+		supersededSince := func(key string, gen int64) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for g, kind := range bumps[key] {
+				if g > gen && kind != "compression" {
+					return true
+				}
+			}
+			return false
 		}
 
 		// Users: random transitions.
@@ -121,7 +164,8 @@ func TestStressBoundaryInvariant(t *testing.T) {
 					}
 					i := rng.IntN(nKeys)
 					err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
-						defer checkGen(b)
+						before, compressed := genOf(b), false
+						defer func() { checkGen(b, before, compressed) }()
 						var err error
 						switch op := rng.IntN(100); {
 						case op < 30:
@@ -145,6 +189,7 @@ func TestStressBoundaryInvariant(t *testing.T) {
 							var ok bool
 							if r, ok, err = b.Current(); ok && err == nil {
 								_, err = b.Compress(r.SessionID, "summary")
+								compressed = err == nil
 							}
 						case op < 84:
 							_, err = b.Suspend()
@@ -185,7 +230,8 @@ func TestStressBoundaryInvariant(t *testing.T) {
 					i := rng.IntN(nKeys)
 					var ev stressEvent
 					err := e.k.WithBoundary(ctx, keys[i], func(b *Boundary) error {
-						defer checkGen(b)
+						before := genOf(b)
+						defer func() { checkGen(b, before, false) }()
 						if _, err := b.Resolve(srcs[i], ResolveOptions{Internal: true}); err != nil {
 							return err
 						}
@@ -205,8 +251,11 @@ func TestStressBoundaryInvariant(t *testing.T) {
 						break
 					}
 					ev.id = id
-					if rng.IntN(20) == 0 {
+					switch rng.IntN(20) {
+					case 0:
 						ev.stamp = Stamp{Key: ev.stamp.Key, Route: ev.stamp.Route} // legacy, unstamped
+					case 1, 2, 3, 4, 5, 6:
+						ev.work = true // a turn's answer: started at the stamp's generation
 					}
 					evCh <- ev
 				}
@@ -225,8 +274,21 @@ func TestStressBoundaryInvariant(t *testing.T) {
 					var out outcome
 					for attempt := 0; ; attempt++ {
 						var v Verdict
+						superseded, compressedSince := false, false
 						err := e.k.WithBoundary(ctx, ev.stamp.Key, func(b *Boundary) error {
-							v = b.Classify(ev.stamp)
+							if !ev.work {
+								v = b.Classify(ev.stamp)
+							} else {
+								v = b.ClassifyWork(ev.stamp, ev.stamp.Generation)
+								superseded = supersededSince(ev.stamp.Key, ev.stamp.Generation)
+								compressedSince = genOf(b) != ev.stamp.Generation
+								switch {
+								case v.Reason == ReasonSuperseded && !superseded:
+									fail("work %d %+v dropped by compression alone: %v", ev.id, ev.stamp, v)
+								case v.Deliverable() && superseded:
+									fail("work %d %+v delivered although superseded: %v", ev.id, ev.stamp, v)
+								}
+							}
 							if !v.Deliverable() {
 								return nil
 							}
@@ -243,7 +305,8 @@ func TestStressBoundaryInvariant(t *testing.T) {
 							fail("deliver: %v", err)
 						}
 						if v.Deliverable() {
-							out = outcome{delivered: true, session: v.SessionID, viaNonUser: v.Reason == ReasonEndedNonUser}
+							out = outcome{delivered: true, session: v.SessionID, viaNonUser: v.Reason == ReasonEndedNonUser,
+								compressed: ev.work && compressedSince}
 							break
 						}
 						if v.Kind == Stale || attempt == 2 {
@@ -259,6 +322,9 @@ func TestStressBoundaryInvariant(t *testing.T) {
 					results[ev.id] = out
 					if out.viaNonUser {
 						nonUser++
+					}
+					if out.compressed {
+						across++
 					}
 					mu.Unlock()
 				}
@@ -300,9 +366,13 @@ func TestStressBoundaryInvariant(t *testing.T) {
 			}
 		}
 		checkRoutingConsistent(t, e.db)
-		t.Logf("%d events, %d transitions: %v (%d to the current session after a non-user end)", events, ops.Load(), counts, nonUser)
-		if counts["delivered"] == 0 || len(counts) < 3 {
+		t.Logf("%d events, %d transitions: %v (%d to the current session after a non-user end, %d work across a compression)",
+			events, ops.Load(), counts, nonUser, across)
+		if counts["delivered"] == 0 || len(counts) < 3 || counts["dropped stale:"+ReasonSuperseded] == 0 {
 			t.Errorf("the stress mix did not exercise delivery and drops: %v", counts)
+		}
+		if across == 0 {
+			t.Errorf("no work was delivered across a compression: the mix did not exercise it")
 		}
 	})
 }
@@ -310,6 +380,7 @@ func TestStressBoundaryInvariant(t *testing.T) {
 type stressEvent struct {
 	id    int
 	stamp Stamp
+	work  bool // classified as work started at stamp.Generation
 }
 
 func must2[T any](v T, _ bool, err error) T {

@@ -48,14 +48,28 @@ func (b *Boundary) heal(st routeState, tip string) (routeState, error) {
 	return st, nil
 }
 
-// transition runs fn (which moves the route) in one transaction and records the resulting
-// route in the cache; live says whether the new route is plain (not suspended, row live).
-func (b *Boundary) transition(live bool, fn func(tx *sql.Tx) (Route, error)) (Route, error) {
+// TxFunc is work a caller commits in the same transaction as a transition: typically the
+// record of what the transition cancels (queued turns dropped by /new, with their ledger
+// records). It runs under the key's lock, inside the transaction, after the route moved; an
+// error aborts the transition. It must use only tx (and the boundary's context).
+type TxFunc func(tx *sql.Tx) error
+
+// transition runs fn (which moves the route) and then also, in one transaction, and records
+// the resulting route in the cache; live says whether the new route is plain (not suspended,
+// row live).
+func (b *Boundary) transition(live bool, fn func(tx *sql.Tx) (Route, error), also ...TxFunc) (Route, error) {
 	var r Route
 	err := b.tx(func(tx *sql.Tx) error {
 		var err error
-		r, err = fn(tx)
-		return err
+		if r, err = fn(tx); err != nil {
+			return err
+		}
+		for _, f := range also {
+			if err := f(tx); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return Route{}, err
@@ -76,8 +90,9 @@ func (b *Boundary) routed() (routeState, rowState, error) {
 }
 
 // Reset is /new and /reset: the current session ends session_reset and a new one, its child,
-// becomes current (with title, if not empty). The generation is bumped.
-func (b *Boundary) Reset(title string) (Route, error) {
+// becomes current (with title, if not empty). The generation is bumped, which supersedes work
+// in flight. also runs in the same transaction (see TxFunc).
+func (b *Boundary) Reset(title string, also ...TxFunc) (Route, error) {
 	st, cur, err := b.routed()
 	if err != nil {
 		return Route{}, err
@@ -85,7 +100,7 @@ func (b *Boundary) Reset(title string) (Route, error) {
 	now := b.k.now()
 	return b.transition(true, func(tx *sql.Tx) (Route, error) {
 		return b.replace(tx, st, cur, EndReset, createdReset, "", nullStr(title), true, now)
-	})
+	}, also...)
 }
 
 // Resume is /resume: target is a session id or title of this key (the newest session with that
@@ -163,7 +178,7 @@ func (b *Boundary) Branch(title string) (Route, error) {
 	}
 	now := b.k.now()
 	return b.transition(true, func(tx *sql.Tx) (Route, error) {
-		id, err := b.insertSession(tx, cur.id, cur.id, createdBranch, "", nullStr(title), now)
+		id, err := b.insertSession(tx, cur.id, cur.id, createdBranch, "", nullStr(title), st.gen+1, now)
 		if err != nil {
 			return Route{}, err
 		}
@@ -188,9 +203,10 @@ func (b *Boundary) Branch(title string) (Route, error) {
 }
 
 // Stop is /stop: the generation is bumped (work started before it is superseded, see
-// CheckGeneration); the session and its transcript are kept.
-func (b *Boundary) Stop() (Route, error) {
-	return b.bump(false)
+// CheckGeneration); the session and its transcript are kept. also runs in the same
+// transaction (see TxFunc).
+func (b *Boundary) Stop(also ...TxFunc) (Route, error) {
+	return b.bump(false, also...)
 }
 
 // Suspend marks the route suspended and bumps the generation: the next Resolve ends the
@@ -199,7 +215,7 @@ func (b *Boundary) Suspend() (Route, error) {
 	return b.bump(true)
 }
 
-func (b *Boundary) bump(suspend bool) (Route, error) {
+func (b *Boundary) bump(suspend bool, also ...TxFunc) (Route, error) {
 	st, _, err := b.routed()
 	if err != nil {
 		return Route{}, err
@@ -212,7 +228,7 @@ func (b *Boundary) bump(suspend bool) (Route, error) {
 			return Route{}, err
 		}
 		return Route{Key: b.key, SessionID: st.sid, Generation: st.gen + 1}, nil
-	})
+	}, also...)
 }
 
 // Compress rotates the conversation: the current session, which must be expected (compare
@@ -321,19 +337,89 @@ func (b *Boundary) Generation() (int64, error) {
 	return st.gen, nil
 }
 
-// CheckGeneration returns nil if the key is still at generation gen, and an error wrapping
-// ErrSuperseded if a transition (/stop, /new, /resume, /branch, compression, a reset) happened
-// since. A turn captures the generation when it starts and checks it, inside the boundary,
-// before committing its output.
+// CheckGeneration returns nil if work started at generation gen is still wanted: the key is
+// still at gen, or every transition since was a compression (the work follows the
+// conversation into its continuation). It returns an error wrapping ErrSuperseded if any other
+// transition (/stop, /new, /reset, /resume, /branch, a replacement, an end) happened since. A
+// turn captures the generation when it starts and checks it, inside the boundary, before
+// committing its output.
 func (b *Boundary) CheckGeneration(gen int64) error {
-	g, err := b.Generation()
+	if err := b.check(); err != nil {
+		return err
+	}
+	if e, ok := b.k.cache.get(b.key); ok && e.gen == gen {
+		return nil
+	}
+	st, err := b.load()
 	if err != nil {
 		return err
 	}
-	if g != gen {
-		return fmt.Errorf("%w: %s is at generation %d, work started at %d", ErrSuperseded, b.key, g, gen)
+	if !st.exists {
+		return fmt.Errorf("%w: %s", ErrNoRoute, b.key)
+	}
+	why, err := b.supersededSince(gen, st)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		return fmt.Errorf("%w: %s", ErrSuperseded, why)
 	}
 	return nil
+}
+
+// supersededSince reports why work started at generation gen is no longer wanted, or "" when
+// every generation bump since gen was a compression. It follows the explicit compression
+// markers back from the route st: a routed session created by compression (created_by) at
+// exactly the route's generation (created_gen) accounts for one bump, and its parent was the
+// route one generation earlier. Any other bump (a /stop, or a transition that created a
+// different kind of session, or reopened one) ends the walk: the work is superseded. Rows
+// without a marker (written before it existed) count as superseding: fail closed.
+func (b *Boundary) supersededSince(gen int64, st routeState) (string, error) {
+	sid, g := st.sid, st.gen
+	for hops := 0; g > gen; hops++ {
+		if hops >= b.k.opt.MaxTipHops {
+			return fmt.Sprintf("more than %d compressions since generation %d", b.k.opt.MaxTipHops, gen), nil
+		}
+		var (
+			createdBy, parent string
+			createdGen        sql.NullInt64
+		)
+		err := b.k.db.QueryRowContext(b.ctx, `SELECT created_by, COALESCE(parent_session_id, ''), created_gen
+			FROM sessions WHERE id = ?`, sid).Scan(&createdBy, &parent, &createdGen)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Sprintf("session %s is missing; work started at generation %d", sid, gen), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("session: generation history of %s: %w", b.key, err)
+		}
+		if createdBy != createdCompression || !createdGen.Valid || createdGen.Int64 != g {
+			return fmt.Sprintf("%s at generation %d (work started at %d, key now at %d)",
+				bumpedBy(createdBy, createdGen, g), g, gen, st.gen), nil
+		}
+		sid, g = parent, g-1
+	}
+	if g < gen {
+		return fmt.Sprintf("work claims generation %d, key is at %d", gen, st.gen), nil
+	}
+	return "", nil
+}
+
+// bumpedBy names the transition that moved the key to generation g, as far as the rows tell:
+// the session routed at g was created by it, or (when it is older) the route stayed or moved
+// to an existing session.
+func bumpedBy(createdBy string, createdGen sql.NullInt64, g int64) string {
+	if !createdGen.Valid || createdGen.Int64 != g {
+		return "/stop, /resume or a session end"
+	}
+	switch createdBy {
+	case createdReset:
+		return "/new"
+	case createdBranch:
+		return "/branch"
+	case createdReplace:
+		return "a session replacement"
+	}
+	return "a " + createdBy + " transition"
 }
 
 // Stamp returns the stamp for work started now in this key's current session (a background

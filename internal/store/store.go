@@ -14,13 +14,16 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 )
 
 // Options tune Open.
 type Options struct {
 	// BusyTimeout is how long a writer waits for the lock before SQLITE_BUSY. Default 5s.
 	BusyTimeout time.Duration
+	// NoWriteGate leaves the queueing of this process's writers to SQLite's busy handler, as
+	// without the write gate (gate.go). For measuring the gate only.
+	NoWriteGate bool
 }
 
 // Open opens (creating if needed) the database at path with WAL journaling, foreign keys on and
@@ -49,9 +52,15 @@ func Open(path string, opt Options) (*sql.DB, error) {
 	// The path goes into a file: URI, where '%', '?' and '#' would be read as an escape, the
 	// query and a fragment: a test's temporary directory "…#00/…" opened another, shared file.
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	base, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	var db *sql.DB
+	if opt.NoWriteGate {
+		db = sql.OpenDB(base)
+	} else {
+		db = sql.OpenDB(gatedConnector{Connector: base, gate: &gate{ch: make(chan struct{}, 1), timeout: opt.BusyTimeout}})
 	}
 	if path == ":memory:" {
 		db.SetMaxOpenConns(1)

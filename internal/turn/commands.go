@@ -7,25 +7,33 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
 // command runs a queued slash command (/resume, /branch, /compress, /sessions) in its turn, so it
 // never overtakes the turn before it.
-func (e *Engine) command(ctx context.Context, key string, it *item) (string, string) {
+func (e *Engine) command(ctx context.Context, key string, it *item) {
 	if it.cmd == "more" {
-		return e.sendMore(ctx, key, it)
+		state, outcome := e.sendMore(ctx, key, it)
+		e.end(key, it, state, outcome, nil, stRunning)
+		return
 	}
 	var (
-		text, summary, note string
-		count               int
+		text, summary, note, summarized string
+		count                           int
 	)
 	if it.cmd == "compress" {
 		// The summary is written outside the boundary (a model call may take a while and must
 		// not hold up /new); Compress then checks the session is still the one summarized.
 		var ok bool
-		if summary, count, note, ok = e.compressSummary(ctx, key); !ok {
-			return stDone, "command /compress: " + note
+		if summary, summarized, count, note, ok = e.compressSummary(ctx, key); !ok {
+			if ctx.Err() != nil {
+				return
+			}
+			n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ /compress failed: "+note)
+			e.end(key, it, stFailed, "command /compress: "+note, &n, stRunning)
+			return
 		}
 	}
 	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
@@ -46,12 +54,8 @@ func (e *Engine) command(ctx context.Context, key string, it *item) (string, str
 				text = fmt.Sprintf("🌿 Branched into session %s; the previous one is kept.", r.SessionID)
 			}
 		case "compress":
-			cur, ok, cerr := b.Current()
-			if cerr != nil || !ok {
-				return cerr
-			}
 			var r session.Route
-			if r, err = b.Compress(cur.SessionID, summary); err == nil {
+			if r, err = b.Compress(summarized, summary); err == nil {
 				text = fmt.Sprintf("🗜 Compressed %d messages; the conversation continues in session %s.", count, r.SessionID)
 				if note != "" {
 					text += "\n" + note
@@ -62,46 +66,54 @@ func (e *Engine) command(ctx context.Context, key string, it *item) (string, str
 		}
 		return err
 	})
+	if ctx.Err() != nil {
+		return // interrupted (the command recorded it) or the host is stopping
+	}
+	state, outcome := stDone, "command /"+it.cmd
 	if err != nil {
+		state, outcome = stFailed, outcome+": "+err.Error()
 		text = fmt.Sprintf("⚠️ /%s failed: %v", it.cmd, err)
 	}
+	var answer *delivery.Message
 	if text != "" {
-		e.notice(ctx, it.plugin, it.profile, key, it.src, text)
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, text)
+		answer = &n
 	}
-	return stDone, "command /" + it.cmd
+	e.end(key, it, state, outcome, answer, stRunning)
 }
 
 // compressSummary writes the summary /compress continues from: by the agent when it can
 // (agent.Compressor; the model for the OpenAI agent), else, or when that fails, the
 // deterministic agent.Summary. The history is the current session's, without slash commands
-// (so not the /compress itself). It returns the summary, how many messages it covers, a note for
-// the user, and false when there is no session to compress (the note says why).
-func (e *Engine) compressSummary(ctx context.Context, key string) (string, int, string, bool) {
+// (so not the /compress itself). It returns the summary, the session it summarizes, how many
+// messages it covers, a note for the user, and false when there is nothing to compress (the note
+// says why: no session, or the transcript could not be read; never an empty summary).
+func (e *Engine) compressSummary(ctx context.Context, key string) (string, string, int, string, bool) {
 	route, ok, err := e.k.Current(ctx, key)
 	switch {
 	case err != nil:
-		return "", 0, "no session: " + err.Error(), false
+		return "", "", 0, "no session: " + err.Error(), false
 	case !ok:
-		return "", 0, "no session", false
+		return "", "", 0, "no session", false
 	}
 	msgs, err := e.k.Transcript(ctx, route.SessionID, 0)
 	if err != nil {
-		return "", 0, "reading the transcript failed: " + err.Error(), false
+		return "", "", 0, "reading the transcript failed: " + err.Error(), false
 	}
 	history := assemble(msgs, nil, 0)
 	c, ok := e.agent.(agent.Compressor)
 	if !ok {
-		return agent.Summary(history), len(history), "", true
+		return agent.Summary(history), route.SessionID, len(history), "", true
 	}
 	summary, err := c.Compress(ctx, history)
 	switch {
 	case err == nil:
-		return summary, len(history), "", true
+		return summary, route.SessionID, len(history), "", true
 	case ctx.Err() != nil:
-		return "", 0, "cancelled", false
+		return "", "", 0, "cancelled", false
 	}
 	e.log.Warn("turn: the agent could not summarize; using the plain summary", "key", key, "error", err)
-	return agent.Summary(history), len(history),
+	return agent.Summary(history), route.SessionID, len(history),
 		"(The model could not write the summary: " + agent.UserMessage(err) + " A plain summary was kept instead.)", true
 }
 
@@ -186,8 +198,9 @@ type CommandFunc func(ctx context.Context, call CommandCall) string
 func (f CommandFunc) Run(ctx context.Context, call CommandCall) string { return f(ctx, call) }
 
 // extension runs an extension command: the chat's current session is read inside the
-// boundary, the command runs outside it.
-func (e *Engine) extension(ctx context.Context, key string, it *item, c Command) (string, string) {
+// boundary, the command runs outside it. Its answer is queued with the row's outcome, in one
+// transaction (see end).
+func (e *Engine) extension(ctx context.Context, key string, it *item, c Command) {
 	call := CommandCall{Plugin: it.plugin, Profile: it.profile, Key: key, Source: it.src, Arg: it.arg}
 	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
 		route, ok, err := b.Current()
@@ -196,14 +209,20 @@ func (e *Engine) extension(ctx context.Context, key string, it *item, c Command)
 		}
 		return err
 	})
-	text := ""
-	if err != nil {
-		text = fmt.Sprintf("⚠️ /%s failed: %v", it.cmd, err)
-	} else {
+	state, outcome, text := stDone, "command /"+it.cmd, ""
+	if err == nil {
 		text = c.Run(ctx, call)
 	}
-	if text != "" {
-		e.notice(ctx, it.plugin, it.profile, key, it.src, text)
+	if ctx.Err() != nil {
+		return // interrupted (the command recorded it) or the host is stopping
 	}
-	return stDone, "command /" + it.cmd
+	if err != nil {
+		state, outcome, text = stFailed, outcome+": "+err.Error(), fmt.Sprintf("⚠️ /%s failed: %v", it.cmd, err)
+	}
+	var answer *delivery.Message
+	if text != "" {
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, text)
+		answer = &n
+	}
+	e.end(key, it, state, outcome, answer, stRunning)
 }

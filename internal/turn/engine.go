@@ -5,6 +5,23 @@
 // classified when it is picked up, and whatever it becomes (a text notice, or a synthetic turn
 // of the agent) is delivered through the ledger's guarded send, which classifies it again inside
 // the key's boundary immediately before the plugin's send.
+//
+// # Records
+//
+// Every inbound event is an inbox row from the moment it arrives ("received", written before
+// the chat's boundary is taken, so a busy chat never delays the platform's acknowledgement), and
+// so is every queued notification. What becomes of a row is written in the same transaction as
+// whatever goes with it: a turn's answer and its row's
+// "done"; a dropped notification and its ledger drop record; a /stop or /new and everything it
+// cancels; a process event's acknowledgement and the ledger row, drop record or inbox row that is
+// its outcome. Row states move by compare-and-set, so a turn and the command that interrupts it
+// never both record an outcome. Outcomes are true: done, failed, interrupted (by /stop, /new,
+// /reset or a restart), dropped.
+//
+// # Lock order
+//
+// A plugin instance, then a key's boundary, then Engine.mu (a leaf, never held across I/O;
+// Engine.typingMu is another leaf, never held with it). See Engine.
 package turn
 
 import (
@@ -12,6 +29,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -75,6 +93,22 @@ type Typist interface {
 }
 
 // Engine runs turns.
+//
+// Lock order, outermost first. Every path takes these in this order and never goes back:
+//
+//  1. a plugin instance: held by a plugin call whose host functions dispatch events here, and
+//     reserved by the ledger before it takes a boundary to send;
+//  2. a key's boundary lock (session.Kernel.WithBoundary): applying a recorded inbound event
+//     (Dispatch waits IntakeWait for it, then leaves the event to the chat's intake goroutine),
+//     a turn stamping or classifying, a /stop or /new committing with the records of what it
+//     cancels;
+//  3. Engine.mu, the in-memory queues: a leaf. It is held only to read or change keys and their
+//     queues, never across SQL, an agent or plugin call, a channel wait or a context
+//     cancellation, and nothing is acquired while it is held. Engine.typingMu, the typing
+//     indicator's rate limit, is a leaf of the same kind, never held together with Engine.mu.
+//
+// SQLite's write lock is taken under 2 or with nothing held, never under 3. RATIONALE.md says
+// why the durable records are written the way they are.
 type Engine struct {
 	db     *sql.DB
 	k      *session.Kernel
@@ -85,7 +119,7 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu       sync.Mutex // guards keys, more, lastEdit and intake
+	mu       sync.Mutex // guards keys, every keyQueue, more, lastEdit and intake; a leaf (see the lock order above)
 	keys     map[string]*keyQueue
 	more     map[string]*pending  // the rest of a key's last cut answer (/more)
 	lastEdit map[string]time.Time // a chat's last streamed post or edit
@@ -93,19 +127,21 @@ type Engine struct {
 	wg       sync.WaitGroup
 	ctx      context.Context
 
-	typingMu   sync.Mutex           // guards typingLast (a leaf lock)
+	typingMu   sync.Mutex           // guards typingLast (a leaf lock, like mu; never held with it)
 	typingLast map[string]time.Time // chat → when typing was last sent
 }
 
 // keyQueue is one chat's turns. Guarded by Engine.mu.
 type keyQueue struct {
 	items   []*item
-	running *item
-	cancel  context.CancelFunc
+	active  bool  // a runKey goroutine serves this queue
+	running *item // the turn in progress
+	cancel  context.CancelCauseFunc
 }
 
 // item is one queued turn: user messages (merged while the chat is busy), a queued slash
-// command, or a batch of notifications of one conversation.
+// command, or a batch of notifications of one conversation. For notifications, ids, texts,
+// stamps and events are parallel: one inbox row per process event.
 type item struct {
 	kind            string // kindMessage or kindNotification
 	ids             []string
@@ -114,8 +150,15 @@ type item struct {
 	texts           []string
 	cmd, arg        string          // a queued slash command
 	stamps          []session.Stamp // notifications
+	events          []string        // notifications: the process event, "proc_…#seq"
 	attempts        int
 }
+
+// interrupted is the cause a running turn's context is cancelled with: the command that
+// stopped it. The command recorded the interruption before cancelling.
+type interrupted struct{ by string }
+
+func (i *interrupted) Error() string { return "interrupted by " + i.by }
 
 // New creates an Engine. Call Start to recover queued turns and consume process events.
 func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger, a agent.Agent, procs *process.Registry, r Router, opt Options) (*Engine, error) {
@@ -169,26 +212,32 @@ func newID(prefix string) string {
 
 // Start re-queues the turns a previous run left queued, reports the ones it interrupted, and
 // starts consuming process events. It returns at once; the work stops when ctx is cancelled.
+//
+// A foreground turn that was running when the host stopped is not run again (it could repeat
+// its side effects, a command it started): it is recorded interrupted and the user is told, in
+// one transaction. A notification turn that was running is queued again: it has no side
+// effects, and its answer is recorded in the same transaction that ends it, so it had none.
 func (e *Engine) Start(ctx context.Context) error {
 	e.ctx = ctx
-	queued, running, err := e.loadOpen(ctx)
+	open, err := e.loadOpen(ctx)
 	if err != nil {
 		return err
 	}
-	for _, r := range running {
-		// The turn was running when the host stopped. Running it again could repeat its side
-		// effects (a command it started), so the user is told instead.
-		e.setState(ctx, []string{r.id}, stInterrupted, "the host restarted during this turn")
-		if r.kind == kindMessage {
-			e.notice(ctx, r.plugin, r.profile, r.key, r.src, "⚠️ I was restarted while answering your last message; please send it again.")
+	for _, r := range open {
+		it := e.itemOf(r)
+		if r.state == stRunning && r.kind == kindMessage {
+			notice := e.noticeMsg(r.plugin, r.profile, r.key, r.src, "⚠️ I was restarted while answering your last message; please send it again.")
+			e.end(r.key, it, stInterrupted, "interrupted: the host restarted during this turn", &notice, stRunning)
+			continue
 		}
-	}
-	for _, r := range queued {
-		it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text}}
-		if r.kind == kindNotification {
-			it.stamps = []session.Stamp{r.stamp}
-		} else {
-			it.cmd, it.arg = e.parseCommand(r.text)
+		if r.state == stRunning {
+			if err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+				_, err := e.settle(ctx, t, r.key, it, stQueued, "", stRunning)
+				return err
+			}); err != nil {
+				e.log.Error("turn: re-queueing an interrupted notification turn failed", "id", r.id, "error", err)
+				continue
+			}
 		}
 		e.enqueue(r.key, it)
 	}
@@ -266,7 +315,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 	if kind != abi.EventMessage {
 		row.kind = kindRecord
 	}
-	fresh, err := e.insert(ctx, row, stReceived)
+	fresh, err := e.insert(ctx, e.db, row, stReceived)
 	if err != nil {
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
 	}
@@ -340,8 +389,9 @@ func (e *Engine) runIntake(key string, q *intakeQueue) {
 }
 
 // apply applies a recorded inbound event inside its key's boundary, waiting at most wait for
-// it (forever if wait < 0), then sends the command's confirmation or queues the turn. applied
-// is false if the boundary stayed busy.
+// it (forever if wait < 0): the row leaves 'received' for its outcome in the same boundary as
+// the event's effect (a queued turn, a /stop or /new with what it cancels), and a /status is
+// answered afterwards. applied is false if the boundary stayed busy.
 func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (ref abi.SessionRef, applied bool, err error) {
 	key, src := row.key, row.src
 	var (
@@ -378,14 +428,14 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 			var arg string
 			cmd, arg = e.parseCommand(row.text)
 			switch cmd {
-			case "stop":
-				e.interrupt(key, true)
-				res.Route, err = b.Stop()
-				confirm = "⏹ Stopped."
-			case "new", "reset":
-				e.interrupt(key, false)
-				res.Route, err = b.Reset(arg)
-				confirm = "✨ New conversation started."
+			case "stop", "new", "reset":
+				// The transition commits together with the row's outcome, the records of what it
+				// cancels and its confirmation (see cut).
+				if res.Route, err = e.cut(b, key, row, cmd, arg); err != nil {
+					return err
+				}
+				ref = res.Ref()
+				return nil
 			case "status":
 				confirm = e.status(b, key)
 			default:
@@ -403,7 +453,13 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		case submit != nil:
 			state = stQueued
 		}
-		e.setState(b.Context(), []string{row.id}, state, outcome)
+		if _, err := setState(b.Context(), e.db, []string{row.id}, state, outcome, e.opt.Now(), stReceived); err != nil {
+			return err
+		}
+		if submit != nil {
+			// Queued inside the boundary: a /new applied after this message cannot overtake it.
+			e.enqueue(key, submit)
+		}
 		ref = res.Ref()
 		return nil
 	}
@@ -422,9 +478,6 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 	}
 	if confirm != "" {
 		e.notice(ctx, row.plugin, row.profile, key, src, confirm)
-	}
-	if submit != nil {
-		e.enqueue(key, submit)
 	}
 	return ref, true, nil
 }
@@ -488,45 +541,122 @@ func parseCommand(text string) (string, string) {
 	return "", ""
 }
 
-// interrupt cancels key's running turn and drops its queued user messages; queued
-// notifications survive a /stop (keep) but not a /new.
-func (e *Engine) interrupt(key string, keepNotifications bool) {
+// cut carries out /stop, /new and /reset (cmd) inside key's boundary b. The queued work the
+// command cancels is taken off the chat's queue first (/stop keeps queued notifications). The
+// transition then commits in one transaction together with the record of everything it
+// cancels: each dropped turn's inbox row, a ledger drop record for each dropped notification,
+// the interruption of the running turn, the command's own row and its confirmation. Only after
+// that commit is the running turn's context cancelled. If the transition fails, the queued
+// work goes back and nothing is cancelled.
+func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title string) (session.Route, error) {
+	by := "/" + cmd
+	confirm := "⏹ Stopped."
+	if cmd != "stop" {
+		confirm = "✨ New conversation started."
+	}
+	queued, running := e.detach(key, cmd != "stop")
+	var lt *delivery.Tx
+	record := func(tx *sql.Tx) error {
+		ctx := b.Context()
+		lt = e.ledger.In(tx)
+		for _, it := range queued {
+			if _, err := e.settle(ctx, lt, key, it, stDropped, "cancelled by "+by+" before it ran", stQueued); err != nil {
+				return err
+			}
+		}
+		if running != nil {
+			to := stInterrupted
+			if running.kind == kindNotification {
+				to = stDropped
+			}
+			// Still queued counts: its runner may not have marked it running yet.
+			if _, err := e.settle(ctx, lt, key, running, to, "interrupted by "+by, stRunning, stQueued); err != nil {
+				return err
+			}
+		}
+		if _, err := setState(ctx, tx, []string{row.id}, stDone, "command "+by, e.opt.Now(), stReceived); err != nil {
+			return err
+		}
+		_, err := lt.Enqueue(ctx, e.noticeMsg(row.plugin, row.profile, key, row.src, confirm))
+		return err
+	}
+	var (
+		r   session.Route
+		err error
+	)
+	if cmd == "stop" {
+		r, err = b.Stop(record)
+	} else {
+		r, err = b.Reset(title, record)
+	}
+	if err != nil {
+		e.putBack(key, queued)
+		return r, err
+	}
+	lt.Committed()
+	if cmd != "stop" {
+		e.setMore(key, nil) // the rest of an answer of the old conversation
+	}
+	e.cancelRunning(key, running, by)
+	return r, nil
+}
+
+// detach takes the queued turns a /new (all) or /stop (user messages only) cancels off key's
+// queue and returns them with the running turn. Nothing is cancelled yet.
+func (e *Engine) detach(key string, all bool) (taken []*item, running *item) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !keepNotifications {
-		delete(e.more, key) // the rest of an answer of the old conversation
-	}
 	kq := e.keys[key]
 	if kq == nil {
-		return
-	}
-	if kq.cancel != nil {
-		kq.cancel()
+		return nil, nil
 	}
 	var keep []*item
 	for _, it := range kq.items {
-		if it.kind == kindNotification && keepNotifications {
+		if !all && it.kind == kindNotification {
 			keep = append(keep, it)
 			continue
 		}
-		e.setState(e.ctx, it.ids, stDropped, "superseded by /stop or /new")
-		if it.kind == kindNotification {
-			e.recordDropped(e.ctx, key, it, "cancelled: the conversation was reset before the notification turn ran")
-		}
+		taken = append(taken, it)
 	}
 	kq.items = keep
+	return taken, kq.running
+}
+
+// putBack returns detached turns to the front of key's queue (their command failed).
+func (e *Engine) putBack(key string, items []*item) {
+	if len(items) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	kq := e.queueLocked(key)
+	kq.items = append(append([]*item(nil), items...), kq.items...)
+	e.serveLocked(key, kq)
+}
+
+// cancelRunning cancels it, if it is still key's running turn, with the command as the cause.
+func (e *Engine) cancelRunning(key string, it *item, by string) {
+	if it == nil {
+		return
+	}
+	e.mu.Lock()
+	var cancel context.CancelCauseFunc
+	if kq := e.keys[key]; kq != nil && kq.running == it {
+		cancel = kq.cancel
+	}
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel(&interrupted{by: by})
+	}
 }
 
 // enqueue adds it to key's queue, merging consecutive user messages (one pending slot) and
-// notifications of the same conversation (one consolidated turn), and starts the key's runner.
+// notifications of the same conversation (one consolidated turn), and makes sure a runner
+// serves the queue.
 func (e *Engine) enqueue(key string, it *item) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	kq := e.keys[key]
-	if kq == nil {
-		kq = &keyQueue{}
-		e.keys[key] = kq
-	}
+	kq := e.queueLocked(key)
 	if n := len(kq.items); n > 0 {
 		last := kq.items[n-1]
 		mergeable := last.kind == it.kind && last.cmd == "" && it.cmd == "" &&
@@ -535,6 +665,7 @@ func (e *Engine) enqueue(key string, it *item) {
 			last.ids = append(last.ids, it.ids...)
 			last.texts = append(last.texts, it.texts...)
 			last.stamps = append(last.stamps, it.stamps...)
+			last.events = append(last.events, it.events...)
 			if it.kind == kindMessage {
 				last.src = it.src
 			}
@@ -542,19 +673,36 @@ func (e *Engine) enqueue(key string, it *item) {
 		}
 	}
 	kq.items = append(kq.items, it)
-	if kq.running == nil && len(kq.items) == 1 {
-		e.wg.Add(1)
-		go e.runKey(key, kq)
-	}
+	e.serveLocked(key, kq)
 }
 
-// runKey runs key's queued turns one at a time until the queue is empty.
+func (e *Engine) queueLocked(key string) *keyQueue {
+	kq := e.keys[key]
+	if kq == nil {
+		kq = &keyQueue{}
+		e.keys[key] = kq
+	}
+	return kq
+}
+
+// serveLocked starts kq's runner unless one is active. e.mu must be held.
+func (e *Engine) serveLocked(key string, kq *keyQueue) {
+	if kq.active || len(kq.items) == 0 {
+		return
+	}
+	kq.active = true
+	e.wg.Add(1)
+	go e.runKey(key, kq)
+}
+
+// runKey runs key's queued turns one at a time until the queue is empty. Each turn records its
+// own outcome (see end); a /stop or /new records the interruption of the turn it cancels.
 func (e *Engine) runKey(key string, kq *keyQueue) {
 	defer e.wg.Done()
 	for {
 		e.mu.Lock()
 		if len(kq.items) == 0 || e.ctx.Err() != nil {
-			kq.running, kq.cancel = nil, nil
+			kq.active, kq.running, kq.cancel = false, nil, nil
 			if len(kq.items) == 0 && e.keys[key] == kq {
 				delete(e.keys, key)
 			}
@@ -563,51 +711,109 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 		}
 		it := kq.items[0]
 		kq.items = kq.items[1:]
-		ctx, cancel := context.WithCancel(e.ctx)
+		ctx, cancel := context.WithCancelCause(e.ctx)
 		kq.running, kq.cancel = it, cancel
 		e.mu.Unlock()
 
-		e.setState(ctx, it.ids, stRunning, "")
-		state, outcome := e.run(ctx, key, it)
-		cancel()
-		if ctx.Err() != nil && e.ctx.Err() == nil && state == stDone {
-			state, outcome = stInterrupted, "cancelled by /stop or /new"
+		if testHookPopped != nil {
+			testHookPopped(it)
 		}
-		if it.kind == kindNotification && state == stDropped && strings.HasPrefix(outcome, "cancelled") {
-			e.recordDropped(e.ctx, key, it, outcome)
+		if e.begin(key, it) {
+			e.run(ctx, key, it)
 		}
-		if state != "" {
-			e.setState(e.ctx, it.ids, state, outcome)
-		}
+		cancel(nil)
 		e.mu.Lock()
 		kq.running, kq.cancel = nil, nil
 		e.mu.Unlock()
 	}
 }
 
-func (e *Engine) run(ctx context.Context, key string, it *item) (string, string) {
+// testHookPopped, when set by a test, runs in a chat's runner right after it took a turn off
+// the queue, before the turn is marked running.
+var testHookPopped func(*item)
+
+// begin marks it's inbox rows running. Rows that are no longer queued (a /new recorded them
+// dropped meanwhile) leave the turn; it reports whether anything is left to run.
+func (e *Engine) begin(key string, it *item) bool {
+	var moved []string
+	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+		var err error
+		moved, err = setState(ctx, t.SQL(), it.ids, stRunning, "", e.opt.Now(), stQueued)
+		return err
+	})
+	if err != nil {
+		// The store is failing: try the turn again later rather than run it unrecorded.
+		e.log.Error("turn: starting a turn failed; retrying later", "key", key, "error", err)
+		e.later(key, it, e.opt.RetryBase)
+		return false
+	}
+	if len(moved) < len(it.ids) {
+		it.keep(moved)
+	}
+	return len(it.ids) > 0
+}
+
+// keep narrows it to the inbox rows ids.
+func (it *item) keep(ids []string) {
+	in := map[string]bool{}
+	for _, id := range ids {
+		in[id] = true
+	}
+	var n int
+	for i, id := range it.ids {
+		if !in[id] {
+			continue
+		}
+		it.ids[n] = id
+		if it.kind == kindNotification {
+			it.texts[n], it.stamps[n], it.events[n] = it.texts[i], it.stamps[i], it.events[i]
+		}
+		n++
+	}
+	it.ids = it.ids[:n]
+	if it.kind == kindNotification {
+		it.texts, it.stamps, it.events = it.texts[:n], it.stamps[:n], it.events[:n]
+	}
+}
+
+// later queues it again after d, behind whatever the chat has queued by then.
+func (e *Engine) later(key string, it *item, d time.Duration) {
+	time.AfterFunc(d, func() {
+		if e.ctx.Err() == nil {
+			e.enqueue(key, it)
+		}
+	})
+}
+
+func (e *Engine) run(ctx context.Context, key string, it *item) {
 	switch {
 	case it.kind == kindNotification:
-		return e.synthetic(ctx, key, it)
+		e.synthetic(ctx, key, it)
 	case e.opt.Commands[it.cmd] != nil:
-		return e.extension(ctx, key, it, e.opt.Commands[it.cmd])
+		e.extension(ctx, key, it, e.opt.Commands[it.cmd])
 	case it.cmd != "":
-		return e.command(ctx, key, it)
+		e.command(ctx, key, it)
+	default:
+		e.foreground(ctx, key, it)
 	}
-	return e.foreground(ctx, key, it)
 }
 
 // foreground runs the agent on the user's (merged) message and queues its answer, guarded by the
 // session and generation the turn started at.
-func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, string) {
+func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 	var st session.Stamp
 	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
 		var err error
 		st, err = b.Stamp(it.src)
 		return err
 	})
+	if ctx.Err() != nil {
+		return // interrupted (the command recorded it) or the host is stopping (Start reports it)
+	}
 	if err != nil {
-		return stDone, "no session: " + err.Error()
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ I could not open this conversation; please try again.")
+		e.end(key, it, stFailed, "no session: "+err.Error(), &n, stRunning)
+		return
 	}
 	target := outbound(it.src)
 	if it.src.ChatType != abi.ChatDM {
@@ -631,31 +837,30 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 	rep, err := e.agent.Turn(ctx, t)
 	stopTyping()
 	if ctx.Err() != nil {
-		return stInterrupted, "cancelled by /stop or /new"
+		return
 	}
-	text := ""
-	if err != nil {
-		text = "⚠️ " + agent.UserMessage(err)
-	} else if rep != nil {
+	state, outcome, text := stDone, "", ""
+	switch {
+	case err != nil:
+		state, outcome, text = stFailed, "agent: "+err.Error(), "⚠️ "+agent.UserMessage(err)
+	case rep != nil:
 		text = rep.Text
 		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep))
 	}
 	if strings.TrimSpace(text) == "" {
-		return stDone, "no answer"
+		e.end(key, it, state, "no answer", nil, stRunning)
+		return
 	}
 	parts, rest := e.capParts(it.plugin, text)
 	e.setMore(key, &pending{text: rest, plugin: it.plugin, profile: it.profile, target: outbound(it.src), stamp: st})
 	if stream != nil && stream.finish(parts) {
-		return stDone, "answered (streamed)"
+		e.end(key, it, state, strings.TrimPrefix(outcome+"; answered (streamed)", "; "), nil, stRunning)
+		return
 	}
-	id, err := e.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{
+	e.end(key, it, state, outcome, &delivery.Message{
 		Plugin: it.plugin, Profile: it.profile, Key: key, Target: target, Text: text, Parts: parts, Kind: delivery.KindReply,
 		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Origin: "turn:" + it.ids[0],
-	})
-	if err != nil {
-		return stDone, "answer not recorded: " + err.Error()
-	}
-	return stDone, "answered " + id
+	}, stRunning)
 }
 
 // typing shows "typing" in the turn's chat until the returned stop is called (see
@@ -715,28 +920,97 @@ func outbound(src abi.Source) abi.OutboundMessage {
 	return abi.OutboundMessage{ChatType: src.ChatType, ChatID: src.ChatID, ThreadID: src.ThreadID, UserID: src.UserID, ScopeID: src.ScopeID}
 }
 
-// recordDropped writes a notification that will not be delivered to the ledger as dropped, with
-// its text and the reason: a dropped notification is never silent.
-func (e *Engine) recordDropped(ctx context.Context, key string, it *item, reason string) {
-	origin := ""
-	if len(it.ids) > 0 {
-		origin = "notify:" + it.ids[0] // as the answer would have been (synthetic)
-	}
-	for _, st := range it.stamps {
-		if _, err := e.ledger.Record(context.WithoutCancel(ctx), delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key,
-			Target: outbound(st.Route), Text: batchText(it.texts), Kind: delivery.KindNotification,
-			Guard: delivery.GuardLineage, Stamp: st, Origin: origin}, delivery.Dropped, reason); err != nil {
-			e.log.Error("turn: recording a dropped notification failed", "key", key, "error", err)
+// errOvertaken: the turn's rows were no longer in the expected state (a /stop or /new recorded
+// the turn's interruption first); what the turn wanted to record is discarded.
+var errOvertaken = errors.New("turn: overtaken by a command")
+
+// end records how it's turn ended, in one transaction: its inbox rows move from one of the
+// from states to state with outcome, answer (if any) is queued in the ledger (the outcome says
+// which message), and notifications that end dropped get their ledger drop records. A turn
+// whose rows are no longer in a from state (a /stop or /new recorded its interruption first)
+// writes nothing, and its answer is discarded.
+func (e *Engine) end(key string, it *item, state, outcome string, answer *delivery.Message, from ...string) {
+	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+		out := outcome
+		if answer != nil {
+			g, err := t.Enqueue(ctx, *answer)
+			if err != nil {
+				return err
+			}
+			out = strings.TrimPrefix(out+"; answered "+g, "; ")
 		}
+		n, err := e.settle(ctx, t, key, it, state, out, from...)
+		if err == nil && n == 0 {
+			err = errOvertaken
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, errOvertaken):
+		e.log.Debug("turn: outcome already recorded by a command", "key", key, "ids", it.ids)
+	case err != nil:
+		// The rows stay as they were; Start deals with them after a restart.
+		e.log.Error("turn: recording a turn's outcome failed", "key", key, "ids", it.ids, "state", state, "error", err)
+	}
+}
+
+// settle moves it's inbox rows that are in one of the from states to state with outcome, and
+// writes a ledger drop record for each notification row it drops. It returns how many rows moved.
+func (e *Engine) settle(ctx context.Context, t *delivery.Tx, key string, it *item, state, outcome string, from ...string) (int, error) {
+	moved, err := setState(ctx, t.SQL(), it.ids, state, outcome, e.opt.Now(), from...)
+	if err != nil || state != stDropped || it.kind != kindNotification {
+		return len(moved), err
+	}
+	in := map[string]bool{}
+	for _, id := range moved {
+		in[id] = true
+	}
+	for i, id := range it.ids {
+		if !in[id] {
+			continue
+		}
+		if _, err := t.Record(ctx, e.dropRecord(key, it, i), delivery.Dropped, outcome); err != nil {
+			return 0, err
+		}
+	}
+	return len(moved), nil
+}
+
+// dropRecord is the ledger's record of notification i of it, which will not be delivered.
+func (e *Engine) dropRecord(key string, it *item, i int) delivery.Message {
+	st := it.stamps[i]
+	origin, _, _ := strings.Cut(it.events[i], "#")
+	return delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key, Target: outbound(st.Route),
+		Text: it.texts[i], Kind: delivery.KindNotification, Guard: delivery.GuardLineage, Stamp: st, Origin: origin}
+}
+
+// writeAttempts bounds the retries of one durable write while the store fails.
+const writeAttempts = 5
+
+// write runs fn in one transaction (ledger rows through t, everything else through t.SQL()),
+// retrying with backoff while the store fails. errOvertaken is not retried.
+func (e *Engine) write(fn func(ctx context.Context, t *delivery.Tx) error) error {
+	ctx := context.WithoutCancel(e.ctx)
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := e.ledger.Update(ctx, func(t *delivery.Tx) error { return fn(ctx, t) })
+		if err == nil || errors.Is(err, errOvertaken) || attempt == writeAttempts || e.ctx.Err() != nil {
+			return err
+		}
+		e.log.Warn("turn: write failed; retrying", "attempt", attempt, "error", err)
+		time.Sleep(wait)
+		wait *= 2
 	}
 }
 
 // notice sends a host message into the chat (a command confirmation, an error), unguarded: it
 // answers something the user just did.
 func (e *Engine) notice(ctx context.Context, plugin, profile, key string, src abi.Source, text string) {
-	if _, err := e.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{
-		Plugin: plugin, Profile: profile, Key: key, Target: outbound(src), Text: text, Kind: delivery.KindNotice,
-	}); err != nil {
+	if _, err := e.ledger.Enqueue(context.WithoutCancel(ctx), e.noticeMsg(plugin, profile, key, src, text)); err != nil {
 		e.log.Error("turn: notice not recorded", "key", key, "error", err)
 	}
+}
+
+func (e *Engine) noticeMsg(plugin, profile, key string, src abi.Source, text string) delivery.Message {
+	return delivery.Message{Plugin: plugin, Profile: profile, Key: key, Target: outbound(src), Text: text, Kind: delivery.KindNotice}
 }

@@ -22,10 +22,19 @@ import (
 // chatPlatform stands in for a platform plugin: it records every message the ledger sends.
 // (End-to-end tests in internal/gateway send through a real Wasm plugin.)
 type chatPlatform struct {
-	mu   sync.Mutex
-	sent []abi.OutboundMessage
-	at   []time.Time // when each was sent
-	cond *sync.Cond
+	mu     sync.Mutex
+	sent   []abi.OutboundMessage
+	at     []time.Time // when each was sent
+	cond   *sync.Cond
+	flood  time.Duration // if set, the next send is refused with this retry_after
+	floods int           // sends refused so
+}
+
+// refused is how many sends the platform refused with retry_after.
+func (c *chatPlatform) refused() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.floods
 }
 
 func newChat() *chatPlatform {
@@ -37,6 +46,12 @@ func newChat() *chatPlatform {
 func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessage) (*abi.SendResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.flood > 0 {
+		after := c.flood
+		c.flood = 0
+		c.floods++
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, RetryAfterMs: after.Milliseconds(), Message: "flood control"}}, nil
+	}
 	c.sent = append(c.sent, m)
 	c.at = append(c.at, time.Now())
 	c.cond.Broadcast()
@@ -45,6 +60,19 @@ func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessag
 	}
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(c.sent))}}, nil
 }
+
+func (c *chatPlatform) Reserve(context.Context, string) (delivery.Sender, error) {
+	return chatSend{c}, nil
+}
+
+// chatSend is a Sender for the chat platform; there is nothing to reserve.
+type chatSend struct{ c *chatPlatform }
+
+func (s chatSend) Send(ctx context.Context, profile string, m abi.OutboundMessage) (*abi.SendResult, error) {
+	return s.c.Send(ctx, "echo", profile, m)
+}
+
+func (chatSend) Release() {}
 
 func (c *chatPlatform) Limit(string) (abi.MessageLimit, error) {
 	return abi.MessageLimit{Max: 4000, Unit: abi.UnitCodePoint}, nil
@@ -102,6 +130,7 @@ func (staticRouter) PluginFor(string, string) (string, bool) { return "echo", tr
 
 type harness struct {
 	t      *testing.T
+	dir    string
 	k      *session.Kernel
 	procs  *process.Registry
 	ledger *delivery.Ledger
@@ -113,7 +142,12 @@ type harness struct {
 	rows   map[string]delivery.Row
 }
 
-func newHarness(t *testing.T, a agent.Agent, opt Options) *harness {
+// harnessOption adjusts the process registry's options of a harness.
+type harnessOption func(*process.Options)
+
+func withShell(sh string) harnessOption { return func(o *process.Options) { o.Shell = sh } }
+
+func newHarness(t *testing.T, a agent.Agent, opt Options, popts ...harnessOption) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := store.Open(filepath.Join(dir, "h.db"), store.Options{})
@@ -122,12 +156,16 @@ func newHarness(t *testing.T, a agent.Agent, opt Options) *harness {
 	}
 	t.Cleanup(func() { db.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
+	h := &harness{t: t, dir: dir, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
 	quiet := slog.New(slog.DiscardHandler)
 	if h.k, err = session.Open(ctx, db, session.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if h.procs, err = process.New(ctx, db, process.Options{DataDir: dir, Logger: quiet, PollInterval: 20 * time.Millisecond}); err != nil {
+	po := process.Options{DataDir: dir, Logger: quiet, PollInterval: 20 * time.Millisecond}
+	for _, o := range popts {
+		o(&po)
+	}
+	if h.procs, err = process.New(ctx, db, po); err != nil {
 		t.Fatal(err)
 	}
 	if h.ledger, err = delivery.Open(ctx, db, h.k, h.chat, delivery.Options{Logger: quiet, Backoff: 20 * time.Millisecond,

@@ -2,8 +2,10 @@ package turn
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -37,14 +39,19 @@ CREATE INDEX turn_inbox_open ON turn_inbox (state, created_at) WHERE state IN ('
 CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'received';`,
 }
 
-// Inbox row states.
+// Inbox row states. An inbound event is received, then applied under its chat's boundary: it
+// becomes done at once (a command, an observed message) or queued. A row moves queued → running → done | failed | interrupted | dropped, or
+// queued → dropped; a notification row may go back from running to queued (retried later, or
+// re-run after a restart). Every move is a compare-and-set on the expected state, so a turn and
+// the command that interrupts it cannot both record an outcome.
 const (
 	stReceived    = "received" // recorded, not yet applied under the boundary
 	stQueued      = "queued"
 	stRunning     = "running"
-	stDone        = "done"
-	stDropped     = "dropped"
-	stInterrupted = "interrupted"
+	stDone        = "done"        // the turn finished; its outcome says with which answer
+	stFailed      = "failed"      // the turn could not do its work (agent error, no session); the user was told
+	stInterrupted = "interrupted" // a user turn stopped by /stop, /new, /reset, or a restart (outcome says which)
+	stDropped     = "dropped"     // cancelled before it ran, or a notification turn not delivered (with a ledger record)
 )
 
 // Inbox row kinds.
@@ -59,16 +66,39 @@ type inboxRow struct {
 	eventKind                                     string // abi.Event* of an inbound event
 	src                                           abi.Source
 	stamp                                         session.Stamp
+	state                                         string
 	created                                       time.Time
+}
+
+// itemOf rebuilds the queued turn of an open row.
+func (e *Engine) itemOf(r inboxRow) *item {
+	it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text}}
+	if r.kind == kindNotification {
+		it.stamps, it.events = []session.Stamp{r.stamp}, []string{r.eventID}
+	} else {
+		it.cmd, it.arg = e.parseCommand(r.text)
+	}
+	return it
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // insert records an inbound event or a notification; it reports false if the event id was seen
 // before (the event is a duplicate).
-func (e *Engine) insert(ctx context.Context, r *inboxRow, state string) (bool, error) {
-	src, _ := json.Marshal(r.src)
+func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state string) (bool, error) {
+	src, err := json.Marshal(r.src)
+	if err != nil {
+		return false, fmt.Errorf("turn: source: %w", err)
+	}
 	stamp := ""
 	if r.stamp.Key != "" {
-		b, _ := json.Marshal(r.stamp)
+		b, err := json.Marshal(r.stamp)
+		if err != nil {
+			return false, fmt.Errorf("turn: stamp: %w", err)
+		}
 		stamp = string(b)
 	}
 	var eventID any
@@ -76,7 +106,7 @@ func (e *Engine) insert(ctx context.Context, r *inboxRow, state string) (bool, e
 		eventID = r.eventID
 	}
 	now := e.opt.Now().UnixMilli()
-	res, err := e.db.ExecContext(ctx, `INSERT OR IGNORE INTO turn_inbox
+	res, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO turn_inbox
 		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind)
@@ -87,68 +117,125 @@ func (e *Engine) insert(ctx context.Context, r *inboxRow, state string) (bool, e
 	return n == 1, err
 }
 
-func (e *Engine) setState(ctx context.Context, ids []string, state, outcome string) {
-	ctx = context.WithoutCancel(ctx)
+// setState moves the rows ids that are in one of the from states to state with outcome, in db
+// (usually the transaction that records what goes with the change), and returns the ids that
+// moved.
+func setState(ctx context.Context, db execer, ids []string, state, outcome string, now time.Time, from ...string) ([]string, error) {
+	var moved []string
+	q := `UPDATE turn_inbox SET state = ?, outcome = ?, updated_at = ? WHERE id = ? AND state IN (?` +
+		strings.Repeat(", ?", len(from)-1) + `)`
 	for _, id := range ids {
-		if _, err := e.db.ExecContext(ctx, `UPDATE turn_inbox SET state = ?, outcome = ?, updated_at = ? WHERE id = ?`,
-			state, outcome, e.opt.Now().UnixMilli(), id); err != nil {
-			e.log.Error("turn: recording inbox state failed", "id", id, "state", state, "error", err)
+		args := []any{state, outcome, now.UnixMilli(), id}
+		for _, f := range from {
+			args = append(args, f)
+		}
+		res, err := db.ExecContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("turn: inbox %s to %s: %w", id, state, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, err
+		}
+		if n == 1 {
+			moved = append(moved, id)
 		}
 	}
+	return moved, nil
 }
 
-func (e *Engine) loadOpen(ctx context.Context) ([]inboxRow, []inboxRow, error) {
+// loadOpen returns the rows a previous run left queued or running, oldest first. A row that
+// cannot be decoded is reported and marked failed, never run with zero values.
+func (e *Engine) loadOpen(ctx context.Context) ([]inboxRow, error) {
 	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, stamp, state, created_at
 		FROM turn_inbox WHERE state IN ('queued', 'running') ORDER BY rowid`)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	defer rows.Close()
-	var queued, running []inboxRow
+	var (
+		open    []inboxRow
+		corrupt = map[string]string{}
+	)
 	for rows.Next() {
 		var (
 			r          inboxRow
 			src, stamp string
-			state      string
 			created    int64
 		)
-		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &stamp, &state, &created); err != nil {
-			return nil, nil, err
-		}
-		json.Unmarshal([]byte(src), &r.src)
-		if stamp != "" {
-			json.Unmarshal([]byte(stamp), &r.stamp)
+		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &stamp, &r.state, &created); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("turn: reading the inbox: %w", err)
 		}
 		r.created = time.UnixMilli(created)
-		if state == stRunning {
-			running = append(running, r)
-		} else {
-			queued = append(queued, r)
+		if err := json.Unmarshal([]byte(src), &r.src); err != nil {
+			corrupt[r.id] = "corrupt source: " + err.Error()
+			continue
+		}
+		if stamp != "" {
+			if err := json.Unmarshal([]byte(stamp), &r.stamp); err != nil {
+				corrupt[r.id] = "corrupt stamp: " + err.Error()
+				continue
+			}
+		}
+		if r.kind == kindNotification && (r.stamp.Key == "" || r.eventID == "") {
+			corrupt[r.id] = "notification without its stamp or event"
+			continue
+		}
+		open = append(open, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("turn: reading the inbox: %w", err)
+	}
+	if err := e.failCorrupt(ctx, corrupt, stQueued, stRunning); err != nil {
+		return nil, err
+	}
+	return open, nil
+}
+
+// failCorrupt reports the inbox rows that cannot be decoded (id → why) and marks them failed
+// from one of the from states: never run with zero values, never left open.
+func (e *Engine) failCorrupt(ctx context.Context, corrupt map[string]string, from ...string) error {
+	for id, why := range corrupt {
+		e.log.Error("turn: inbox row cannot be decoded; marked failed", "id", id, "error", why)
+		if _, err := setState(ctx, e.db, []string{id}, stFailed, why, e.opt.Now(), from...); err != nil {
+			return err
 		}
 	}
-	return queued, running, rows.Err()
+	return nil
 }
 
 // loadReceived returns the inbound events recorded but not applied when the host stopped, in
-// the order they arrived.
+// the order they arrived. A row that cannot be decoded is reported and marked failed.
 func (e *Engine) loadReceived(ctx context.Context) ([]*inboxRow, error) {
 	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, event_kind
 		FROM turn_inbox WHERE state = 'received' ORDER BY rowid`)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*inboxRow
+	var (
+		out     []*inboxRow
+		corrupt = map[string]string{}
+	)
 	for rows.Next() {
 		r := &inboxRow{}
 		var src string
 		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &r.eventKind); err != nil {
-			return nil, err
+			rows.Close()
+			return nil, fmt.Errorf("turn: reading the inbox: %w", err)
 		}
 		if err := json.Unmarshal([]byte(src), &r.src); err != nil {
-			return nil, fmt.Errorf("inbox row %s: source: %w", r.id, err)
+			corrupt[r.id] = "corrupt source: " + err.Error()
+			continue
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("turn: reading the inbox: %w", err)
+	}
+	if err := e.failCorrupt(ctx, corrupt, stReceived); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

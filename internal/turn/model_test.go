@@ -19,6 +19,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/agent/agenttest"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/process"
 )
 
 // Tests of turns with the OpenAI-compatible agent against the loopback fake model server.
@@ -92,7 +93,15 @@ func TestStopKillsForegroundCommand(t *testing.T) {
 			t.Fatalf("process %d still exists after /stop", pid)
 		}
 	}
-	list, err := h.procs.List(context.Background())
+	// The process is gone; the registry records its end right after (its reaper commits it).
+	var list []process.Info
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		list, err = h.procs.List(context.Background())
+		if err != nil || len(list) != 1 || list[0].State.Final() || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || len(list) != 1 || !list[0].State.Final() || list[0].State == "exited" {
 		t.Fatalf("registry: %+v %v", list, err)
 	}

@@ -40,26 +40,17 @@ func (e *Engine) consume(ctx context.Context) {
 
 // pickup classifies one event and hands it on: a stale one is recorded as dropped, an
 // unverifiable one is retried with backoff (then dropped), a deliverable one becomes a guarded
-// text notice or a queued notification turn. The event is acknowledged only once its outcome is
-// durable (a ledger row or an inbox row), so a crash never loses it.
+// text notice or a queued notification turn. The event is acknowledged in the same transaction
+// that makes its outcome durable (the ledger row, the record of the drop, or the queued turn's
+// inbox row), so it is never acked without one and a crash never loses it.
 func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
-	q := e.procs.Queue()
 	ev := c.Event
 	st := ev.Stamp
-	ack := func(outcome string) {
-		if err := q.Ack(context.WithoutCancel(ctx), c.Seq, c.Token, outcome); err != nil && !errors.Is(err, process.ErrSuppressed) {
-			e.log.Warn("turn: acknowledging a process event failed", "proc", ev.ProcID, "error", err)
-		}
-	}
+	eventID := fmt.Sprintf("%s#%d", ev.ProcID, c.Seq)
 	if st.Key == "" || st.Route.ChatID == "" {
-		ack("dropped: no route")
-		return
-	}
-	if err := e.k.VerifyRoute(st, st.Route); err != nil {
-		// The route would take the notice somewhere the stamped key does not own (a DM/group
-		// bleed): never deliver it.
-		ack("dropped: " + session.ReasonKeyMismatch)
-		e.log.Warn("process notification dropped: route does not match its key", "proc", ev.ProcID, "error", err)
+		// Nowhere to record it in the ledger: the event's own outcome (ps) is the record.
+		e.log.Warn("process notification dropped: it has no route", "proc", ev.ProcID)
+		e.acked(ctx, c, "dropped: no route", nil)
 		return
 	}
 	plugin, ok := e.router.PluginFor(st.Route.Platform, st.Profile)
@@ -81,87 +72,132 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 	if dropped.Text == "" {
 		dropped.Text = syntheticText(ev)
 	}
+	// drop records the notification as dropped with reason and acks the event with outcome, in
+	// one transaction.
+	drop := func(reason, outcome string) {
+		e.acked(ctx, c, "dropped: "+outcome, func(ctx context.Context, t *delivery.Tx) error {
+			_, err := t.Record(ctx, dropped, delivery.Dropped, reason)
+			return err
+		})
+	}
+	if err := e.k.VerifyRoute(st, st.Route); err != nil {
+		// The route would take the notice somewhere the stamped key does not own (a DM/group
+		// bleed): never deliver it.
+		e.log.Warn("process notification dropped: route does not match its key", "proc", ev.ProcID, "error", err)
+		drop(session.ReasonKeyMismatch+": "+err.Error(), session.ReasonKeyMismatch)
+		return
+	}
 	v := e.k.Classify(ctx, st)
 	switch {
 	case v.Kind == session.Stale:
 		// Recorded, never silent; the process's output stays readable with `hermes-host ps log`.
-		if _, err := e.ledger.Record(ctx, dropped, delivery.Dropped, "stale: "+v.Reason); err != nil {
-			e.retry(ctx, c, "recording the drop failed: "+err.Error())
-			return
-		}
-		ack("dropped: " + v.Reason)
+		drop("stale: "+v.Reason, v.Reason)
 		return
 	case !v.Deliverable():
 		if c.Attempt >= e.opt.MaxNotifyAttempts {
-			e.ledger.Record(ctx, dropped, delivery.Dropped, "unverifiable: "+v.Reason)
-			ack("dropped: unverifiable " + v.Reason)
+			drop("unverifiable: "+v.Reason, "unverifiable "+v.Reason)
 			return
 		}
 		e.retry(ctx, c, "unverifiable: "+v.String())
 		return
 	}
 	if agentMode {
-		row := &inboxRow{id: newID("in_"), plugin: plugin, profile: st.Profile, kind: kindNotification, key: st.Key,
-			src: st.Route, text: msg.Text, stamp: st}
-		if _, err := e.insert(ctx, row, stQueued); err != nil {
-			e.retry(ctx, c, "queueing the notification turn failed: "+err.Error())
-			return
+		row := &inboxRow{id: newID("in_"), plugin: plugin, profile: st.Profile, eventID: eventID, kind: kindNotification,
+			key: st.Key, src: st.Route, text: msg.Text, stamp: st}
+		fresh := false
+		if !e.acked(ctx, c, "queued notification turn "+row.id, func(ctx context.Context, t *delivery.Tx) error {
+			var err error
+			fresh, err = e.insert(ctx, t.SQL(), row, stQueued)
+			return err
+		}) || !fresh {
+			return // not acked (retried), or a turn for this event exists already
 		}
-		ack("queued notification turn " + row.id)
-		e.enqueue(st.Key, &item{kind: kindNotification, ids: []string{row.id}, plugin: plugin, profile: st.Profile,
-			src: st.Route, texts: []string{msg.Text}, stamps: []session.Stamp{st}})
+		e.enqueue(st.Key, e.itemOf(*row))
 		return
 	}
 	if msg.Text == "" {
-		ack("not shown (notifications: " + e.opt.Notifications + ")")
+		e.acked(ctx, c, "not shown (notifications: "+e.opt.Notifications+")", nil)
 		return
 	}
-	id, err := e.ledger.Enqueue(ctx, msg)
-	if err != nil {
-		e.retry(ctx, c, "queueing the notice failed: "+err.Error())
-		return
+	e.acked(ctx, c, "queued", func(ctx context.Context, t *delivery.Tx) error {
+		_, err := t.Enqueue(ctx, msg)
+		return err
+	})
+}
+
+// acked commits fn's writes and the event's acknowledgement (with outcome) in one transaction
+// and reports whether it did. If the agent consumed the result meanwhile, nothing is written
+// (the event stays suppressed, which is its record). If the store fails, the event is released
+// for another attempt.
+func (e *Engine) acked(ctx context.Context, c process.Claimed, outcome string, fn func(ctx context.Context, t *delivery.Tx) error) bool {
+	ctx = context.WithoutCancel(ctx) // an outcome decided is recorded even while stopping
+	err := e.ledger.Update(ctx, func(t *delivery.Tx) error {
+		if fn != nil {
+			if err := fn(ctx, t); err != nil {
+				return err
+			}
+		}
+		return e.procs.Queue().AckTx(ctx, t.SQL(), c.Seq, c.Token, outcome)
+	})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, process.ErrSuppressed):
+		e.log.Debug("process notification not needed: the agent read the result", "proc", c.ProcID)
+	case errors.Is(err, process.ErrClaimLost):
+		e.log.Warn("process notification: the claim was lost (its lease ran out); another pickup handles it", "proc", c.ProcID)
+	default:
+		e.retry(ctx, c, "recording the outcome failed: "+err.Error())
 	}
-	ack("queued " + id)
+	return false
 }
 
 func (e *Engine) retry(ctx context.Context, c process.Claimed, why string) {
 	wait := e.opt.RetryBase << min(c.Attempt-1, 6)
 	e.log.Info("process notification retried", "proc", c.ProcID, "attempt", c.Attempt, "why", why, "in", wait)
 	if err := e.procs.Queue().Release(context.WithoutCancel(ctx), c.Seq, c.Token, wait); err != nil && !errors.Is(err, process.ErrSuppressed) {
-		e.log.Warn("turn: releasing a process event failed", "proc", c.ProcID, "error", err)
+		e.log.Warn("turn: releasing a process event failed; its lease will expire", "proc", c.ProcID, "error", err)
 	}
 }
 
 // synthetic runs a notification turn: it waits its turn behind foreground turns (the queue),
-// captures the generation, runs the agent on the narrow path, and queues the answer guarded by
-// the process's stamp and that generation (so /stop or /new during it cancels it).
-func (e *Engine) synthetic(ctx context.Context, key string, it *item) (string, string) {
+// classifies the notification inside the boundary, runs the agent on the narrow path, and
+// queues the answer guarded by the process's stamp and the generation the turn started at (so
+// /stop or /new during it cancels it; compression does not). Whatever becomes of it is recorded
+// with the inbox row in one transaction: the answer, or the drop with its ledger record.
+func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 	st := it.stamps[0]
 	var v session.Verdict
 	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
 		v = b.Classify(st)
 		return nil
 	})
+	if ctx.Err() != nil {
+		return // interrupted (the command recorded it) or the host is stopping
+	}
 	if err != nil {
-		return stDone, "boundary: " + err.Error()
+		v = session.Verdict{Kind: session.Unverifiable, Reason: session.ReasonStore, Detail: err.Error(), Err: err}
 	}
 	switch {
 	case v.Kind == session.Stale:
-		e.recordDropped(ctx, key, it, "stale: "+v.Reason)
-		return stDropped, "stale: " + v.Reason
+		e.end(key, it, stDropped, "stale: "+v.Reason, nil, stRunning)
+		return
 	case !v.Deliverable():
 		it.attempts++
 		if it.attempts >= e.opt.MaxNotifyAttempts {
-			e.recordDropped(ctx, key, it, "unverifiable: "+v.Reason)
-			return stDropped, "unverifiable: " + v.Reason
+			e.end(key, it, stDropped, "unverifiable: "+v.Reason, nil, stRunning)
+			return
 		}
-		// Try again later, behind whatever else the chat has queued.
-		time.AfterFunc(e.opt.RetryBase<<min(it.attempts-1, 6), func() {
-			if e.ctx.Err() == nil {
-				e.enqueue(key, it)
-			}
-		})
-		return "", ""
+		// Try again later, behind whatever else the chat has queued by then.
+		if err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+			_, err := e.settle(ctx, t, key, it, stQueued, "retrying: unverifiable "+v.Reason, stRunning)
+			return err
+		}); err != nil {
+			e.log.Error("turn: re-queueing a notification turn failed", "key", key, "error", err)
+			return
+		}
+		e.later(key, it, e.opt.RetryBase<<min(it.attempts-1, 6))
+		return
 	}
 	src := st.Route
 	src.MessageID = "" // never quote a stale message
@@ -171,32 +207,29 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) (string, s
 		History: e.history(ctx, v.SessionID, nil), Tools: e.tools(ctx, it, key, st, true),
 	})
 	if ctx.Err() != nil {
-		return stDropped, "cancelled by /stop or /new"
+		return
 	}
 	msg := delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key, Target: outbound(src), Kind: delivery.KindNotification,
 		Guard: delivery.GuardWork, Stamp: st, Generation: v.Generation, Origin: "notify:" + it.ids[0]}
-	outcome := "answered "
+	state, outcome := stDone, ""
 	if err != nil {
 		// The job's result must not be lost with the model: the plain notice goes out instead,
 		// once, saying why; the transcript records it as a notification (program output).
 		e.log.Warn("notification turn: the model failed; sending the plain notice", "key", key, "error", err)
 		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), plainNotice(input))
 		msg.Transcript, msg.TranscriptRole = true, agent.RoleNotification
-		outcome = "model failed (" + err.Error() + "); plain notice "
+		state, outcome = stFailed, "model failed ("+err.Error()+"); plain notice"
 	} else {
 		msg.Text = rep.Text // media are dropped: notification turns are text only
 		if strings.TrimSpace(msg.Text) == "" {
-			return stDone, "no answer"
+			e.end(key, it, stDropped, "the agent gave no answer to the notification", nil, stRunning)
+			return
 		}
 		turnID := it.ids[len(it.ids)-1]
 		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: input}}, turnMessages(rep)...))
 	}
 	msg.Parts, _ = e.capParts(it.plugin, msg.Text)
-	id, err := e.ledger.Enqueue(context.WithoutCancel(ctx), msg)
-	if err != nil {
-		return stDone, "answer not recorded: " + err.Error()
-	}
-	return stDone, outcome + id
+	e.end(key, it, state, outcome, &msg, stRunning)
 }
 
 // ModelFailedNotice is what a notification turn sends when the model failed: %s is the model's

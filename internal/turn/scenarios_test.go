@@ -16,8 +16,21 @@ import (
 // spawn starts a background process from src's current session, as a turn's tool would.
 func (h *harness) spawn(src abi.Source, cmd string, notify bool, mutate ...func(*session.Stamp)) process.SpawnResult {
 	h.t.Helper()
+	res, err := h.trySpawn(src, cmd, notify, mutate...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+// trySpawn is spawn for any goroutine: it returns errors instead of failing the test.
+func (h *harness) trySpawn(src abi.Source, cmd string, notify bool, mutate ...func(*session.Stamp)) (process.SpawnResult, error) {
+	key, err := h.k.Key(src)
+	if err != nil {
+		return process.SpawnResult{}, err
+	}
 	var res process.SpawnResult
-	err := h.k.WithBoundary(context.Background(), h.key(src), func(b *session.Boundary) error {
+	err = h.k.WithBoundary(context.Background(), key, func(b *session.Boundary) error {
 		if _, err := b.Resolve(src, session.ResolveOptions{}); err != nil {
 			return err
 		}
@@ -31,10 +44,7 @@ func (h *harness) spawn(src abi.Source, cmd string, notify bool, mutate ...func(
 		res, err = h.procs.Spawn(b.Context(), process.SpawnRequest{Command: cmd, Stamp: st, NotifyOnComplete: notify})
 		return err
 	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return res
+	return res, err
 }
 
 // eventDone waits until the process's first event is final (done or suppressed) and returns it.
