@@ -514,6 +514,7 @@ func (v *version) newInstance(ctx context.Context) (*instance, error) {
 			WithStderr(stderr).
 			WithSysWalltime().
 			WithSysNanotime().
+			WithNanosleep(sleepSlice).
 			WithRandSource(rand.Reader),
 	})
 	if err != nil {
@@ -522,6 +523,15 @@ func (v *version) newInstance(ctx context.Context) (*instance, error) {
 	v.metrics.instances(1)
 	return &instance{p: p, stderr: stderr}, nil
 }
+
+// maxSleepSlice bounds one guest sleep (WASI poll_oneoff with a clock). A guest that asks for
+// longer wakes up, finds its timer not yet due and sleeps again, so the call's deadline (checked
+// when the guest runs) still stops a guest that sleeps past it.
+const maxSleepSlice = 20 * time.Millisecond
+
+// sleepSlice really sleeps, unlike wazero's default (which returns at once, so that a guest's
+// time.Sleep spins a core until the time has passed), but at most maxSleepSlice at a time.
+func sleepSlice(ns int64) { time.Sleep(min(time.Duration(ns), maxSleepSlice)) }
 
 func (v *version) discard(inst *instance) {
 	v.pool.discard(inst)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,6 +370,42 @@ func TestEgressFromWasm(t *testing.T) {
 	if e.Code != abi.CodeDenied || !strings.Contains(e.Message, "declared: api.example.com") || hits.Load() != before {
 		t.Fatalf("sneaky got %s (hits %d→%d)", got, before, hits.Load())
 	}
+}
+
+// TestGuestSleep: a guest's time.Sleep really sleeps (it does not spin a core until the time has
+// passed), and a guest sleeping past its call deadline is still stopped at the deadline.
+func TestGuestSleep(t *testing.T) {
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Plugins: map[string]Settings{"probe": {
+		Limits:   Limits{CallTimeout: time.Second},
+		Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)},
+	}}})
+	r.Scan(context.Background())
+	probe := r.Get("probe")
+	if _, err := probeSend(t, probe, "main", "version"); err != nil { // warm: the instance exists
+		t.Fatal(err)
+	}
+	cpu0, wall0 := processCPU(), time.Now()
+	if got, err := probeSend(t, probe, "main", "sleep 400ms"); err != nil || got != `"slept 400ms"` {
+		t.Fatalf("sleep: %s %v", got, err)
+	}
+	wall, cpu := time.Since(wall0), processCPU()-cpu0
+	t.Logf("a 400ms guest sleep took %v wall, %v CPU", wall, cpu)
+	if wall < 400*time.Millisecond || cpu > wall/2 {
+		t.Fatalf("a 400ms sleep took %v wall and %v CPU: the guest spun instead of sleeping", wall, cpu)
+	}
+	start := time.Now()
+	_, err := probeSend(t, probe, "main", "sleep 30s")
+	var crash *CrashError
+	if !errors.As(err, &crash) || crash.Reason != "deadline" || time.Since(start) > 10*time.Second {
+		t.Fatalf("a guest sleeping past its deadline: %v after %v", err, time.Since(start))
+	}
+}
+
+// processCPU is the CPU time this process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func TestHotReload(t *testing.T) {

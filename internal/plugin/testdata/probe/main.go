@@ -99,6 +99,13 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		}
 	case "log":
 		c.Log(abi.LevelInfo, arg, "k", "v")
+	case "sleep":
+		d, perr := time.ParseDuration(arg)
+		if perr != nil {
+			return nil, abi.Errorf(abi.CodeBadRequest, "sleep: %v", perr)
+		}
+		time.Sleep(d)
+		out = "slept " + arg
 	case "panic":
 		panic("probe was asked to panic")
 	default:
