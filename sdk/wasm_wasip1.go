@@ -11,7 +11,7 @@ import (
 
 // The ABI version marker: never called; the host reads its name from the export table.
 //
-//go:wasmexport hermes_abi_v1_0
+//go:wasmexport hermes_abi_v1_1
 func abiMarker() {}
 
 //go:wasmexport describe

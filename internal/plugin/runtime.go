@@ -396,6 +396,9 @@ type Plugin struct {
 
 	mu  sync.RWMutex // guards cur
 	cur *version
+
+	statusMu sync.Mutex                   // guards status
+	status   map[string]abi.ProfileStatus // by profile: what the last poll reported (ABI 1.1)
 }
 
 // Name is the plugin's manifest name.

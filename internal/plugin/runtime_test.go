@@ -96,7 +96,7 @@ func TestLoadValidatesAndServes(t *testing.T) {
 	}
 	p := r.Get("probe")
 	info := p.Info()
-	if info.State != "active" || info.ABI != "1.0" || info.Instances != 1 || info.Manifest.Platform != "probe" {
+	if info.State != "active" || info.ABI != abi.Current().String() || info.Instances != 1 || info.Manifest.Platform != "probe" {
 		t.Fatalf("info %+v", info)
 	}
 	if got, err := probeSend(t, p, "main", "profile"); err != nil || got != `"main:t-main"` {
@@ -153,7 +153,7 @@ func TestBadFilesAreRejectedWithReasons(t *testing.T) {
 	want := map[string]string{
 		"garbage.wasm":   "not a WebAssembly module",
 		"panicky.wasm":   "panicky: describe",
-		"wrongabi.wasm":  "plugin is built for ABI 2.0; this host speaks ABI 1.0",
+		"wrongabi.wasm":  "plugin is built for ABI 2.0; this host speaks ABI 1.1",
 		"noexports.wasm": `missing required export "describe"`,
 	}
 	if len(rej) != len(want) {
@@ -317,6 +317,28 @@ func TestHostFunctions(t *testing.T) {
 	}
 	if got, err := probeSend(t, p, "main", "clock"); err != nil || len(got) < 13 {
 		t.Fatalf("clock %s %v", got, err)
+	}
+
+	// What poll reports about a profile is shown in Info, per profile, until a poll clears it.
+	polled := func(profile string) map[string]abi.ProfileStatus {
+		t.Helper()
+		if _, err := p.Poll(ctx, profile, 0); err != nil {
+			t.Fatal(err)
+		}
+		return p.Info().Status
+	}
+	if st := polled("main"); len(st) != 0 {
+		t.Fatalf("status before any report: %+v", st)
+	}
+	probeSend(t, p, "main", "kvset status=stopped: closed with 4013")
+	probeSend(t, p, "work", "kvset status=ok: connected")
+	polled("work")
+	if st := polled("main"); st["main"] != (abi.ProfileStatus{State: "stopped", Message: "closed with 4013"}) || st["work"].State != "ok" {
+		t.Fatalf("status after reports: %+v", st)
+	}
+	probeSend(t, p, "main", "kvset status=")
+	if st := polled("main"); len(st) != 1 || st["work"].State != "ok" {
+		t.Fatalf("status after main's report was cleared: %+v", st)
 	}
 
 	// A panic inside a host function comes back to the guest as an error; the instance that saw

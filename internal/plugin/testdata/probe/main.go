@@ -19,7 +19,7 @@ func init() {
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
 			Name: "probe", Version: version, Kind: abi.KindPlatform, Platform: "probe",
-			Capabilities: []string{abi.CapWebhook},
+			Capabilities: []string{abi.CapWebhook, abi.CapPoll},
 			MessageLimit: abi.MessageLimit{Max: 1000, Unit: abi.UnitByte},
 			Egress:       []string{"127.0.0.1"},
 			ConfigSchema: json.RawMessage(`{"type":"object","properties":{"token":{"type":"string","secret":true}},"required":["token"]}`),
@@ -38,8 +38,24 @@ func init() {
 				Events:   []abi.InboundEvent{{ID: "w1", Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
 			}, nil
 		},
+		Poll: poll,
 		Send: send,
 	})
+}
+
+// poll reports the status stored under the kv key "status" ("state: message"), if any, and
+// asks to be polled again in a minute.
+func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
+	res := &abi.PollResult{BackoffMs: 60000}
+	v, found, err := c.KVGet("status")
+	if err != nil {
+		return nil, err
+	}
+	if found && len(v) > 0 {
+		state, msg, _ := strings.Cut(string(v), ": ")
+		res.Status = &abi.ProfileStatus{State: state, Message: msg}
+	}
+	return res, nil
 }
 
 func main() {}
