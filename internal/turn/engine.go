@@ -13,6 +13,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -89,9 +90,13 @@ type item struct {
 	plugin, profile string
 	src             abi.Source // where to answer (the latest message's source)
 	texts           []string
+	msgIDs          []string        // platform message ids of texts (user messages), for recalls
 	cmd, arg        string          // a queued slash command
 	stamps          []session.Stamp // notifications
 	attempts        int
+	// cancelled, when set, says why the running turn was cancelled (a recall); guarded by
+	// Engine.mu.
+	cancelled string
 }
 
 // New creates an Engine. Call Start to recover queued turns and consume process events.
@@ -154,7 +159,8 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 	}
 	for _, r := range queued {
-		it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text}}
+		it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text},
+			msgIDs: []string{r.src.MessageID}}
 		if r.kind == kindNotification {
 			it.stamps = []session.Stamp{r.stamp}
 		} else {
@@ -220,6 +226,9 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 			if route, ok, cerr := b.Current(); cerr == nil && ok {
 				res.Route = route
 			}
+			if err == nil {
+				e.recall(b.Context(), key, src.MessageID)
+			}
 		case abi.EventSeed:
 			res, err = b.Resolve(src, session.ResolveOptions{Internal: true})
 		case abi.EventMessage:
@@ -243,7 +252,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 				confirm = e.status(b, key)
 			default:
 				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: plugin, profile: profile, src: src,
-					texts: []string{ev.Text}, cmd: cmd, arg: arg}
+					texts: []string{ev.Text}, msgIDs: []string{src.MessageID}, cmd: cmd, arg: arg}
 			}
 			if confirm != "" && err == nil {
 				e.setState(b.Context(), []string{row.id}, stDone, "command /"+cmd)
@@ -314,6 +323,46 @@ func (e *Engine) interrupt(key string, keepNotifications bool) {
 	kq.items = keep
 }
 
+// recall handles a message its sender recalled (the transcript is already redacted): a running
+// turn that answers it is cancelled, and a queued one forgets it (and is dropped when nothing
+// else is left in it). Called inside key's boundary, like interrupt.
+func (e *Engine) recall(ctx context.Context, key, msgID string) {
+	if msgID == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	kq := e.keys[key]
+	if kq == nil {
+		return
+	}
+	const why = "cancelled: the sender recalled the message"
+	if r := kq.running; r != nil && r.kind == kindMessage && kq.cancel != nil && slices.Contains(r.msgIDs, msgID) {
+		r.cancelled = why
+		kq.cancel()
+	}
+	keep := kq.items[:0]
+	for _, it := range kq.items {
+		if it.kind == kindMessage && len(it.msgIDs) == len(it.ids) {
+			for i := 0; i < len(it.msgIDs); i++ {
+				if it.msgIDs[i] != msgID {
+					continue
+				}
+				e.setState(ctx, it.ids[i:i+1], stDropped, "recalled by the sender before its turn")
+				it.ids = slices.Delete(it.ids, i, i+1)
+				it.texts = slices.Delete(it.texts, i, i+1)
+				it.msgIDs = slices.Delete(it.msgIDs, i, i+1)
+				i--
+			}
+			if len(it.ids) == 0 {
+				continue
+			}
+		}
+		keep = append(keep, it)
+	}
+	kq.items = keep
+}
+
 // enqueue adds it to key's queue, merging consecutive user messages (one pending slot) and
 // notifications of the same conversation (one consolidated turn), and starts the key's runner.
 func (e *Engine) enqueue(key string, it *item) {
@@ -331,6 +380,7 @@ func (e *Engine) enqueue(key string, it *item) {
 		if mergeable {
 			last.ids = append(last.ids, it.ids...)
 			last.texts = append(last.texts, it.texts...)
+			last.msgIDs = append(last.msgIDs, it.msgIDs...)
 			last.stamps = append(last.stamps, it.stamps...)
 			if it.kind == kindMessage {
 				last.src = it.src
@@ -370,6 +420,11 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 		if ctx.Err() != nil && e.ctx.Err() == nil && state == stDone {
 			state, outcome = stInterrupted, "cancelled by /stop or /new"
 		}
+		e.mu.Lock()
+		if why := it.cancelled; why != "" && ctx.Err() != nil && e.ctx.Err() == nil {
+			state, outcome = stInterrupted, why
+		}
+		e.mu.Unlock()
 		if it.kind == kindNotification && state == stDropped && strings.HasPrefix(outcome, "cancelled") {
 			e.recordDropped(e.ctx, key, it, outcome)
 		}
