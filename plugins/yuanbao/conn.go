@@ -48,20 +48,20 @@ const (
 
 // Timing.
 const (
-	pingEvery       = 30 * time.Second // an application-level ping (the WebSocket's own is not used)
-	pongWithin      = 10 * time.Second
-	missedPongs     = 2 // pongs missed in a row before the connection is replaced
-	authWithin      = 10 * time.Second
-	openWithin      = 10 * time.Second
-	backoffFirst    = time.Second // reconnect back-off: 1 s, 2 s, 4 s … 60 s
-	backoffMax      = 60 * time.Second
-	stoppedRecheck  = time.Minute // a stopped profile's poll comes back this often
-	typingEvery     = 2 * time.Second
-	typingAtMost    = 2 * time.Minute // a turn without an answer stops "typing" after this long
-	maxPollWait     = 25 * time.Second
-	minConnectTime  = 9 * time.Second // a connect may take this long even when the poll's wait is shorter
-	readerMargin    = 2 * time.Second
-	maxRecent       = 256
+	pingEvery      = 30 * time.Second // an application-level ping (the WebSocket's own is not used)
+	pongWithin     = 10 * time.Second
+	missedPongs    = 2 // pongs missed in a row before the connection is replaced
+	authWithin     = 10 * time.Second
+	openWithin     = 10 * time.Second
+	backoffFirst   = time.Second // reconnect back-off: 1 s, 2 s, 4 s … 60 s
+	backoffMax     = 60 * time.Second
+	stoppedRecheck = time.Minute // a stopped profile's poll comes back this often
+	typingEvery    = 2 * time.Second
+	typingAtMost   = 2 * time.Minute // a turn without an answer stops "typing" after this long
+	maxPollWait    = 25 * time.Second
+	minConnectTime = 9 * time.Second // a connect may take this long even when the poll's wait is shorter
+	readerMargin   = 2 * time.Second
+	maxRecent      = 256
 )
 
 // permanentCloseCodes end the connection for good: Yuanbao closed it because of the
@@ -424,20 +424,16 @@ func (s *session) botID() string {
 func (s *session) deliver(events []abi.InboundEvent, ack *head) {
 	for i, ev := range events {
 		if s.returnMode {
-			s.returned = append(s.returned, events[i:]...)
-			s.owe(ack)
+			s.handOver(events[i:], ack)
 			return
 		}
 		_, err := s.c.Dispatch(ev)
 		switch {
 		case err == nil:
-			if ev.Kind == abi.EventMessage || ev.Kind == "" {
-				s.startTyping(ev.Source)
-			}
+			s.startTyping(ev)
 		case abi.CodeOf(err) == abi.CodeUnavailable && s.owner:
 			s.returnMode = true
-			s.returned = append(s.returned, events[i:]...)
-			s.owe(ack)
+			s.handOver(events[i:], ack)
 			return
 		default:
 			if !s.owner {
@@ -457,6 +453,16 @@ func (s *session) deliver(events []abi.InboundEvent, ack *head) {
 		}
 	}
 	s.acknowledge(ack)
+}
+
+// handOver returns events from poll instead of dispatching them; their acknowledgement is owed
+// until the next poll.
+func (s *session) handOver(events []abi.InboundEvent, ack *head) {
+	s.returned = append(s.returned, events...)
+	for _, ev := range events {
+		s.startTyping(ev)
+	}
+	s.owe(ack)
 }
 
 func (s *session) owe(ack *head) {
@@ -546,10 +552,11 @@ func (s *session) recallEvent(r recallTarget) (abi.InboundEvent, bool) {
 // --- typing heartbeats ---
 
 // startTyping begins RUNNING heartbeats for the chat of a message the host will answer.
-func (s *session) startTyping(src abi.Source) {
-	if !s.owner {
+func (s *session) startTyping(ev abi.InboundEvent) {
+	if !s.owner || (ev.Kind != abi.EventMessage && ev.Kind != "") {
 		return
 	}
+	src := ev.Source
 	if s.st.Typing == nil {
 		s.st.Typing = map[string]*typing{}
 	}

@@ -174,11 +174,8 @@ func renderBody(body []element, botID string) (text string, mentioned bool, text
 				parts = append(parts, "[file]")
 			}
 		case "TIMFaceElem":
-			var face struct {
-				Name string `json:"name"`
-			}
-			if json.Unmarshal([]byte(c.Data), &face) == nil && strings.TrimSpace(face.Name) != "" {
-				parts = append(parts, "[emoji: "+clip(strings.TrimSpace(face.Name), 50)+"]")
+			if face, ok := jsonObject(c.Data); ok && strings.TrimSpace(face.str("name")) != "" {
+				parts = append(parts, "[emoji: "+clip(strings.TrimSpace(face.str("name")), 50)+"]")
 			} else {
 				parts = append(parts, "[emoji]")
 			}
@@ -190,51 +187,55 @@ func renderBody(body []element, botID string) (text string, mentioned bool, text
 	return strings.TrimSpace(strings.Join(parts, " ")), mentioned, texts
 }
 
-// customText renders a TIMCustomElem from its data JSON, and reports a mention of botID.
+// customText renders a TIMCustomElem from its data JSON, and reports a mention of botID. Keys
+// are read in any spelling (elem_type, ElemType, elemType), as for JSON pushes.
 func customText(data, botID string) (string, bool) {
-	var custom struct {
-		ElemType int    `json:"elem_type"`
-		Text     string `json:"text"`
-		UserID   string `json:"user_id"`
-		Title    string `json:"title"`
-		Link     string `json:"link"`
-		Content  string `json:"content"`
-	}
 	if strings.TrimSpace(data) == "" {
 		return "[custom message]", false
 	}
-	if json.Unmarshal([]byte(data), &custom) != nil {
+	custom, ok := jsonObject(data)
+	if !ok {
 		return clip(data, 1000), false
 	}
-	switch custom.ElemType {
+	switch custom.uint("elemtype") {
 	case mentionElemType:
-		if botID != "" && custom.UserID == botID {
+		user := custom.str("userid")
+		if botID != "" && user == botID {
 			return "", true
 		}
-		if custom.Text != "" {
-			return custom.Text, false
+		if t := custom.str("text"); t != "" {
+			return t, false
 		}
-		return "@" + custom.UserID, false
+		return "@" + user, false
 	case 1007: // a link card; content is JSON with the link
-		var inner struct {
-			Link string `json:"link"`
-		}
-		if json.Unmarshal([]byte(custom.Content), &inner) == nil && inner.Link != "" {
-			return "[link: " + clip(inner.Link, 500) + "]", false
+		if inner, ok := jsonObject(custom.str("content")); ok && inner.str("link") != "" {
+			return "[link: " + clip(inner.str("link"), 500) + "]", false
 		}
 		return "[link]", false
 	case 1009: // a forwarded WeChat chat record
-		if custom.Text != "" {
-			return clip(custom.Text, 1000), false
+		if t := custom.str("text"); t != "" {
+			return clip(t, 1000), false
 		}
 		return "[chat record]", false
 	case 1010: // a share card
-		if custom.Link != "" {
-			return "[share card: " + clip(custom.Title, 200) + " | " + clip(custom.Link, 500) + "]", false
+		if link := custom.str("link"); link != "" {
+			return "[share card: " + clip(custom.str("title"), 200) + " | " + clip(link, 500) + "]", false
 		}
-		return "[share card: " + clip(custom.Title, 200) + "]", false
+		return "[share card: " + clip(custom.str("title"), 200) + "]", false
 	}
 	return "[custom message]", false
+}
+
+// jsonObject decodes a JSON object with normalized keys.
+func jsonObject(data string) (jsonObj, bool) {
+	var raw any
+	d := json.NewDecoder(strings.NewReader(data))
+	d.UseNumber()
+	if d.Decode(&raw) != nil {
+		return nil, false
+	}
+	o, ok := normalize(raw).(jsonObj)
+	return o, ok
 }
 
 // slashCommand turns a leading full-width slash (typed with a Chinese input method) into "/".
