@@ -71,6 +71,14 @@ func Signature(nonce, timestamp, appKey, secret string) string {
 func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	rec := SignRequest{Header: r.Header.Clone(), Body: body, At: s.clock()}
+	var req struct {
+		AppKey    string `json:"app_key"`
+		Nonce     string `json:"nonce"`
+		Signature string `json:"signature"`
+		Timestamp string `json:"timestamp"`
+	}
+	parseErr := json.Unmarshal(body, &req)
+	rec.AppKey = req.AppKey
 	s.mu.Lock()
 	var fault *SignFault
 	if len(s.signFaults) > 0 {
@@ -115,17 +123,10 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var req struct {
-		AppKey    string `json:"app_key"`
-		Nonce     string `json:"nonce"`
-		Signature string `json:"signature"`
-		Timestamp string `json:"timestamp"`
-	}
-	if r.Method != http.MethodPost || json.Unmarshal(body, &req) != nil || req.AppKey == "" || req.Signature == "" {
+	if r.Method != http.MethodPost || parseErr != nil || req.AppKey == "" || req.Signature == "" {
 		answer(200, CodeBadRequest, "bad request: want a JSON POST with app_key, nonce, signature, timestamp", nil)
 		return
 	}
-	rec.AppKey = req.AppKey
 	s.mu.Lock()
 	b := s.botLocked(req.AppKey)
 	s.mu.Unlock()

@@ -292,14 +292,21 @@ func (s *session) connect(deadline time.Time) {
 			s.drop("AUTH_BIND: " + err.Error())
 			return
 		}
+		answered := false
 		for _, f := range r.Frames {
 			fr, err := parseFrame(f.Data)
-			if err != nil || fr.Head.CmdType != cmdResponse || fr.Head.Cmd != cmdAuthBind {
-				if err == nil {
+			if err != nil {
+				continue
+			}
+			if answered || fr.Head.CmdType != cmdResponse || fr.Head.Cmd != cmdAuthBind {
+				// Pushes may follow the answer in the same read (Yuanbao delivers what waited
+				// for this bind at once): they are handled like any other.
+				if st.Bound || !answered {
 					s.handle(fr)
 				}
 				continue
 			}
+			answered = true
 			rep, err := parseReply(fr.Data)
 			switch {
 			case err != nil:
@@ -314,6 +321,12 @@ func (s *session) connect(deadline time.Time) {
 				st.Binds++
 				s.c.Log(abi.LevelInfo, "connected to Yuanbao", "bot_id", botID, "connect_id", rep.ConnectID,
 					"binds", strconv.Itoa(st.Binds))
+			}
+		}
+		if answered {
+			if r.Closed && st.Bound {
+				st.Conn = ""
+				s.closed(r.CloseCode, r.CloseReason)
 			}
 			return
 		}

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	ybt "github.com/hermes-host/hermes-host/conformance/yuanbaotest"
+	"github.com/hermes-host/hermes-host/conformance/yuanbaotest/ybpb"
 	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/sdk/sdktest"
@@ -217,4 +219,258 @@ func TestConnectReceiveAndSend(t *testing.T) {
 			t.Fatalf("message id %q", res.MessageIDs[0])
 		}
 	})
+}
+
+// withClockOffset makes the host's clock (hermes_clock) run ahead of the real one by whatever
+// the returned function adds, so that tests can skip over ping intervals.
+func withClockOffset(h sdktest.Host) func(d time.Duration) {
+	var mu sync.Mutex
+	var off time.Duration
+	h.Env().Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Now().Add(off)
+	}
+	return func(d time.Duration) {
+		mu.Lock()
+		off += d
+		mu.Unlock()
+	}
+}
+
+func TestSignTokenRetriesAndCaches(t *testing.T) {
+	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
+		bot := yb.Bot()
+		// 10099 twice: signed on the third try, 1 s apart (configure, which runs only in Wasm,
+		// already signed the token there).
+		if mode == "native" {
+			yb.FailSign(ybt.SignFault{Code: ybt.RetryCode, Msg: "busy"}, ybt.SignFault{Code: ybt.RetryCode, Msg: "busy"})
+		}
+		h := newHost(t, mode, map[string]any{"main": profile(yb)})
+		start := time.Now()
+		pollUntil(t, h, "main", connected)
+		signs := yb.SignRequests()
+		if mode == "native" {
+			if len(signs) != 3 || signs[2].Code != 0 || time.Since(start) < 2*time.Second {
+				t.Fatalf("sign requests %d (last code %d) in %v", len(signs), signs[len(signs)-1].Code, time.Since(start))
+			}
+		} else if len(signs) != 1 {
+			t.Fatalf("configure's token was not reused by the first connect: %d sign requests", len(signs))
+		}
+		for _, r := range signs {
+			if r.Header.Get("X-Instance-Id") != "17" || r.AppKey != bot.AppID() || r.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("sign request %+v", r)
+			}
+		}
+		// Every reconnect signs a new token.
+		n := len(signs)
+		bot.Close(1012, "service restart")
+		pollUntil(t, h, "main", func(_ []abi.InboundEvent, res *abi.PollResult) bool { return bot.Binds() == 2 && connected(nil, res) })
+		if got := len(yb.SignRequests()); got != n+1 {
+			t.Fatalf("reconnect made %d sign requests, want 1", got-n)
+		}
+	})
+}
+
+func TestSignTokenRefreshedEarly(t *testing.T) {
+	// A token valid for 30 s is within the 60 s refresh margin at once: the connect re-signs
+	// rather than present a token about to expire.
+	yb := ybt.New(t, ybt.WithTokenDuration(30*time.Second))
+	h := newHost(t, "wasm", map[string]any{"main": profile(yb)})
+	pollUntil(t, h, "main", connected)
+	if n := len(yb.SignRequests()); n != 2 {
+		t.Fatalf("%d sign requests, want configure's and a fresh one", n)
+	}
+}
+
+func TestConfigureRejectsRefusedCredentials(t *testing.T) {
+	yb := ybt.New(t)
+	wrong := profile(yb, "app_secret", "not-the-secret")
+	h := newHost(t, "wasm", map[string]any{"good": profile(yb), "wrong": wrong, "bad": map[string]any{"app_id": "x", "app_secret": "y", "ws_url": "http://x"}})
+	if _, err := h.Poll("wrong", pollWait); err == nil || !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), "40003") {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	if _, err := h.Poll("bad", pollWait); err == nil || !strings.Contains(err.Error(), "ws_url") {
+		t.Fatalf("bad config: %v", err)
+	}
+	if strings.Contains(errString(h.Poll("wrong", pollWait)), "not-the-secret") {
+		t.Fatal("the secret leaked into an error")
+	}
+	m := h.Manifest()
+	if m.MessageLimit != (abi.MessageLimit{Max: 4000, Unit: abi.UnitCodePoint}) || !m.Has(abi.CapPoll) || m.Platform != "yuanbao" {
+		t.Fatalf("manifest %+v", m)
+	}
+}
+
+func errString(_ any, err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestAuthBindFailuresBackOff(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	bot.ScriptAuth(ybt.AuthRefuse, ybt.AuthRefuse, ybt.AuthSilent, ybt.AuthOK)
+	h := newHost(t, "native", map[string]any{"main": profile(yb)})
+	var backoffs []int64
+	var statuses []string
+	for i := 0; i < 12 && bot.Binds() == 0; i++ {
+		res := mustPoll(t, h, "main")
+		if res.Status != nil {
+			statuses = append(statuses, res.Status.State+": "+res.Status.Message)
+		}
+		if res.BackoffMs > 0 {
+			backoffs = append(backoffs, res.BackoffMs)
+			time.Sleep(time.Duration(res.BackoffMs) * time.Millisecond)
+		}
+	}
+	if bot.Binds() != 1 {
+		t.Fatalf("never bound; statuses %q", statuses)
+	}
+	// 1 s, 2 s, 4 s: each failure doubles the wait (the answers are a little under, as time passes).
+	if len(backoffs) != 3 || backoffs[0] > 1000 || backoffs[0] < 500 || backoffs[1] > 2000 || backoffs[1] < 1500 || backoffs[2] > 4000 || backoffs[2] < 3000 {
+		t.Fatalf("back-offs %v", backoffs)
+	}
+	if !strings.Contains(statuses[0], "degraded: not connected: AUTH_BIND refused") || !strings.Contains(strings.Join(statuses, "\n"), "no answer to AUTH_BIND") {
+		t.Fatalf("statuses %q", statuses)
+	}
+	if n := bot.Connections(); n != 4 {
+		t.Fatalf("%d connections for 4 binds attempted", n)
+	}
+}
+
+func TestPermanentCloseStopsReconnecting(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	h := newHost(t, "native", map[string]any{"main": profile(yb)})
+	pollUntil(t, h, "main", connected)
+	bot.Close(4013, "bot disabled")
+	res := pollUntil(t, h, "main", func(_ []abi.InboundEvent, res *abi.PollResult) bool {
+		return res.Status != nil && res.Status.State == abi.StatusStopped
+	})
+	_ = res
+	for i := 0; i < 3; i++ {
+		r := mustPoll(t, h, "main")
+		if r.Status.State != abi.StatusStopped || !strings.Contains(r.Status.Message, "4013") || r.BackoffMs < 60000 {
+			t.Fatalf("poll after the permanent close: %+v %+v", r, r.Status)
+		}
+	}
+	if bot.Binds() != 1 || bot.Connections() != 1 {
+		t.Fatalf("reconnected after 4013: binds %d connections %d", bot.Binds(), bot.Connections())
+	}
+	if res, err := h.Send("main", abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: ann.ID, Text: "x"}); err != nil || res.Error == nil ||
+		res.Error.Kind != abi.SendRetryable || res.Error.Code != "stopped" {
+		t.Fatalf("send while stopped: %+v %v", res, err)
+	}
+	// A load of the plugin (configure) lifts the stop: one reconnect.
+	h.Env().KV.Set(context.Background(), "yuanbao", "main", resumeKey, []byte(strconv.FormatInt(time.Now().Add(time.Second).UnixMilli(), 10)))
+	pollUntil(t, h, "main", connected)
+	if bot.Binds() != 2 {
+		t.Fatalf("binds %d after the stop was lifted", bot.Binds())
+	}
+}
+
+func TestMissedPongsReconnect(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	h := newHost(t, "native", map[string]any{"main": profile(yb)})
+	advance := withClockOffset(h)
+	pollUntil(t, h, "main", connected)
+	bot.SkipPongs(2)
+	pings := func() int { return len(bot.Requests("ping")) }
+	for i, step := range []time.Duration{31 * time.Second, 11 * time.Second, 31 * time.Second, 11 * time.Second} {
+		advance(step)
+		mustPoll(t, h, "main")
+		if i < 3 && bot.Binds() != 1 {
+			t.Fatalf("reconnected after step %d (%d pings)", i, pings())
+		}
+	}
+	pollUntil(t, h, "main", func(_ []abi.InboundEvent, res *abi.PollResult) bool { return bot.Binds() == 2 && connected(nil, res) })
+	if pings() != 2 {
+		t.Fatalf("%d pings before the reconnect, want 2", pings())
+	}
+	// Pongs answered again: the connection stays.
+	advance(31 * time.Second)
+	mustPoll(t, h, "main")
+	advance(11 * time.Second)
+	mustPoll(t, h, "main")
+	if bot.Binds() != 2 || pings() != 3 {
+		t.Fatalf("binds %d pings %d", bot.Binds(), pings())
+	}
+}
+
+func TestPushesDroppedMidwayAreNotLost(t *testing.T) {
+	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
+		bot := yb.Bot()
+		h := newHost(t, mode, map[string]any{"main": profile(yb)})
+		pollUntil(t, h, "main", connected)
+		long := strings.Repeat("a long message ", 700) // over the fake's 4 KiB write buffer
+		during := bot.DM(ann, long, ybt.DropWhilePushing(ybt.DropDuringPush))
+		evs := pollUntil(t, h, "main", func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) > 0 })
+		mustPoll(t, h, "main") // acknowledges what the last poll returned
+		// The push cut in half never reached the plugin: it came once, after the reconnect.
+		if len(evs) != 1 || evs[0].ID != "msg:"+during.MsgID || evs[0].Text != strings.TrimSpace(long) || bot.Binds() != 2 || bot.Acked(during) != 1 {
+			t.Fatalf("events %v, binds %d, acks %d", ids(evs), bot.Binds(), bot.Acked(during))
+		}
+		// A push written whole before the drop may be read twice (before the drop, and again
+		// after the reconnect, as it was never acknowledged): with the same id, which the host's
+		// inbox deduplicates.
+		after := bot.DM(bob, "second", ybt.DropWhilePushing(ybt.DropAfterPush))
+		evs = pollUntil(t, h, "main", func(evs []abi.InboundEvent, res *abi.PollResult) bool {
+			return bot.Binds() == 3 && connected(nil, res) && len(evs) > 0
+		})
+		mustPoll(t, h, "main")
+		for _, e := range evs {
+			if e.ID != "msg:"+after.MsgID {
+				t.Fatalf("events %v", ids(evs))
+			}
+		}
+		if bot.Acked(after) < 1 {
+			t.Fatal("the push dropped after writing was never acknowledged")
+		}
+	})
+}
+
+func TestRecallsBecomeRedactions(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	h := newHost(t, "native", map[string]any{"main": profile(yb)})
+	pollUntil(t, h, "main", connected)
+	dm := bot.DM(ann, "oops")
+	grp := bot.GroupMention(team, bob, "secret")
+	pollUntil(t, h, "main", func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) == 2 })
+	bot.RecallDM(ann, dm.MsgID)
+	// A group recall that names the message only by its sequence number, without the sender.
+	bot.Push(&ybpb.InboundMessagePush{CallbackCommand: ybt.CallbackGroupRecall, GroupCode: team.Code,
+		RecallMsgSeqList: []*ybpb.ImMsgSeq{{MsgSeq: uint64(grp.Msg.MsgSeq)}}})
+	evs := pollUntil(t, h, "main", func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) == 2 })
+	want := []abi.InboundEvent{
+		{ID: "recall:" + dm.MsgID, Kind: abi.EventRedact, Source: abi.Source{ChatType: abi.ChatDM, ChatID: ann.ID, UserID: ann.ID, MessageID: dm.MsgID}},
+		{ID: "recall:" + grp.MsgID, Kind: abi.EventRedact, Source: abi.Source{ChatType: abi.ChatGroup, ChatID: team.Code, UserID: bob.ID, MessageID: grp.MsgID}},
+	}
+	for i := range want {
+		if evs[i].ID != want[i].ID || evs[i].Kind != want[i].Kind || evs[i].Source != want[i].Source {
+			t.Fatalf("recall %d: %+v, want %+v", i, evs[i], want[i])
+		}
+	}
+}
+
+func TestJSONPushesThroughTheFake(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	h := newHost(t, "native", map[string]any{"main": profile(yb)})
+	pollUntil(t, h, "main", connected)
+	a := bot.GroupMention(team, ann, "snake", ybt.AsJSON())
+	b := bot.DM(bob, "pascal", ybt.AsTIMJSON(), ybt.NoAck())
+	evs := pollUntil(t, h, "main", func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) == 2 })
+	if evs[0].ID != "msg:"+a.MsgID || evs[0].Text != "snake" || evs[0].Kind != abi.EventMessage || evs[0].Source.ChatID != team.Code ||
+		evs[1].ID != "msg:"+b.MsgID || evs[1].Text != "pascal" || evs[1].Source.ChatID != bob.ID {
+		t.Fatalf("events %+v", evs)
+	}
+	mustPoll(t, h, "main")
+	if bot.Acked(a) != 1 || bot.Acked(b) != 0 {
+		t.Fatalf("acks: need_ack %d, without %d", bot.Acked(a), bot.Acked(b))
+	}
 }
