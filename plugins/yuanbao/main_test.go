@@ -4,6 +4,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,9 +15,12 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/conformance"
 	ybt "github.com/hermes-host/hermes-host/conformance/yuanbaotest"
 	"github.com/hermes-host/hermes-host/conformance/yuanbaotest/ybpb"
+	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/sdk/sdktest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
@@ -472,5 +478,215 @@ func TestJSONPushesThroughTheFake(t *testing.T) {
 	mustPoll(t, h, "main")
 	if bot.Acked(a) != 1 || bot.Acked(b) != 0 {
 		t.Fatalf("acks: need_ack %d, without %d", bot.Acked(a), bot.Acked(b))
+	}
+}
+
+func sendTo(h sdktest.Host, msg abi.OutboundMessage) *abi.SendResult {
+	res, err := h.Send("main", msg)
+	if err != nil {
+		return &abi.SendResult{Error: &abi.SendError{Kind: "call error", Message: err.Error()}}
+	}
+	return res
+}
+
+func TestSendOutcomes(t *testing.T) {
+	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
+		bot := yb.Bot()
+		h := newHost(t, mode, map[string]any{"main": profile(yb, "send_timeout_ms", 1500)})
+		pollUntil(t, h, "main", connected)
+		dm := func(text string) abi.OutboundMessage {
+			return abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: ann.ID, Text: text}
+		}
+		requests := func() int { return len(bot.Requests(ybt.CmdSendC2C)) }
+		check := func(name string, res *abi.SendResult, kind, code string, want int) {
+			t.Helper()
+			if kind == "" && (res.Error != nil || len(res.MessageIDs) != 1) {
+				t.Fatalf("%s: %+v %+v", name, res, res.Error)
+			}
+			if kind != "" && (res.Error == nil || res.Error.Kind != kind || (code != "" && res.Error.Code != code)) {
+				t.Fatalf("%s: %+v, want %s %s", name, res.Error, kind, code)
+			}
+			if n := requests(); n != want {
+				t.Fatalf("%s: %d send requests so far, want %d (never resent)", name, n, want)
+			}
+		}
+		check("accepted", sendTo(h, dm("one")), "", "", 1)
+		bot.FailSends(ybt.SendFault{Delay: 3 * time.Second})
+		check("answer too late", sendTo(h, dm("late")), abi.SendUncertain, abi.CodeUncertain, 2)
+		bot.FailSends(ybt.SendFault{Status: 7})
+		check("status 7", sendTo(h, dm("refused")), abi.SendPermanent, "refused", 3)
+		bot.FailSends(ybt.SendFault{Code: 9})
+		check("code 9", sendTo(h, dm("refused too")), abi.SendPermanent, "refused", 4)
+		check("4000 code points", sendTo(h, dm(strings.Repeat("😀", 4000))), "", "", 5)
+		check("4001 code points", sendTo(h, dm(strings.Repeat("😀", 4001))), abi.SendPermanent, "message_too_long", 5)
+		check("empty", sendTo(h, dm(" \n")), abi.SendPermanent, "empty_text", 5)
+		if got := bot.SentTexts("dm", ann.ID); len(got) != 3 || got[0] != "one" || got[1] != "late" {
+			t.Fatalf("posted %q", got[:min(len(got), 2)])
+		}
+		if n := len(bot.Refused()); n != 2 {
+			t.Fatalf("%d refused", n)
+		}
+		// Groups: send_group_message, quoting the message answered.
+		res := sendTo(h, abi.OutboundMessage{ChatType: abi.ChatGroup, ChatID: team.Code, Text: "in the group", ReplyTo: "msg-0042"})
+		if g := bot.Sent("group", team.Code); res.Error != nil || len(g) != 1 || g[0].RefMsgID != "msg-0042" || g[0].From != bot.BotID() ||
+			!strings.HasPrefix(res.MessageIDs[0], "grp_") {
+			t.Fatalf("group send %+v: %+v", res, g)
+		}
+		// The socket drops after the request was written: uncertain; then not connected, until
+		// the poll reconnects.
+		bot.FailSends(ybt.SendFault{Drop: true})
+		check("dropped after writing", sendTo(h, dm("dropped")), abi.SendUncertain, abi.CodeUncertain, 6)
+		if res := sendTo(h, dm("while down")); res.Error == nil || res.Error.Kind != abi.SendRetryable || requests() != 6 {
+			t.Fatalf("send while disconnected: %+v", res.Error)
+		}
+		pollUntil(t, h, "main", func(_ []abi.InboundEvent, res *abi.PollResult) bool { return bot.Binds() == 2 && connected(nil, res) })
+		check("after the reconnect", sendTo(h, dm("back")), "", "", 7)
+	})
+}
+
+func TestSendWhilePolling(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	h := newHost(t, "wasm", map[string]any{"main": profile(yb)})
+	p := startPoller(t, h, "main")
+	if err := yb.Wait(wait, func() bool { return p.state() == abi.StatusOK }); err != nil {
+		t.Fatal(err)
+	}
+	// The poll reads the socket; sends find their answers where the poll stores them, and pushes
+	// that arrive meanwhile reach the poll.
+	for i := 0; i < 5; i++ {
+		push := bot.DM(bob, "meanwhile "+strconv.Itoa(i))
+		if res := sendTo(h, abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: ann.ID, Text: "reply " + strconv.Itoa(i)}); res.Error != nil {
+			t.Fatalf("send %d: %+v", i, res.Error)
+		}
+		if err := yb.Wait(wait, func() bool {
+			for _, e := range p.got() {
+				if e.ID == "msg:"+push.MsgID {
+					return true
+				}
+			}
+			return false
+		}); err != nil {
+			t.Fatalf("push %d never reached the poll: %v", i, err)
+		}
+	}
+	if got := bot.SentTexts("dm", ann.ID); len(got) != 5 || bot.Binds() != 1 || len(yb.Violations()) != 0 {
+		t.Fatalf("sent %q, binds %d, violations %q", got, bot.Binds(), yb.Violations())
+	}
+}
+
+func TestTypingHeartbeats(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	h := newHost(t, "wasm", map[string]any{"main": profile(yb)})
+	p := startPoller(t, h, "main")
+	if err := yb.Wait(wait, func() bool { return p.state() == abi.StatusOK }); err != nil {
+		t.Fatal(err)
+	}
+	bot.GroupMention(team, ann, "what failed?")
+	running := func() int {
+		n := 0
+		for _, hb := range bot.Heartbeats("group", team.Code) {
+			if hb.Value == ybt.Running {
+				n++
+			}
+		}
+		return n
+	}
+	if err := yb.Wait(wait, func() bool { return running() >= 2 }); err != nil {
+		t.Fatalf("RUNNING heartbeats: %d", running())
+	}
+	// The answer, in two parts: typing goes on after the first, ends after the second.
+	for part := 1; part <= 2; part++ {
+		res := sendTo(h, abi.OutboundMessage{ChatType: abi.ChatGroup, ChatID: team.Code, Text: "part " + strconv.Itoa(part), Part: part, Parts: 2})
+		if res.Error != nil {
+			t.Fatal(res.Error)
+		}
+	}
+	var finish time.Time
+	if err := yb.Wait(wait, func() bool {
+		for _, hb := range bot.Heartbeats("group", team.Code) {
+			if hb.Value == ybt.Finish {
+				finish = hb.At
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal("no FINISH heartbeat after the answer")
+	}
+	if last := bot.Sent("group", team.Code); len(last) != 2 || finish.Before(last[1].At) {
+		t.Fatalf("FINISH at %v, before the last part at %v", finish, last[len(last)-1].At)
+	}
+	time.Sleep(3 * time.Second)
+	for _, hb := range bot.Heartbeats("group", team.Code) {
+		if hb.Value == ybt.Running && hb.At.After(finish) {
+			t.Fatalf("RUNNING at %v after FINISH at %v", hb.At, finish)
+		}
+	}
+}
+
+// TestConnectionSurvivesCrashAndReload: the host owns the WebSocket, so an instance stopped in
+// the middle of a poll, and a new version of the plugin, carry on with the same connection: no
+// second AUTH_BIND.
+func TestConnectionSurvivesCrashAndReload(t *testing.T) {
+	yb := ybt.New(t)
+	bot := yb.Bot()
+	ctx := context.Background()
+	env := &plugin.Env{KV: sharedKV(t), Egress: egress.NewClient(egress.Limits{}), Logger: slog.New(slog.DiscardHandler)}
+	t.Cleanup(env.Egress.Close)
+	cfg, _ := json.Marshal(profile(yb))
+	load := func(ldflags string) (*plugin.Runtime, *plugin.Plugin) {
+		path, err := wasmbuild.BuildWith(".", ldflags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, p, err := conformance.Load(ctx, path, conformance.Options{Profiles: map[string]json.RawMessage{"main": cfg}, Env: env, EgressExtra: []string{"127.0.0.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt, p
+	}
+	pollFor := func(p *plugin.Plugin, cond func(evs []abi.InboundEvent, res *abi.PollResult) bool) []abi.InboundEvent {
+		t.Helper()
+		var evs []abi.InboundEvent
+		for i := 0; i < 15; i++ {
+			res, err := p.Poll(ctx, "main", pollWait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, res.Events...)
+			if cond(evs, res) {
+				return evs
+			}
+		}
+		t.Fatalf("condition not met; events %v", ids(evs))
+		return nil
+	}
+	rt1, p1 := load("")
+	pollFor(p1, connected)
+
+	// The instance is stopped while it waits in its poll (the call's context ends).
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := p1.Poll(cctx, "main", 10*time.Second)
+	cancel()
+	var crash *plugin.CrashError
+	if !errors.As(err, &crash) {
+		t.Fatalf("the stopped poll: %v", err)
+	}
+	m := bot.DM(ann, "after the crash")
+	if evs := pollFor(p1, func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) > 0 }); evs[0].ID != "msg:"+m.MsgID {
+		t.Fatalf("events %v", ids(evs))
+	}
+	// A new version of the plugin (a hot reload) takes over the connection.
+	rt2, p2 := load("-X main.Version=2.0.0")
+	rt1.Close()
+	t.Cleanup(rt2.Close)
+	m = bot.DM(ann, "after the reload")
+	if evs := pollFor(p2, func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) > 0 }); evs[0].ID != "msg:"+m.MsgID || p2.Manifest().Version != "2.0.0" {
+		t.Fatalf("events %v, version %s", ids(evs), p2.Manifest().Version)
+	}
+	if bot.Binds() != 1 || bot.Connections() != 1 {
+		t.Fatalf("binds %d, connections %d: want the one connection throughout", bot.Binds(), bot.Connections())
 	}
 }
