@@ -13,7 +13,7 @@ import (
 )
 
 // firstParty are the first-party plugins a default installation serves.
-var firstParty = []string{"echo", "telegram"}
+var firstParty = []string{"echo", "telegram", "yuanbao"}
 
 var (
 	binOnce sync.Once

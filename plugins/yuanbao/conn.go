@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -127,7 +128,8 @@ type session struct {
 	c     *sdk.Context
 	cfg   *Config
 	st    *connState
-	owner bool // the poll: st is saved, timers run
+	owner bool   // the poll: st is saved, timers run
+	saved []byte // st as last read or saved
 
 	recent      []recentMsg
 	recentDirty bool
@@ -158,13 +160,18 @@ func loadState(c *sdk.Context) (*connState, error) {
 	return st, nil
 }
 
+// save writes the state if it changed since it was last read or written: the poll saves after
+// every step, so that sends see a new connection, and the chats being typed in, at once.
 func (s *session) save() error {
 	if !s.owner {
 		return nil
 	}
 	raw, _ := json.Marshal(s.st)
-	if err := s.c.KVSet(connKey, raw); err != nil {
-		return err
+	if !bytes.Equal(raw, s.saved) {
+		if err := s.c.KVSet(connKey, raw); err != nil {
+			return err
+		}
+		s.saved = raw
 	}
 	if s.recentDirty {
 		raw, _ := json.Marshal(s.recent)

@@ -29,6 +29,7 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		return nil, err
 	}
 	s := &session{c: c, cfg: cfg, st: st, owner: true}
+	s.saved, _ = json.Marshal(st)
 	start := s.now()
 	wait := min(max(time.Duration(req.WaitMs)*time.Millisecond, 0), maxPollWait)
 	deadline := start.Add(wait)
@@ -80,6 +81,9 @@ func (s *session) run(deadline time.Time, res *abi.PollResult) {
 	c.KVSet(readerKey, []byte(strconv.FormatInt(deadline.Add(readerMargin).UnixMilli(), 10)))
 	defer c.KVDelete(readerKey)
 	for len(s.returned) == 0 && st.Halt == nil {
+		if err := s.save(); err != nil {
+			c.Log(abi.LevelError, "could not save the connection state", "error", err.Error())
+		}
 		now := s.now()
 		if !now.Before(deadline) {
 			return
