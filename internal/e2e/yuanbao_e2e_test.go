@@ -216,7 +216,11 @@ func TestYuanbaoConnectionOwnedByTheHost(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "version "+version+" to load", func() bool {
-			var api struct{ Plugins []struct{ Manifest struct{ Name, Version string } } }
+			var api struct {
+				Plugins []struct {
+					Manifest struct{ Name, Version string }
+				}
+			}
 			getJSON(t, "http://"+h.addr+"/api/plugins", &api)
 			for _, p := range api.Plugins {
 				if p.Manifest.Name == "yuanbao" && p.Manifest.Version == version {
