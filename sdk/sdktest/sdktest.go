@@ -47,6 +47,9 @@ type Options struct {
 	// share it, so a test can stop one host and start another as a restart would. Nil: a fresh
 	// State for this host.
 	State *State
+	// Clock is the host's clock, as hermes_clock answers it (a test can run it ahead to reach
+	// a timer without waiting). Nil: the real clock.
+	Clock func() time.Time
 	// Sessions, Dispatcher and Sender answer the session, dispatch and send host functions; nil
 	// answers "unavailable", as a host without those services would.
 	Sessions   Sessions
@@ -105,7 +108,7 @@ func (o Options) env(t testing.TB) *plugin.Env {
 	}
 	eg := egress.NewClient(egress.Limits{})
 	t.Cleanup(eg.Close)
-	env := &plugin.Env{KV: st.kv, Egress: eg}
+	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Clock}
 	if o.Sessions != nil {
 		env.Sessions = sessions{o.Sessions}
 	}
