@@ -153,7 +153,7 @@ func TestBadFilesAreRejectedWithReasons(t *testing.T) {
 	want := map[string]string{
 		"garbage.wasm":   "not a WebAssembly module",
 		"panicky.wasm":   "panicky: describe",
-		"wrongabi.wasm":  "plugin is built for ABI 2.0; this host speaks ABI 1.1",
+		"wrongabi.wasm":  "plugin is built for ABI 2.0",
 		"noexports.wasm": `missing required export "describe"`,
 	}
 	if len(rej) != len(want) {
