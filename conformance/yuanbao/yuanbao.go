@@ -36,8 +36,8 @@ import (
 
 // Options tune a run.
 type Options struct {
-	// Limits override the runtime's defaults.
-	Limits plugin.Limits
+	// CallTimeout bounds each call into the plugin (default: the host's default, 10s).
+	CallTimeout time.Duration
 	// CacheDir is the compilation cache; empty uses the user cache directory.
 	CacheDir string
 	// Timeout bounds every wait for the fake or the plugin (default 20s).
@@ -217,8 +217,9 @@ func (s *suite) profiles() map[string]json.RawMessage {
 // same kv store and the same host-owned connections.
 func (s *suite) load() (string, error) {
 	start := time.Now()
-	rt, p, err := conformance.Load(s.ctx, s.path, conformance.Options{
-		Profiles: s.profiles(), Env: s.env, EgressExtra: []string{"127.0.0.1"}, Limits: s.opts.Limits, CacheDir: s.opts.CacheDir,
+	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
+		Profiles: s.profiles(), Env: s.env, EgressExtra: []string{"127.0.0.1"},
+		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err

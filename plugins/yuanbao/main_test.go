@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/conformance"
 	ybt "github.com/hermes-host/hermes-host/conformance/yuanbaotest"
 	"github.com/hermes-host/hermes-host/conformance/yuanbaotest/ybpb"
 	"github.com/hermes-host/hermes-host/internal/egress"
@@ -227,21 +226,23 @@ func TestConnectReceiveAndSend(t *testing.T) {
 	})
 }
 
-// withClockOffset makes the host's clock (hermes_clock) run ahead of the real one by whatever
-// the returned function adds, so that tests can skip over ping intervals.
-func withClockOffset(h sdktest.Host) func(d time.Duration) {
-	var mu sync.Mutex
-	var off time.Duration
-	h.Env().Now = func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return time.Now().Add(off)
-	}
-	return func(d time.Duration) {
-		mu.Lock()
-		off += d
-		mu.Unlock()
-	}
+// aheadClock is a host clock (hermes_clock) that runs ahead of the real one by whatever advance
+// adds, so that tests can skip over ping intervals.
+type aheadClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *aheadClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *aheadClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.off += d
+	c.mu.Unlock()
 }
 
 func TestSignTokenRetriesAndCaches(t *testing.T) {
@@ -350,7 +351,8 @@ func TestAuthBindFailuresBackOff(t *testing.T) {
 func TestPermanentCloseStopsReconnecting(t *testing.T) {
 	yb := ybt.New(t)
 	bot := yb.Bot()
-	h := newHost(t, "native", map[string]any{"main": profile(yb)})
+	state := sdktest.NewState(t)
+	h := newHost(t, "native", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.State = state })
 	pollUntil(t, h, "main", connected)
 	bot.Close(4013, "bot disabled")
 	res := pollUntil(t, h, "main", func(_ []abi.InboundEvent, res *abi.PollResult) bool {
@@ -370,8 +372,8 @@ func TestPermanentCloseStopsReconnecting(t *testing.T) {
 		res.Error.Kind != abi.SendRetryable || res.Error.Code != "stopped" {
 		t.Fatalf("send while stopped: %+v %v", res, err)
 	}
-	// A load of the plugin (configure) lifts the stop: one reconnect.
-	h.Env().KV.Set(context.Background(), "yuanbao", "main", resumeKey, []byte(strconv.FormatInt(time.Now().Add(time.Second).UnixMilli(), 10)))
+	// A restart (a load of the plugin, which runs configure) lifts the stop: one reconnect.
+	h = newHost(t, "wasm", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.State = state })
 	pollUntil(t, h, "main", connected)
 	if bot.Binds() != 2 {
 		t.Fatalf("binds %d after the stop was lifted", bot.Binds())
@@ -381,8 +383,9 @@ func TestPermanentCloseStopsReconnecting(t *testing.T) {
 func TestMissedPongsReconnect(t *testing.T) {
 	yb := ybt.New(t)
 	bot := yb.Bot()
-	h := newHost(t, "native", map[string]any{"main": profile(yb)})
-	advance := withClockOffset(h)
+	clock := &aheadClock{}
+	advance := clock.advance
+	h := newHost(t, "native", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.Clock = clock.now })
 	pollUntil(t, h, "main", connected)
 	bot.SkipPongs(2)
 	pings := func() int { return len(bot.Requests("ping")) }
@@ -641,7 +644,7 @@ func TestConnectionSurvivesCrashAndReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, p, err := conformance.Load(ctx, path, conformance.Options{Profiles: map[string]json.RawMessage{"main": cfg}, Env: env, EgressExtra: []string{"127.0.0.1"}})
+		rt, p, err := plugin.LoadFile(ctx, path, plugin.FileOptions{Profiles: map[string]json.RawMessage{"main": cfg}, Env: env, EgressExtra: []string{"127.0.0.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
