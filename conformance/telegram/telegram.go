@@ -21,7 +21,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -129,13 +128,13 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 
 	dir, err := os.MkdirTemp("", "hermes-conformance-telegram-")
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
 	env, closeEnv, err := newEnv(ctx, dir)
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer closeEnv()
@@ -146,32 +145,32 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		}
 	}()
 
-	if !s.check("load (manifest, configure)", s.load) {
+	if !s.rep.Check("load (manifest, configure)", s.load) {
 		return s.rep
 	}
-	s.check("poll: offset confirmed next poll", s.checkOffsets)
-	s.check("poll: restart, no loss or replay", s.checkRestart)
-	s.check("poll: stray webhook deleted", s.checkStrayWebhook)
-	s.check("poll: 409 conflict backs off", s.checkConflict)
-	s.check("inbound: topics and thread traps", s.checkTopics)
-	s.check("inbound: mention gating", s.checkGating)
-	s.check("inbound: /command@bot", s.checkCommands)
-	s.check("inbound: bots, edits, service", s.checkSkips)
-	s.check("send: topics, General, replies", s.checkSendTopics)
-	s.check("send: thread not found retried", s.checkThreadNotFound)
-	s.check("send: UTF-16 limit respected", s.checkUTF16)
-	s.check("send: 429 mapped to retry_after", s.checkFlood)
-	s.check("send: migrated group mapped", s.checkMigrated)
-	s.check("send: other failures typed", s.checkFailures)
+	s.rep.Check("poll: offset confirmed next poll", s.checkOffsets)
+	s.rep.Check("poll: restart, no loss or replay", s.checkRestart)
+	s.rep.Check("poll: stray webhook deleted", s.checkStrayWebhook)
+	s.rep.Check("poll: 409 conflict backs off", s.checkConflict)
+	s.rep.Check("inbound: topics and thread traps", s.checkTopics)
+	s.rep.Check("inbound: mention gating", s.checkGating)
+	s.rep.Check("inbound: /command@bot", s.checkCommands)
+	s.rep.Check("inbound: bots, edits, service", s.checkSkips)
+	s.rep.Check("send: topics, General, replies", s.checkSendTopics)
+	s.rep.Check("send: thread not found retried", s.checkThreadNotFound)
+	s.rep.Check("send: UTF-16 limit respected", s.checkUTF16)
+	s.rep.Check("send: 429 mapped to retry_after", s.checkFlood)
+	s.rep.Check("send: migrated group mapped", s.checkMigrated)
+	s.rep.Check("send: other failures typed", s.checkFailures)
 	if s.p.Manifest().Has(abi.CapEdit) {
-		s.check("send: edit, not modified is ok", s.checkEdit)
+		s.rep.Check("send: edit, not modified is ok", s.checkEdit)
 	}
 	if s.p.Manifest().Has(abi.CapTyping) {
-		s.check("send: typing", s.checkTyping)
+		s.rep.Check("send: typing", s.checkTyping)
 	}
-	s.check("webhook: registered with secret", s.checkWebhookRegistered)
-	s.check("webhook: secret enforced", s.checkWebhookSecret)
-	s.check("profiles: own token only", s.checkTokens)
+	s.rep.Check("webhook: registered with secret", s.checkWebhookRegistered)
+	s.rep.Check("webhook: secret enforced", s.checkWebhookSecret)
+	s.rep.Check("profiles: own token only", s.checkTokens)
 	return s.rep
 }
 
@@ -199,31 +198,6 @@ func newEnv(ctx context.Context, dir string) (*plugin.Env, func(), error) {
 	eg := egress.NewClient(egress.Limits{})
 	env := &plugin.Env{KV: kvs, Egress: eg, Logger: slog.New(slog.DiscardHandler)}
 	return env, func() { eg.Close(); db.Close() }, nil
-}
-
-// add records a result.
-func (s *suite) add(name string, start time.Time, err error, detail string) {
-	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = detail
-	}
-	s.rep.Results = append(s.rep.Results, r)
-}
-
-// check runs one check, turning a panic into its failure, and reports whether it passed.
-func (s *suite) check(name string, f func() (string, error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if r := recover(); r != nil {
-			s.add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	s.add(name, start, err, detail)
-	return err == nil
 }
 
 // profiles are the configurations the adapter is loaded with.

@@ -350,7 +350,7 @@ func (s *suite) checkPing() (string, error) {
 	b.SkipPongs(2)
 	pings := func() int { return len(b.Requests(ybt.CmdPing)) }
 	for _, step := range []time.Duration{31 * time.Second, 11 * time.Second, 31 * time.Second, 11 * time.Second} {
-		s.clock.advance(step)
+		s.clock.Advance(step)
 		if _, err := s.poll(profPing); err != nil {
 			return "", err
 		}

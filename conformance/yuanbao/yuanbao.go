@@ -20,13 +20,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 	ybt "github.com/hermes-host/hermes-host/conformance/yuanbaotest"
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/kv"
@@ -81,26 +80,7 @@ type suite struct {
 	env   *plugin.Env
 	rt    *plugin.Runtime
 	p     *plugin.Plugin
-	clock *clock
-}
-
-// clock is the host clock the plugin sees (hermes_clock): real time plus an offset the ping
-// check advances.
-type clock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.off += d
-	c.mu.Unlock()
+	clock *fakeclock.Ahead // the host clock the plugin sees: the ping check runs it ahead
 }
 
 // Run checks the Yuanbao adapter at wasmPath against a fake gateway and reports each behaviour
@@ -109,7 +89,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	if opts.Timeout <= 0 {
 		opts.Timeout = 20 * time.Second
 	}
-	s := &suite{ctx: ctx, opts: opts, path: wasmPath, rep: &conformance.Report{File: wasmPath}, clock: &clock{}}
+	s := &suite{ctx: ctx, opts: opts, path: wasmPath, rep: &conformance.Report{File: wasmPath}, clock: &fakeclock.Ahead{}}
 	fakeOpts := []ybt.Option{ybt.WithoutDefaultBot()}
 	for _, name := range append(profileNames, profWrong) {
 		fakeOpts = append(fakeOpts, ybt.WithBot(appID(name), "secret-"+name, botID(name), "owner_"+name))
@@ -119,13 +99,13 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 
 	dir, err := os.MkdirTemp("", "hermes-conformance-yuanbao-")
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
-	env, closeEnv, err := newEnv(ctx, dir, s.clock.now)
+	env, closeEnv, err := newEnv(ctx, dir, s.clock.Now)
 	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.rep.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer closeEnv()
@@ -136,25 +116,25 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		}
 	}()
 
-	if !s.check("load (manifest, configure)", s.load) {
+	if !s.rep.Check("load (manifest, configure)", s.load) {
 		return s.rep
 	}
-	s.check("configure: wrong secret refused", s.checkWrongSecret)
-	s.check("connect: sign-token, AUTH_BIND first", s.checkConnect)
-	s.check("inbound: DM, gating, owner, quote", s.checkInbound)
-	s.check("inbound: own echo dropped", s.checkEcho)
-	s.check("inbound: JSON pushes", s.checkJSON)
-	s.check("inbound: recall is a redaction", s.checkRecall)
-	s.check("inbound: ack after recording", s.checkAcks)
-	s.check("send: completed by its answer", s.checkSend)
-	s.check("send: late answer uncertain", s.checkLateAnswer)
-	s.check("send: refusal is permanent", s.checkRefused)
-	s.check("send: 4000 code points", s.checkLimit)
-	s.check("reconnect: back-off, new token", s.checkReconnect)
-	s.check("reconnect: dropped push once", s.checkDroppedPush)
-	s.check("ping: two missed pongs", s.checkPing)
-	s.check("close: permanent codes stop", s.checkPermanentClose)
-	s.check("reload: same connection", s.checkReload)
+	s.rep.Check("configure: wrong secret refused", s.checkWrongSecret)
+	s.rep.Check("connect: sign-token, AUTH_BIND first", s.checkConnect)
+	s.rep.Check("inbound: DM, gating, owner, quote", s.checkInbound)
+	s.rep.Check("inbound: own echo dropped", s.checkEcho)
+	s.rep.Check("inbound: JSON pushes", s.checkJSON)
+	s.rep.Check("inbound: recall is a redaction", s.checkRecall)
+	s.rep.Check("inbound: ack after recording", s.checkAcks)
+	s.rep.Check("send: completed by its answer", s.checkSend)
+	s.rep.Check("send: late answer uncertain", s.checkLateAnswer)
+	s.rep.Check("send: refusal is permanent", s.checkRefused)
+	s.rep.Check("send: 4000 code points", s.checkLimit)
+	s.rep.Check("reconnect: back-off, new token", s.checkReconnect)
+	s.rep.Check("reconnect: dropped push once", s.checkDroppedPush)
+	s.rep.Check("ping: two missed pongs", s.checkPing)
+	s.rep.Check("close: permanent codes stop", s.checkPermanentClose)
+	s.rep.Check("reload: same connection", s.checkReload)
 	return s.rep
 }
 
@@ -173,30 +153,6 @@ func newEnv(ctx context.Context, dir string, now func() time.Time) (*plugin.Env,
 	eg := egress.NewClient(egress.Limits{})
 	env := &plugin.Env{KV: kvs, Egress: eg, Logger: slog.New(slog.DiscardHandler), Now: now}
 	return env, func() { eg.Close(); db.Close() }, nil
-}
-
-func (s *suite) add(name string, start time.Time, err error, detail string) {
-	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = detail
-	}
-	s.rep.Results = append(s.rep.Results, r)
-}
-
-// check runs one check, turning a panic into its failure, and reports whether it passed.
-func (s *suite) check(name string, f func() (string, error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if r := recover(); r != nil {
-			s.add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	s.add(name, start, err, detail)
-	return err == nil
 }
 
 // profiles are the configurations the adapter is loaded with.
