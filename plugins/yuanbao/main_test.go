@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 	ybt "github.com/hermes-host/hermes-host/conformance/yuanbaotest"
 	"github.com/hermes-host/hermes-host/conformance/yuanbaotest/ybpb"
 	"github.com/hermes-host/hermes-host/internal/egress"
@@ -226,25 +227,6 @@ func TestConnectReceiveAndSend(t *testing.T) {
 	})
 }
 
-// aheadClock is a host clock (hermes_clock) that runs ahead of the real one by whatever advance
-// adds, so that tests can skip over ping intervals.
-type aheadClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *aheadClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *aheadClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.off += d
-	c.mu.Unlock()
-}
-
 func TestSignTokenRetriesAndCaches(t *testing.T) {
 	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
 		bot := yb.Bot()
@@ -383,9 +365,9 @@ func TestPermanentCloseStopsReconnecting(t *testing.T) {
 func TestMissedPongsReconnect(t *testing.T) {
 	yb := ybt.New(t)
 	bot := yb.Bot()
-	clock := &aheadClock{}
-	advance := clock.advance
-	h := newHost(t, "native", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.Clock = clock.now })
+	clock := &fakeclock.Ahead{} // the host clock runs ahead, so that pings fall due without waiting
+	advance := clock.Advance
+	h := newHost(t, "native", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.Clock = clock.Now })
 	pollUntil(t, h, "main", connected)
 	bot.SkipPongs(2)
 	pings := func() int { return len(bot.Requests("ping")) }
