@@ -165,7 +165,8 @@ func (s *suite) checkAcks() (string, error) {
 	if _, err := s.pollUntil(profInbound, "the push", func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) > 0 }); err != nil {
 		return "", err
 	}
-	if n := b.Acked(p); n != 0 {
+	// An acknowledgement the adapter sent with the event may still be on its way: give it time.
+	if s.yb.Wait(2*time.Second, func() bool { return b.Acked(p) > 0 }) == nil {
 		return "", errors.New("the push was acknowledged before the host recorded it (a crash now would lose it)")
 	}
 	if _, err := s.poll(profInbound); err != nil {
