@@ -1,18 +1,44 @@
 package abi
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Manifest is what a plugin's describe export returns. The host validates it before any traffic.
 type Manifest struct {
-	Name         string          `json:"name"`                                           // [a-z0-9_-], unique in a host; routes /hooks/{name}/…
-	Version      string          `json:"version"`                                        // the plugin's own version, free text (semver advised)
-	Kind         string          `json:"kind" jsonschema:"enum=platform,enum=scheduler"` // KindPlatform or KindScheduler
-	Platform     string          `json:"platform"`                                       // the platform name in session keys, e.g. "telegram"
-	Description  string          `json:"description,omitempty"`
-	Capabilities []string        `json:"capabilities"` // Cap* values
-	MessageLimit MessageLimit    `json:"message_limit"`
-	Egress       []string        `json:"egress,omitempty"` // host patterns the plugin may reach: "api.telegram.org", "*.slack.com"
+	Name         string       `json:"name"`                                           // [a-z0-9_-], unique in a host; routes /hooks/{name}/…
+	Version      string       `json:"version"`                                        // the plugin's own version, free text (semver advised)
+	Kind         string       `json:"kind" jsonschema:"enum=platform,enum=scheduler"` // KindPlatform or KindScheduler
+	Platform     string       `json:"platform"`                                       // the platform name in session keys, e.g. "telegram"
+	Description  string       `json:"description,omitempty"`
+	Capabilities []string     `json:"capabilities"` // Cap* values
+	MessageLimit MessageLimit `json:"message_limit"`
+	Egress       []string     `json:"egress,omitempty"` // host patterns the plugin may reach from any export: "api.telegram.org", "*.slack.com"
+	// EgressScopes are hosts the plugin may reach only from some exports, and for HTTP only with
+	// some methods and paths (SPEC 5.4.1). A host listed here and not in Egress is reachable
+	// only through its scopes.
+	EgressScopes []EgressScope   `json:"egress_scopes,omitempty"`
 	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`
+}
+
+// EgressScope allows egress to Host (an egress pattern) from the listed exports, and for HTTP
+// only with the listed methods and paths. Empty Methods or Paths allow any; Exports may not be
+// empty. For WebSocket, Exports bound who may open a connection to Host and send frames on it.
+type EgressScope struct {
+	Name    string   `json:"name,omitempty"` // shown in refusals; default "host from exports"
+	Host    string   `json:"host"`
+	Exports []string `json:"exports"`           // export names: send, poll, webhook, configure, tick
+	Methods []string `json:"methods,omitempty"` // HTTP methods, upper case
+	Paths   []string `json:"paths,omitempty"`   // path patterns: "*" matches within one segment ("/bot*/sendMessage")
+}
+
+// Label is the scope's name, or a description of it.
+func (s EgressScope) Label() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.Host + " from " + strings.Join(s.Exports, ",")
 }
 
 // Has reports whether the manifest declares capability c.
@@ -67,8 +93,9 @@ const (
 // InboundEvent is one thing that happened on the platform, as returned by webhook and poll or
 // passed to the dispatch host function.
 type InboundEvent struct {
-	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Slack
-	// event_id, Yuanbao msg_id. Empty means "do not deduplicate".
+	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Yuanbao
+	// msg_id; for Slack the message (team, channel, ts), since one message arrives as two
+	// events. Empty means "do not deduplicate".
 	ID        string `json:"id,omitempty"`
 	Kind      string `json:"kind" jsonschema:"enum=,enum=message,enum=observe,enum=redact,enum=seed"` // Event* values; empty means EventMessage
 	Source    Source `json:"source"`
@@ -76,6 +103,11 @@ type InboundEvent struct {
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
 	Mentioned bool   `json:"mentioned,omitempty"`
 	UnixMs    int64  `json:"unix_ms,omitempty"`
+	// MigrateFromChatID, when set, says that the chat Source.ChatID continues the chat named
+	// here (a Telegram group upgraded to a supergroup gets a new id): the host keeps the new
+	// chat in the old chat's conversations and re-addresses what it still owes the old chat.
+	// Send it on the service message that announces the move, as an observe event.
+	MigrateFromChatID string `json:"migrate_from_chat_id,omitempty"`
 }
 
 // OutboundMessage is one message for the plugin to transmit.
@@ -106,6 +138,11 @@ type OutboundMessage struct {
 type Call struct {
 	Profile string          `json:"profile"`
 	Config  json.RawMessage `json:"config,omitempty"`
+	// DeadlineMs is how many milliseconds this call had left when the host made it: the host
+	// stops the instance after that. Plugins keep every wait (an HTTP timeout, a WebSocket
+	// receive) inside it, so they can report a typed failure instead of being killed. 0 means
+	// unknown (an older host).
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
 }
 
 // ConfigureRequest asks the plugin to validate a profile's configuration.
@@ -179,6 +216,10 @@ type SendRequest struct {
 type SendResult struct {
 	MessageIDs []string   `json:"message_ids,omitempty"`
 	Error      *SendError `json:"error,omitempty"`
+	// ThreadID, when set, is the thread the message actually went to, if not the one asked for
+	// ("" for none: a topic that no longer exists, so the message went to the chat itself). The
+	// host records it in place of the requested thread.
+	ThreadID *string `json:"thread_id,omitempty"`
 }
 
 // Kinds of send failure.

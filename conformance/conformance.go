@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -43,33 +42,6 @@ func (r *Report) Passed() bool {
 		}
 	}
 	return len(r.Results) > 0
-}
-
-// Add records the outcome of a check that started at start: passed with detail when err is nil,
-// failed with err otherwise.
-func (r *Report) Add(name string, start time.Time, err error, detail string) {
-	res := Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		res.Detail = err.Error()
-	} else {
-		res.Detail = detail
-	}
-	r.Results = append(r.Results, res)
-}
-
-// Check runs one check and records its outcome (a panic inside it is its failure), and reports
-// whether it passed. Platform profiles run their checks through it.
-func (r *Report) Check(name string, f func() (detail string, err error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if p := recover(); p != nil {
-			r.Add(name, start, fmt.Errorf("check panicked: %v\n%s", p, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	r.Add(name, start, err, detail)
-	return err == nil
 }
 
 // Write prints the report as a table with a summary line.
@@ -107,7 +79,15 @@ type Options struct {
 // Run runs the contract checks against the plugin file at path.
 func Run(ctx context.Context, path string, opt Options) *Report {
 	rep := &Report{File: path}
-	add := rep.Add
+	add := func(name string, start time.Time, err error, detail string) {
+		r := Result{Name: name, Passed: err == nil, Took: time.Since(start)}
+		if err != nil {
+			r.Detail = err.Error()
+		} else {
+			r.Detail = detail
+		}
+		rep.Results = append(rep.Results, r)
+	}
 	start := time.Now()
 	// The breaker is off: a plugin that crashes on one bad input is reported for that input,
 	// and the next checks still run against a fresh instance.

@@ -90,8 +90,15 @@ func (c *Context) KVDelete(key string) error {
 	return call(abi.HostKVDelete, abi.KVDeleteRequest{Key: key}, nil)
 }
 
-// HTTP performs an egress request to a host the manifest declares.
+// HTTP performs an egress request to a host the manifest declares. Its timeout defaults to the
+// time the call has left (less a margin), and a longer one is shortened to it, so a slow
+// platform produces a timeout the plugin can report rather than a call the host must stop.
 func (c *Context) HTTP(req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
+	if b, ok := c.budget(); ok && (req.TimeoutMs <= 0 || time.Duration(req.TimeoutMs)*time.Millisecond > b) {
+		r := *req
+		r.TimeoutMs = max(b.Milliseconds(), 1)
+		req = &r
+	}
 	var r abi.HTTPResponse
 	if err := call(abi.HostHTTP, req, &r); err != nil {
 		return nil, err
@@ -115,6 +122,9 @@ func (c *Context) WSSend(conn string, f abi.WSFrame) error {
 
 // WSRecv waits up to timeout for frames on a connection.
 func (c *Context) WSRecv(conn string, timeout time.Duration, maxFrames int) (*abi.WSRecvReply, error) {
+	if b, ok := c.budget(); ok && timeout > b {
+		timeout = b // within the call's deadline, less a margin
+	}
 	var r abi.WSRecvReply
 	err := call(abi.HostWSRecv, abi.WSRecvRequest{Conn: conn, TimeoutMs: timeout.Milliseconds(), MaxFrames: maxFrames}, &r)
 	if err != nil {

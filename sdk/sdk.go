@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 )
@@ -147,7 +148,11 @@ func decode(input []byte, req any, call *abi.Call) (*Context, error) {
 	if call.Profile == "" {
 		return nil, abi.Errorf(abi.CodeBadRequest, "request has no profile")
 	}
-	return &Context{Profile: call.Profile, Config: call.Config}, nil
+	c := &Context{Profile: call.Profile, Config: call.Config}
+	if call.DeadlineMs > 0 {
+		c.Deadline = time.Now().Add(time.Duration(call.DeadlineMs) * time.Millisecond)
+	}
+	return c, nil
 }
 
 func reply[T any](v *T, err error) ([]byte, error) {
@@ -165,6 +170,20 @@ func reply[T any](v *T, err error) ([]byte, error) {
 type Context struct {
 	Profile string
 	Config  json.RawMessage
+	// Deadline is when the host stops this call (zero if the host did not say). The HTTP and
+	// WebSocket helpers keep their waits inside it.
+	Deadline time.Time
+}
+
+// budget is how long a wait started now may last: the time left before Deadline, less a
+// margin to report the outcome (a tenth of it, at least 200 ms). ok is false when the host gave
+// no deadline.
+func (c *Context) budget() (d time.Duration, ok bool) {
+	if c.Deadline.IsZero() {
+		return 0, false
+	}
+	left := time.Until(c.Deadline)
+	return max(left-max(left/10, 200*time.Millisecond), time.Millisecond), true
 }
 
 // DecodeConfig unmarshals the profile's configuration into v.

@@ -47,7 +47,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			keys, err := k.List(context.Background(), prefix)
+			keys, err := k.List(cmd.Context(), prefix)
 			if err != nil {
 				return err
 			}
@@ -66,7 +66,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			v, err := k.Show(context.Background(), args[0], tail)
+			v, err := k.Show(cmd.Context(), args[0], tail)
 			if err != nil {
 				return err
 			}
@@ -102,7 +102,7 @@ func psCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			list, err := process.ListProcesses(context.Background(), db, dataDir)
+			list, err := process.ListProcesses(cmd.Context(), db, dataDir)
 			if err != nil {
 				return err
 			}
@@ -119,7 +119,7 @@ func psCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			return copyLog(context.Background(), cmd.OutOrStdout(), db, dataDir, args[0])
+			return copyLog(cmd.Context(), cmd.OutOrStdout(), db, dataDir, args[0])
 		},
 	})
 	return cmd
@@ -143,7 +143,7 @@ func deliveriesCmd(g *globals) *cobra.Command {
 			if dropped {
 				state = string(delivery.Dropped)
 			}
-			rows, err := delivery.List(context.Background(), db, delivery.Filter{State: delivery.State(state), KeyPrefix: key, Limit: limit})
+			rows, err := delivery.List(cmd.Context(), db, delivery.Filter{State: delivery.State(state), KeyPrefix: key, Limit: limit})
 			if err != nil {
 				return err
 			}

@@ -21,7 +21,14 @@ import (
 )
 
 func main() {
-	if err := newRoot().Execute(); err != nil {
+	// Ctrl-C (or SIGTERM) cancels the running command through cmd.Context().
+	ctx, stop := signalContext()
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		if _, reported := err.(exitError); !reported {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }
@@ -44,6 +51,7 @@ type globals struct {
 	dataDir    string
 	pluginsDir string
 	listen     string
+	admin      string
 	logLevel   string
 	logJSON    bool
 }
@@ -51,16 +59,18 @@ type globals struct {
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "hermes-host",
-		Short:         "Gateway between an AI agent and chat platforms, with platform adapters as Wasm plugins",
-		SilenceUsage:  true,
-		SilenceErrors: false,
+		Use:          "hermes-host",
+		Short:        "Gateway between an AI agent and chat platforms, with platform adapters as Wasm plugins",
+		SilenceUsage: true,
+		// main prints errors, except an exitError: the command already reported its outcome.
+		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.configPath, "config", "c", os.Getenv("HERMES_CONFIG"), "YAML config file merged over the embedded defaults (env HERMES_CONFIG)")
 	pf.StringVar(&g.dataDir, "data-dir", "", "data directory (database, compilation cache); overrides the config")
 	pf.StringVar(&g.pluginsDir, "plugins", "", "plugins directory; overrides the config")
-	pf.StringVar(&g.listen, "listen", "", "listen address; overrides the config")
+	pf.StringVar(&g.listen, "listen", "", "public listen address (webhooks); overrides the config")
+	pf.StringVar(&g.admin, "admin-listen", "", "admin listen address (API, metrics, demo); overrides the config")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error; overrides the config")
 	pf.BoolVar(&g.logJSON, "log-json", false, "log as JSON lines")
 	root.AddCommand(serveCmd(g), pluginsCmd(g), conformanceCmd(g))
@@ -90,6 +100,9 @@ func (g *globals) load() (*config.Config, *slog.Logger, error) {
 	}
 	if g.listen != "" {
 		cfg.Listen = g.listen
+	}
+	if g.admin != "" {
+		cfg.AdminListen = g.admin
 	}
 	if g.logLevel != "" {
 		cfg.LogLevel = g.logLevel

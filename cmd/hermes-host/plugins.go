@@ -6,16 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/gateway"
+	"github.com/hermes-host/hermes-host/internal/httpguard"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
@@ -23,43 +25,31 @@ func pluginsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "plugins", Short: "List and inspect plugins"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
-		Short: "Validate every plugin in the plugins directory and list what loads",
+		Short: "List the plugins: the running server's view if one answers, else validate the directory here",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := g.load()
 			if err != nil {
 				return err
 			}
-			ctx := context.Background()
+			ctx := cmd.Context()
+			if view, err := serverPlugins(ctx, cfg); err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "from the server at %s\n", cfg.AdminListen)
+				return writePlugins(cmd.OutOrStdout(), view.Plugins, view.Rejected, cfg.PluginsDir)
+			}
+			// No server: load every file here (its describe and configure run in this process).
 			gw, err := gateway.Open(ctx, cfg, quietLogger())
 			if err != nil {
 				return err
 			}
 			defer gw.Close()
 			rej := gw.Runtime().Scan(ctx)
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tVERSION\tKIND\tPLATFORM\tSTATE\tPROFILES\tFILE")
+			var infos []plugin.Info
 			for _, p := range gw.Runtime().Plugins() {
-				info := p.Info()
-				var profiles []string
-				for name, problems := range info.Profiles {
-					if len(problems) > 0 {
-						name += "(disabled)"
-					}
-					profiles = append(profiles, name)
-				}
-				sort.Strings(profiles)
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", info.Name, info.Manifest.Version, info.Manifest.Kind,
-					info.Manifest.Platform, info.State, strings.Join(profiles, ","), info.File)
+				infos = append(infos, p.Info())
 			}
-			w.Flush()
-			for _, r := range rej {
-				fmt.Fprintf(cmd.OutOrStdout(), "REJECTED %s: %s\n", r.Path, r.Error)
-			}
-			if len(gw.Runtime().Plugins()) == 0 && len(rej) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no plugins in %s\n", cfg.PluginsDir)
-			}
-			return nil
+			fmt.Fprintf(cmd.OutOrStdout(), "no server answering at %s; validated %s here\n", cfg.AdminListen, cfg.PluginsDir)
+			return writePlugins(cmd.OutOrStdout(), infos, rej, cfg.PluginsDir)
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -67,7 +57,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 		Short: "Validate one plugin file and print its manifest",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
+			ctx := cmd.Context()
 			rt, p, err := plugin.LoadFile(ctx, args[0], plugin.FileOptions{})
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: rejected: %v\n", args[0], err)
@@ -76,6 +66,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 			defer rt.Close()
 			info := p.Info()
 			info.Profiles = nil
+			info.File = args[0] // the path the operator gave, not the runtime's working copy
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(info)
@@ -122,6 +113,49 @@ func conformanceBinary() (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("%s is not installed next to hermes-host or on PATH; build it with `make` or `go build ./cmd/%s`", name, name)
+}
+
+// pluginsView is the admin API's /api/plugins answer.
+type pluginsView struct {
+	Plugins  []plugin.Info      `json:"plugins"`
+	Rejected []plugin.Rejection `json:"rejected"`
+}
+
+// serverPlugins asks a running server for its plugins (GET /api/plugins on its admin listener,
+// with the token from the data directory).
+func serverPlugins(ctx context.Context, cfg *config.Config) (*pluginsView, error) {
+	listen := cfg.AdminListen
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, err
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	token, err := httpguard.ReadSecret(filepath.Join(cfg.DataDir, gateway.TokenFile))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/api/plugins", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", listen, resp.Status)
+	}
+	var v pluginsView
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s: not a hermes-host admin API: %w", listen, err)
+	}
+	return &v, nil
 }
 
 // quietLogger logs only warnings and errors, for one-shot commands.

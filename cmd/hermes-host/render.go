@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -169,6 +172,69 @@ func writeDeliveries(w io.Writer, rows []delivery.Row, now time.Time) error {
 	return tw.Flush()
 }
 
+// writePairing renders `pairing ls`.
+func writePairing(w io.Writer, pending []auth.Request, approved []auth.Approval, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OPEN CODE\tPLUGIN\tPROFILE\tUSER\tNAME\tASKED\tEXPIRES IN")
+	for _, r := range pending {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Code, r.Plugin, r.Profile, r.UserID, orDash(r.UserName),
+			clock(r.CreatedAt), duration(r.ExpiresAt.Sub(now)))
+	}
+	if len(pending) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	fmt.Fprintln(tw, "\nAPPROVED\tPLUGIN\tPROFILE\tUSER\tNAME\tAPPROVED AT\tCODE")
+	for _, a := range approved {
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Plugin, a.Profile, a.UserID, orDash(a.UserName), clock(a.ApprovedAt), orDash(a.Code))
+	}
+	if len(approved) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	return tw.Flush()
+}
+
+// writeApproved renders `pairing approve`.
+func writeApproved(w io.Writer, a auth.Approval, told bool) error {
+	name := a.UserID
+	if a.UserName != "" {
+		name += " (" + a.UserName + ")"
+	}
+	_, err := fmt.Fprintf(w, "approved %s on %s/%s\n", name, a.Plugin, a.Profile)
+	if err == nil && !told {
+		_, err = fmt.Fprintln(w, "no host is serving: the user was not told; they are admitted from their next message")
+	}
+	return err
+}
+
+// writeRevoked renders `pairing revoke`.
+func writeRevoked(w io.Writer, revoked []auth.Approval) error {
+	for _, a := range revoked {
+		if _, err := fmt.Fprintf(w, "revoked %s on %s/%s\n", a.UserID, a.Plugin, a.Profile); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAuthLog renders `auth log`.
+func writeAuthLog(w io.Writer, entries []auth.Entry, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGE\tPLUGIN\tPROFILE\tVERDICT\tREASON\tCHAT\tUSER\tTEXT\tDETAIL")
+	for _, e := range entries {
+		chat := orDash(e.ChatID)
+		if e.ChatType != "" {
+			chat = e.ChatType + ":" + chat
+		}
+		user := orDash(e.UserID)
+		if e.UserName != "" {
+			user += " (" + e.UserName + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", duration(now.Sub(e.At)), e.Plugin, e.Profile, e.Verdict, e.Reason,
+			chat, user, orDash(clip(e.Text, 40)), orDash(clip(e.Detail, 50)))
+	}
+	return tw.Flush()
+}
+
 // clip puts s on one line and shortens it to n characters.
 func clip(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
@@ -214,4 +280,41 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writePlugins renders the plugins table and the rejected files.
+func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejection, dir string) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tVERSION\tKIND\tPLATFORM\tSTATE\tPROFILES\tFILE")
+	for _, info := range infos {
+		var profiles []string
+		for name, problems := range info.Profiles {
+			if len(problems) > 0 {
+				name += "(disabled)"
+			}
+			profiles = append(profiles, name)
+		}
+		sort.Strings(profiles)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", info.Name, info.Manifest.Version, info.Manifest.Kind,
+			info.Manifest.Platform, info.State, strings.Join(profiles, ","), info.File)
+	}
+	w.Flush()
+	for _, info := range infos {
+		if info.LastError != "" {
+			fmt.Fprintf(out, "%s %s: %s\n", strings.ToUpper(info.State), info.Name, info.LastError)
+		}
+		for _, w := range info.Warnings {
+			fmt.Fprintf(out, "WARNING %s: %s\n", info.Name, w)
+		}
+		if info.EgressDenied > 0 {
+			fmt.Fprintf(out, "DENIED %s: %d egress calls refused (last: %s)\n", info.Name, info.EgressDenied, info.LastDenied)
+		}
+	}
+	for _, r := range rejected {
+		fmt.Fprintf(out, "REJECTED %s: %s\n", r.Path, r.Error)
+	}
+	if len(infos) == 0 && len(rejected) == 0 {
+		fmt.Fprintf(out, "no plugins in %s\n", dir)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -84,4 +85,20 @@ func TestDuration(t *testing.T) {
 			t.Errorf("duration(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+func TestWriteAccess(t *testing.T) {
+	now := time.Date(2026, 11, 29, 8, 5, 12, 0, time.UTC)
+	var b bytes.Buffer
+	writePairing(&b, []auth.Request{{Code: "ABCD2345", Plugin: "telegram", Profile: "main", UserID: "111", UserName: "ann",
+		CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(59 * time.Minute)}},
+		[]auth.Approval{{Plugin: "telegram", Profile: "main", UserID: "222", ApprovedAt: now, Code: "QRST6789"}}, now)
+	contains(t, "pairing ls", b.String(), "ABCD2345", "telegram", "111", "ann", "59m00s", "APPROVED", "222", "QRST6789")
+	b.Reset()
+	writeApproved(&b, auth.Approval{Plugin: "telegram", Profile: "main", UserID: "111", UserName: "ann"}, false)
+	contains(t, "pairing approve", b.String(), "approved 111 (ann) on telegram/main", "was not told")
+	b.Reset()
+	writeAuthLog(&b, []auth.Entry{{At: now.Add(-5 * time.Second), Plugin: "telegram", Profile: "main", Verdict: auth.Refuse,
+		Reason: auth.ReasonPairingSent, ChatType: abi.ChatDM, ChatID: "111", UserID: "111", Text: "sh id", Detail: "code ABCD2345 sent as dlv_1"}}, now)
+	contains(t, "auth log", b.String(), "5s", "refuse", "pairing_code_sent", "dm:111", "sh id", "code ABCD2345")
 }

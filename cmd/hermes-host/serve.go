@@ -21,8 +21,7 @@ func serveCmd(g *globals) *cobra.Command {
 			if err := os.MkdirAll(cfg.PluginsDir, 0o755); err != nil {
 				return err
 			}
-			ctx, stop := signalContext()
-			defer stop()
+			ctx := cmd.Context()
 			gw, err := gateway.Open(ctx, cfg, log)
 			if err != nil {
 				return err

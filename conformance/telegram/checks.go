@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
 // --- polling ---
@@ -135,11 +136,18 @@ func (s *suite) checkTopics() (string, error) {
 	general := bot.GeneralTopicReply(forum.ID, ada, root.Message.MessageID, mention+"General reply")
 	dm := bot.PrivateText(ada, "root")
 	chain := bot.DMReply(ada, dm.Message.MessageID, "chained")
-	evs, err := s.pollFor(profInbound, topic, root, general, dm, chain)
+	// Some General-topic messages come flagged as topic 1: the same chat as the unflagged ones.
+	flagged := bot.InjectMessage(tgt.Message{From: &bob, Chat: forum, Text: mention + "flagged General",
+		MessageThreadID: tgt.GeneralTopic, IsTopicMessage: true})
+	evs, err := s.pollFor(profInbound, topic, root, general, dm, chain, flagged)
 	if err != nil {
 		return "", err
 	}
 	var errs []error
+	if e, r := evs[5], evs[1]; e.Source.ChatType != r.Source.ChatType || e.Source.ThreadID != r.Source.ThreadID || e.Source.ChatID != r.Source.ChatID {
+		errs = append(errs, fmt.Errorf("General topic flagged as topic 1: chat_type %q thread_id %q, unflagged: %q %q (two conversations for one chat)",
+			e.Source.ChatType, e.Source.ThreadID, r.Source.ChatType, r.Source.ThreadID))
+	}
 	if e := evs[0]; e.Source.ChatType != abi.ChatForum || e.Source.ThreadID != itoa(topics[0]) || e.Source.ChatID != itoa(forum.ID) {
 		errs = append(errs, fmt.Errorf("topic message: chat_type %q thread_id %q, want forum %d", e.Source.ChatType, e.Source.ThreadID, topics[0]))
 	} else if e.ReplyTo != "" {
@@ -159,7 +167,7 @@ func (s *suite) checkTopics() (string, error) {
 	if e := evs[3]; e.Source.UserID != itoa(ada.ID) || e.Source.MessageID != itoa(dm.Message.MessageID) || e.Text != "root" {
 		errs = append(errs, fmt.Errorf("DM: user_id %q message_id %q text %q", e.Source.UserID, e.Source.MessageID, e.Text))
 	}
-	return "topic → forum+thread; General reply and DM chain → no thread", joinErrors(errs)
+	return "topic → forum+thread; General (flagged or not), General reply and DM chain → no thread", joinErrors(errs)
 }
 
 // checkGating: unaddressed group messages are observed; mentions and replies to the bot are
@@ -215,14 +223,17 @@ func (s *suite) checkCommands() (string, error) {
 	return "/resume@bot 42 → /resume 42; /new@some_other_bot ignored", nil
 }
 
-// checkSkips: messages from bots and service messages are not events; edits are not turns;
-// channel posts without "from" are mapped without crashing.
+// checkSkips: messages from bots and other service messages are not events; edits are not
+// turns; channel posts without "from" are mapped without crashing; the two service messages of
+// a group's upgrade to a supergroup each become an observe event in the new chat naming the old
+// one (migrate_from_chat_id), so that the host carries the group's conversations over.
 func (s *suite) checkSkips() (string, error) {
 	bot := s.bot(profInbound)
 	fromBot := bot.BotText(groupID, tgt.Person(999001, "Other Bot"), "@"+bot.Username()+" beep")
 	orig := bot.PrivateText(ada, "tpyo")
 	edit, _ := bot.EditText(ada.ID, orig.Message.MessageID, "typo")
 	migrate1, migrate2 := bot.Migration(migFromID, migToID)
+	title := bot.InjectMessage(tgt.Message{From: &ada, Chat: tgt.Chat{ID: groupID, Type: tgt.Group}})
 	post := bot.ChannelPost(channelID, "channel news")
 	got := map[string]abi.InboundEvent{}
 	// Poll until Telegram has confirmed everything: one poll after the last batch.
@@ -236,9 +247,19 @@ func (s *suite) checkSkips() (string, error) {
 		}
 	}
 	var errs []error
-	for _, u := range []tgt.Update{fromBot, migrate1, migrate2} {
+	for _, u := range []tgt.Update{fromBot, title} {
 		if e, ok := got[updateID(u)]; ok {
 			errs = append(errs, fmt.Errorf("update %d (%s) became an event: %q", u.UpdateID, describeUpdate(u), e.Text))
+		}
+	}
+	for _, u := range []tgt.Update{migrate1, migrate2} {
+		e, ok := got[updateID(u)]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("migration service message %d was dropped: the supergroup would start a fresh conversation", u.UpdateID))
+		case kindOf(e) != abi.EventObserve || e.Source.ChatID != itoa(migToID) || e.MigrateFromChatID != itoa(migFromID):
+			errs = append(errs, fmt.Errorf("migration service message %d became %s in chat %s from %q, want observe in %d from %d",
+				u.UpdateID, kindOf(e), e.Source.ChatID, e.MigrateFromChatID, migToID, migFromID))
 		}
 	}
 	if _, ok := got[updateID(orig)]; !ok {
@@ -250,7 +271,7 @@ func (s *suite) checkSkips() (string, error) {
 	if e, ok := got[updateID(post)]; ok && e.Source.ChatType != abi.ChatChannel {
 		errs = append(errs, fmt.Errorf("channel post: chat_type %q", e.Source.ChatType))
 	}
-	return fmt.Sprintf("%d events from 6 updates", len(got)), joinErrors(errs)
+	return fmt.Sprintf("%d events from 7 updates; migration → migrate_from_chat_id", len(got)), joinErrors(errs)
 }
 
 // botSays sends text as bot into chat through the fake's API (as the bot's earlier answer) and
@@ -375,8 +396,12 @@ func (s *suite) checkSendTopics() (string, error) {
 // message_thread_id.
 func (s *suite) checkThreadNotFound() (string, error) {
 	before := len(s.requests("sendMessage", sendForum))
-	if _, err := s.sendOK(abi.OutboundMessage{ChatType: abi.ChatForum, ChatID: itoa(sendForum), ThreadID: "777777", Text: "topic deleted"}); err != nil {
-		return "", err
+	res, err := s.send(abi.OutboundMessage{ChatType: abi.ChatForum, ChatID: itoa(sendForum), ThreadID: "777777", Text: "topic deleted"})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("send: %w", err)
+	case res.Error != nil:
+		return "", fmt.Errorf("send refused: %s %s: %s", res.Error.Kind, res.Error.Code, res.Error.Message)
 	}
 	reqs := s.requests("sendMessage", sendForum)[before:]
 	if len(reqs) != 2 || reqs[0].Thread != 777777 || reqs[1].Thread != 0 {
@@ -389,7 +414,10 @@ func (s *suite) checkThreadNotFound() (string, error) {
 	if got := s.tg.SentTexts(sendForum, 0); len(got) == 0 || got[len(got)-1] != "topic deleted" {
 		return "", errors.New("the retried message did not land in the chat")
 	}
-	return "2 requests, the second without message_thread_id", nil
+	if res.ThreadID == nil || *res.ThreadID != "" {
+		return "", errors.New(`the result does not say the message went to the chat itself (thread_id ""): the host would record the deleted topic`)
+	}
+	return "2 requests, the second without message_thread_id; thread_id \"\" reported", nil
 }
 
 // checkUTF16: 4096 UTF-16 units (2048 astral emoji) are sent; anything longer is a permanent
@@ -450,9 +478,9 @@ func (s *suite) checkMigrated() (string, error) {
 	return "permanent, migrate_to_chat_id " + itoa(newGroupID), nil
 }
 
-// checkFailures: 5xx with HTML and malformed JSON are retryable; a connection reset after the
-// request was sent is uncertain (a resend could duplicate the message); other 4xx are permanent
-// with Telegram's description; the token never appears in a message.
+// checkFailures: refusals (4xx) are permanent with Telegram's description; an HTML page that is
+// not Telegram's answer before anything happened is retryable; the token never appears in a
+// message.
 func (s *suite) checkFailures() (string, error) {
 	cases := []struct {
 		name  string
@@ -460,10 +488,6 @@ func (s *suite) checkFailures() (string, error) {
 		kind  string
 		text  string
 	}{
-		{"HTML 502", tgt.ServerError(502), abi.SendRetryable, ""},
-		{"malformed JSON", tgt.MalformedJSON(), abi.SendRetryable, ""},
-		// The fake reads the request, then resets: it reached Telegram, the outcome is unknown.
-		{"connection reset", tgt.ConnectionReset(), abi.SendUncertain, ""},
 		{"403 blocked", tgt.APIError(403, "Forbidden: bot was blocked by the user"), abi.SendPermanent, "blocked"},
 		{"400 chat not found", tgt.APIError(400, "Bad Request: chat not found"), abi.SendPermanent, "chat not found"},
 	}
@@ -482,7 +506,130 @@ func (s *suite) checkFailures() (string, error) {
 			errs = append(errs, fmt.Errorf("%s: the bot token leaked into the error message", c.name))
 		}
 	}
-	return "5xx/HTML/malformed retryable; reset uncertain; 403/400 permanent", joinErrors(errs)
+	return "403/400 permanent with the description", joinErrors(errs)
+}
+
+// checkAmbiguous: answers that may follow the effect are never retryable (SPEC 2.6, "a possible
+// gap is better than a duplicate"). Each fault here applies after Telegram posted the message:
+// a 200 whose JSON is cut (Telegram executed it: success, or at least uncertain), a 200 whose
+// body stops short, a 5xx (HTML or JSON), a reset. A plugin that answers retryable makes the
+// host post the message twice.
+func (s *suite) checkAmbiguous() (string, error) {
+	cases := []struct {
+		name  string
+		fault tgt.Fault
+		ok    bool // success is the right answer (uncertain is tolerated)
+	}{
+		{"200 with cut JSON", tgt.MalformedJSON().AfterEffect(), true},
+		{"200 with a body cut short", tgt.TruncatedBody().AfterEffect(), false},
+		{"HTML 502", tgt.ServerError(502).AfterEffect(), false},
+		{"JSON 500", tgt.APIError(500, "Internal Server Error").AfterEffect(), false},
+		{"connection reset", tgt.ConnectionReset().AfterEffect(), false},
+	}
+	var errs []error
+	for _, c := range cases {
+		s.tg.InjectFault("sendMessage", c.fault.ForChat(sendPrivate))
+		before := len(s.requests("sendMessage", sendPrivate))
+		text := "ambiguous: " + c.name
+		res, err := s.send(abi.OutboundMessage{ChatID: itoa(sendPrivate), Text: text})
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: send failed as a call (want a typed result): %w", c.name, err))
+			continue
+		case res.Error == nil && !c.ok:
+			errs = append(errs, fmt.Errorf("%s: reported delivered, want uncertain (the outcome is unknown)", c.name))
+		case res.Error != nil && res.Error.Kind != abi.SendUncertain:
+			errs = append(errs, fmt.Errorf("%s: %s, want %s: Telegram may have posted it, a resend duplicates it",
+				c.name, res.Error.Kind, map[bool]string{true: "success", false: "uncertain"}[c.ok]))
+		}
+		if n := len(s.requests("sendMessage", sendPrivate)) - before; n != 1 {
+			errs = append(errs, fmt.Errorf("%s: %d requests, want 1", c.name, n))
+		}
+		if n := countText(s.tg.SentTexts(sendPrivate, 0), text); n != 1 {
+			errs = append(errs, fmt.Errorf("%s: posted %d times", c.name, n))
+		}
+	}
+	return "200 cut → delivered; 5xx/reset/cut body → uncertain; each posted once", joinErrors(errs)
+}
+
+func countText(texts []string, text string) int {
+	n := 0
+	for _, t := range texts {
+		if t == text {
+			n++
+		}
+	}
+	return n
+}
+
+// callTimeout is the call deadline the suite's runtime enforces.
+func (s *suite) callTimeout() time.Duration {
+	if s.opts.CallTimeout > 0 {
+		return s.opts.CallTimeout
+	}
+	return 10 * time.Second // the runtime's default
+}
+
+// checkSlowSend: a sendMessage answered after the call deadline (the message is posted at
+// once, the answer comes 2 s after the deadline) is a typed uncertain result, never a deadline
+// crash, and the plugin stays active. The message was posted, so retryable (which the host
+// resends) is wrong: the user would see it twice.
+func (s *suite) checkSlowSend() (string, error) {
+	slow := s.callTimeout() + 2*time.Second
+	s.tg.InjectFault("sendMessage", tgt.Slow(slow).ForChat(sendPrivate))
+	start := time.Now()
+	res, err := s.send(abi.OutboundMessage{ChatID: itoa(sendPrivate), Text: "slow answer"})
+	took := time.Since(start).Round(100 * time.Millisecond)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("send answered after %v failed as a call (a crash counts against the breaker): %w", slow, err)
+	case !s.p.Active():
+		return "", errors.New("the plugin is no longer active")
+	case res.Error == nil:
+		return "", fmt.Errorf("reported delivered after %v although no answer came", took)
+	case res.Error.Kind != abi.SendUncertain:
+		return "", fmt.Errorf("%s after %v, want uncertain: the message was posted, a resend duplicates it", res.Error.Kind, took)
+	}
+	if n := countText(s.tg.SentTexts(sendPrivate, 0), "slow answer"); n != 1 {
+		return "", fmt.Errorf("posted %d times", n)
+	}
+	return fmt.Sprintf("%s after %v (deadline %v)", res.Error.Kind, took, s.callTimeout()), nil
+}
+
+// checkSlowGetMe: a profile whose getMe is answered only after the call deadline is accepted
+// at configure (not rejected, not a crash), and poll learns the identity later. It loads the
+// plugin a second time, with that profile only.
+func (s *suite) checkSlowGetMe() (string, error) {
+	token := tokens[profSlowMe]
+	s.tg.InjectFault("getMe", tgt.Slow(s.callTimeout()+time.Second).ForBot(token))
+	cfg, _ := json.Marshal(map[string]any{"token": token, "api_base": s.tg.URL()})
+	start := time.Now()
+	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
+		Profiles: map[string]json.RawMessage{profSlowMe: cfg}, Env: s.env, EgressExtra: []string{"127.0.0.1"},
+		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
+	})
+	if err != nil {
+		return "", err
+	}
+	defer rt.Close()
+	took := time.Since(start).Round(100 * time.Millisecond)
+	if problems := p.Info().Profiles[profSlowMe]; len(problems) > 0 {
+		return "", fmt.Errorf("profile rejected when getMe was slow: %s", strings.Join(problems, "; "))
+	}
+	bot := s.tg.BotByToken(token)
+	u := bot.PrivateText(ada, "are you there?")
+	var got []abi.InboundEvent
+	for i, deadline := 0, time.Now().Add(s.opts.Timeout); i < maxPolls && len(got) == 0 && time.Now().Before(deadline); i++ {
+		res, err := p.Poll(s.ctx, profSlowMe, pollWait)
+		if err != nil {
+			return "", fmt.Errorf("poll after the slow start: %w", err)
+		}
+		got = append(got, res.Events...)
+	}
+	if err := sameIDs(got, []tgt.Update{u}); err != nil {
+		return "", fmt.Errorf("poll after the slow start: %w", err)
+	}
+	return fmt.Sprintf("accepted (load %v), identity learned by poll", took), nil
 }
 
 // checkEdit: editMessageText replaces the text; "message is not modified" is success.

@@ -1,9 +1,11 @@
 // Package telegram is the Telegram profile of the conformance suite. It loads a Telegram
 // adapter (.wasm) through the production runtime, points its profiles at a telegramtest fake of
 // the Bot API, and checks the behaviours adapters tend to get wrong: getUpdates offsets (and
-// their survival across a restart), forum topics, mention gating, the UTF-16 length limit,
-// the mapping of 429, migrated groups and other refusals, the "message thread not found" retry,
-// and the webhook secret.
+// their survival across a restart), forum topics and the General topic, mention gating, group
+// migration service messages, the UTF-16 length limit, the mapping of 429, migrated groups and
+// other refusals, ambiguous answers after the message was posted (never resent), answers slower
+// than the call deadline (a typed result, never a crash; a slow getMe at configure accepts the
+// profile), the "message thread not found" retry, and the webhook secret.
 //
 // The adapter is configured with the first-party plugin's configuration keys, which a Telegram
 // adapter must accept to be checked: token, api_base, and for webhook mode mode="webhook",
@@ -19,8 +21,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +61,8 @@ const (
 	// profConflict polls a second fake that counts getUpdates timeouts in real seconds, so its
 	// long poll stays parked until another client's getUpdates terminates it.
 	profConflict = "conflict"
+	// profSlowMe is loaded on its own by checkSlowGetMe, with a getMe slower than the deadline.
+	profSlowMe = "slowme"
 )
 
 var tokens = map[string]string{
@@ -65,6 +72,7 @@ var tokens = map[string]string{
 	profSend:     "700000004:conformance-send",
 	profHook:     "700000005:conformance-hook",
 	profConflict: "700000006:conformance-conflict",
+	profSlowMe:   "700000007:conformance-slowme",
 }
 
 const (
@@ -102,6 +110,10 @@ type suite struct {
 	hookURL string
 	// sendTokens maps each chat the suite sends to to the token its profile must use.
 	sendTokens map[int64]string
+	// posts records Bot API methods that post into a chat, called from an export other than
+	// send and let through (reaching the fake), as "export: method".
+	postsMu sync.Mutex
+	posts   []string
 }
 
 // Run checks the Telegram adapter at wasmPath against a fake Bot API and reports each behaviour
@@ -128,50 +140,90 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 
 	dir, err := os.MkdirTemp("", "hermes-conformance-telegram-")
 	if err != nil {
-		s.rep.Add("load", time.Now(), err, "")
+		s.add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
 	env, closeEnv, err := newEnv(ctx, dir)
 	if err != nil {
-		s.rep.Add("load", time.Now(), err, "")
+		s.add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer closeEnv()
 	s.env = env
+	env.Egressed = func(c plugin.Caller, _ string, u *url.URL, err error) {
+		method := path.Base(u.Path)
+		if c.Export == abi.ExportSend || !postingMethod(method) || abi.CodeOf(err) == abi.CodeDenied {
+			return
+		}
+		s.postsMu.Lock()
+		s.posts = append(s.posts, c.Export+": "+method)
+		s.postsMu.Unlock()
+	}
 	defer func() {
 		if s.rt != nil {
 			s.rt.Close()
 		}
 	}()
 
-	if !s.rep.Check("load (manifest, configure)", s.load) {
+	if !s.check("load (manifest, configure)", s.load) {
 		return s.rep
 	}
-	s.rep.Check("poll: offset confirmed next poll", s.checkOffsets)
-	s.rep.Check("poll: restart, no loss or replay", s.checkRestart)
-	s.rep.Check("poll: stray webhook deleted", s.checkStrayWebhook)
-	s.rep.Check("poll: 409 conflict backs off", s.checkConflict)
-	s.rep.Check("inbound: topics and thread traps", s.checkTopics)
-	s.rep.Check("inbound: mention gating", s.checkGating)
-	s.rep.Check("inbound: /command@bot", s.checkCommands)
-	s.rep.Check("inbound: bots, edits, service", s.checkSkips)
-	s.rep.Check("send: topics, General, replies", s.checkSendTopics)
-	s.rep.Check("send: thread not found retried", s.checkThreadNotFound)
-	s.rep.Check("send: UTF-16 limit respected", s.checkUTF16)
-	s.rep.Check("send: 429 mapped to retry_after", s.checkFlood)
-	s.rep.Check("send: migrated group mapped", s.checkMigrated)
-	s.rep.Check("send: other failures typed", s.checkFailures)
+	s.check("poll: offset confirmed next poll", s.checkOffsets)
+	s.check("poll: restart, no loss or replay", s.checkRestart)
+	s.check("poll: stray webhook deleted", s.checkStrayWebhook)
+	s.check("poll: 409 conflict backs off", s.checkConflict)
+	s.check("inbound: topics and thread traps", s.checkTopics)
+	s.check("inbound: mention gating", s.checkGating)
+	s.check("inbound: /command@bot", s.checkCommands)
+	s.check("inbound: bots, edits, service, migration", s.checkSkips)
+	s.check("send: topics, General, replies", s.checkSendTopics)
+	s.check("send: thread not found retried", s.checkThreadNotFound)
+	s.check("send: UTF-16 limit respected", s.checkUTF16)
+	s.check("send: 429 mapped to retry_after", s.checkFlood)
+	s.check("send: migrated group mapped", s.checkMigrated)
+	s.check("send: refusals typed", s.checkFailures)
+	s.check("send: ambiguous answers never resent", s.checkAmbiguous)
+	s.check("send: slow answer typed, no crash", s.checkSlowSend)
 	if s.p.Manifest().Has(abi.CapEdit) {
-		s.rep.Check("send: edit, not modified is ok", s.checkEdit)
+		s.check("send: edit, not modified is ok", s.checkEdit)
 	}
 	if s.p.Manifest().Has(abi.CapTyping) {
-		s.rep.Check("send: typing", s.checkTyping)
+		s.check("send: typing", s.checkTyping)
 	}
-	s.rep.Check("webhook: registered with secret", s.checkWebhookRegistered)
-	s.rep.Check("webhook: secret enforced", s.checkWebhookSecret)
-	s.rep.Check("profiles: own token only", s.checkTokens)
+	s.check("webhook: registered with secret", s.checkWebhookRegistered)
+	s.check("webhook: secret enforced", s.checkWebhookSecret)
+	s.check("configure: slow getMe accepts the profile", s.checkSlowGetMe)
+	s.check("profiles: own token only", s.checkTokens)
+	s.check("egress: messages posted only from send", s.checkPostsOnlyFromSend)
 	return s.rep
+}
+
+// postingMethod reports whether a Bot API method puts something into a chat or changes what
+// it shows (webhook management does not).
+func postingMethod(m string) bool {
+	if strings.HasSuffix(m, "Webhook") {
+		return false
+	}
+	for _, prefix := range []string{"send", "edit", "forward", "copy", "delete", "pin", "unpin", "setChat", "setMessageReaction"} {
+		if strings.HasPrefix(m, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPostsOnlyFromSend: during the whole run, nothing posted into a chat from poll, webhook or
+// configure reached the fake. Only send runs inside the session boundary, after the stale
+// check, with a ledger row; a message posted from anywhere else bypasses all three.
+func (s *suite) checkPostsOnlyFromSend() (string, error) {
+	s.postsMu.Lock()
+	defer s.postsMu.Unlock()
+	if len(s.posts) > 0 {
+		return "", fmt.Errorf("%d message-posting calls outside send reached the Bot API (%s): only send may post, inside the host's guarded path; declare egress_scopes so the host refuses them",
+			len(s.posts), strings.Join(s.posts[:min(len(s.posts), 5)], ", "))
+	}
+	return "every message-posting call came from send", nil
 }
 
 func sortedProfiles() []string {
@@ -200,10 +252,38 @@ func newEnv(ctx context.Context, dir string) (*plugin.Env, func(), error) {
 	return env, func() { eg.Close(); db.Close() }, nil
 }
 
+// add records a result.
+func (s *suite) add(name string, start time.Time, err error, detail string) {
+	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
+	if err != nil {
+		r.Detail = err.Error()
+	} else {
+		r.Detail = detail
+	}
+	s.rep.Results = append(s.rep.Results, r)
+}
+
+// check runs one check, turning a panic into its failure, and reports whether it passed.
+func (s *suite) check(name string, f func() (string, error)) (ok bool) {
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			s.add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
+			ok = false
+		}
+	}()
+	detail, err := f()
+	s.add(name, start, err, detail)
+	return err == nil
+}
+
 // profiles are the configurations the adapter is loaded with.
 func (s *suite) profiles() map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for name, token := range tokens {
+		if name == profSlowMe {
+			continue // loaded on its own
+		}
 		cfg := map[string]any{"token": token, "api_base": s.tg.URL()}
 		switch name {
 		case profConflict:
@@ -226,7 +306,9 @@ func (s *suite) load() (string, error) {
 	}
 	start := time.Now()
 	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
-		Profiles: s.profiles(), Env: s.env, EgressExtra: []string{"127.0.0.1"},
+		// The fakes stand in for api.telegram.org: the adapter's egress scopes apply to them.
+		Profiles: s.profiles(), Env: s.env, EgressAlias: map[string]string{
+			hostOf(s.tg.URL()): "api.telegram.org", hostOf(s.tgLive.URL()): "api.telegram.org"},
 		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
@@ -380,4 +462,12 @@ func (s *suite) current() *plugin.Plugin {
 	s.hook.mu.Lock()
 	defer s.hook.mu.Unlock()
 	return s.p
+}
+
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Host
 }

@@ -40,12 +40,18 @@ func TestNaiveAdapterFails(t *testing.T) {
 		failed[r.Name] = !r.Passed
 	}
 	for _, name := range []string{
-		"poll: restart, no loss or replay", // offset in instance memory
-		"inbound: topics and thread traps", // every message_thread_id echoed
-		"inbound: mention gating",          // every group message a turn
-		"send: UTF-16 limit respected",     // code points counted
-		"send: 429 mapped to retry_after",  // retried inside send
-		"webhook: secret enforced",         // no secret check
+		"poll: restart, no loss or replay",       // offset in instance memory
+		"inbound: topics and thread traps",       // every message_thread_id echoed
+		"inbound: mention gating",                // every group message a turn
+		"send: UTF-16 limit respected",           // code points counted
+		"send: 429 mapped to retry_after",        // retried inside send
+		"webhook: secret enforced",               // no secret check
+		"egress: messages posted only from send", // acknowledges commands from poll
+		// The old ambiguous-answer mapping and timeouts longer than the call deadline.
+		"send: ambiguous answers never resent",      // 5xx, reset, unreadable 200: retryable
+		"send: slow answer typed, no crash",         // no answer in time: retryable, a resend duplicates
+		"configure: slow getMe accepts the profile", // 30 s getMe at configure: rejected
+		"inbound: bots, edits, service, migration",  // migration service messages dropped
 	} {
 		if !failed[name] {
 			t.Errorf("check %q did not fail", name)

@@ -32,8 +32,17 @@ func (b *Bot) injectLocked(ch *chat, m *Message) Update {
 		m.Entities = detectEntities(m.Text)
 	}
 	if r := m.ReplyToMessage; r != nil {
+		// reply_to_message is the whole replied message, as Telegram sends it (without its own
+		// reply). One the fake does not know still gets the fields every Message has.
 		if stored := ch.messages[r.MessageID]; stored != nil {
 			m.ReplyToMessage = shallow(stored)
+		} else {
+			c := shallow(r)
+			c.Chat = ch.Chat
+			if c.Date == 0 {
+				c.Date = m.Date
+			}
+			m.ReplyToMessage = c
 		}
 	}
 	stored := ch.newMessageLocked(m)
@@ -83,13 +92,13 @@ func (b *Bot) Command(chatID int64, from User, command, args string) Update {
 // TopicText queues a message in forum topic thread of chatID, as Telegram sends it:
 // message_thread_id, is_topic_message true, and reply_to_message set to the topic's creation
 // service message (a trap for adapters that treat every reply_to_message as a real reply). The
-// forum and topic are created if unknown.
+// forum and topic are created if unknown (thread 0 creates a new topic).
 func (b *Bot) TopicText(chatID, thread int64, from User, text string) Update {
 	s := b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch := s.forumLocked(chatID)
-	s.topicLocked(ch, thread, "")
+	thread = s.topicLocked(ch, thread, "")
 	return b.injectLocked(ch, &Message{
 		From: ptr(from), Text: text, MessageThreadID: thread, IsTopicMessage: true,
 		ReplyToMessage: &Message{MessageID: thread},

@@ -19,6 +19,10 @@ type chat struct {
 	messages   map[int64]*Message
 }
 
+// ForumAdmin is the user who creates the topics of AddForum, AddTopic and TopicText: the sender
+// of each topic's creation message.
+var ForumAdmin = Person(100001, "Forum Admin")
+
 // Topic is a forum topic to create with AddForum.
 type Topic struct {
 	ID   int64 // its message_thread_id: the id of the message that created it; 0 picks one
@@ -126,7 +130,7 @@ func (s *Server) topicLocked(c *chat, id int64, name string) int64 {
 	c.topics[id] = name
 	c.nextID = max(c.nextID, id+1)
 	c.messages[id] = &Message{
-		MessageID: id, MessageThreadID: id, IsTopicMessage: true,
+		MessageID: id, MessageThreadID: id, IsTopicMessage: true, From: ptr(ForumAdmin),
 		Chat: c.Chat, Date: s.cfg.clock.Now().Unix(),
 		ForumTopicCreated: &ForumTopicCreated{Name: name, IconColor: 7322096},
 	}

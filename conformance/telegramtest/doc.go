@@ -67,14 +67,25 @@
 // message_thread_id without is_topic_message), ChannelPost (no from), BotText (from a bot),
 // EditText (edited_message), Migration (the two migrate service messages), or the general
 // InjectMessage and Inject. Mention and command entities are filled in with UTF-16 offsets.
+// reply_to_message is always the whole replied message (one level deep, as Telegram nests it).
 //
 // # Faults and flood control
 //
 // InjectFault queues per-method faults, taken FIFO by matching requests: FloodWait (429 with
-// retry_after), APIError, Migrated, ServerError (HTML body), MalformedJSON (truncated body),
-// Slow (answer held back after the request took effect) and ConnectionReset (TCP RST).
+// retry_after), APIError, Migrated, ServerError (HTML body), MalformedJSON (a 200 whose JSON is
+// cut), TruncatedBody (a 200 whose body ends before its Content-Length), ConnectionReset (TCP
+// RST), Slow (the answer held back) and NoAnswer (none at all). A fault answers before the
+// method runs unless made with AfterEffect: then the method takes effect first (the message is
+// posted) and the client gets the fault instead of the answer, the case where a retry
+// duplicates. Slow and NoAnswer always apply after the effect.
 // WithFloodControl adds a real limiter on sendMessage and editMessageText (per chat: a burst,
 // then one per second; per group: 20 a minute) driven by the Clock, e.g. a ManualClock.
+//
+// # Cross-checked
+//
+// The package's tests run go-telegram-bot-api v5.5.1 against the fake: its parsing of getMe,
+// of every update builder, of sent messages and replies, of errors (Code, RetryAfter,
+// MigrateToChatID) and its failures under each fault agree with what the fake means.
 //
 // # Waiting
 //
@@ -84,8 +95,9 @@
 // # Not modelled
 //
 // Media and files (multipart uploads are parsed, files are only named in Request.Files),
-// inline mode and callback queries, reply markup semantics (it is stored and echoed), bot
-// privacy mode (bots receive all group messages), chat membership and permissions, "bot was
+// inline mode and callback queries, reply markup semantics (it is stored and echoed), the
+// delivery side of privacy mode (getMe reports it, on by default as for a new bot, but every
+// injected update is delivered), chat membership and permissions, "bot was
 // blocked" (inject it with APIError), the global ~30 messages/s limit, edits of inline
 // messages, parallel webhook connections
 // (max_connections is stored), entity detection beyond mentions and commands, and the exact

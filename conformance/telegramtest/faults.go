@@ -17,11 +17,18 @@ const (
 	faultMalformed
 	faultDelay
 	faultReset
+	faultTruncated
+	faultHang
 )
 
 // Fault is a scripted misbehaviour for one request. Build one with FloodWait, APIError,
-// ServerError, MalformedJSON, Slow or ConnectionReset, narrow it with ForChat or ForBot, and
-// queue it with Server.InjectFault.
+// ServerError, MalformedJSON, TruncatedBody, Slow, NoAnswer or ConnectionReset, narrow it with
+// ForChat or ForBot, and queue it with Server.InjectFault.
+//
+// By default a fault replaces the answer before the method runs: nothing happened, which is
+// what a client may safely retry. AfterEffect makes it apply after the method took effect (the
+// message is posted, then the answer is a 502, a reset or a cut body), which is what a client
+// must not retry blindly. Slow and NoAnswer always apply after the effect.
 type Fault struct {
 	kind   faultKind
 	code   int
@@ -30,6 +37,7 @@ type Fault struct {
 	delay  time.Duration
 	chatID int64
 	token  string
+	after  bool
 }
 
 // FloodWait is a 429 "Too Many Requests: retry after N" with parameters.retry_after N.
@@ -59,16 +67,31 @@ func ServerError(status int) Fault {
 	return Fault{kind: faultHTML, code: status}
 }
 
-// MalformedJSON answers 200 with a truncated JSON body.
+// MalformedJSON answers 200 with a JSON body cut in the middle (a complete HTTP response whose
+// body is not JSON). After the effect, the cut body is the first half of the real answer.
 func MalformedJSON() Fault { return Fault{kind: faultMalformed} }
+
+// TruncatedBody answers 200 with a Content-Length the body never reaches: the connection is
+// closed after half of it, so the client's read of the body fails. After the effect, the half
+// sent is the start of the real answer.
+func TruncatedBody() Fault { return Fault{kind: faultTruncated} }
 
 // Slow serves the request at once but holds the answer back for d: a client with a shorter
 // timeout gives up although its message was accepted (the case that tempts clients into
 // duplicate resends). A long poll under Slow collects its updates first, then waits.
-func Slow(d time.Duration) Fault { return Fault{kind: faultDelay, delay: d} }
+func Slow(d time.Duration) Fault { return Fault{kind: faultDelay, delay: d, after: true} }
+
+// NoAnswer serves the request and never answers: the connection stays open until the client
+// gives up (or the server closes). It always applies after the effect.
+func NoAnswer() Fault { return Fault{kind: faultHang, after: true} }
 
 // ConnectionReset closes the connection with a TCP reset instead of answering.
 func ConnectionReset() Fault { return Fault{kind: faultReset} }
+
+// AfterEffect makes the fault apply after the method took effect: a sendMessage is posted (it
+// appears in Sent), a getUpdates confirms what its offset confirms, then the client gets the
+// fault instead of the answer. Without it a fault answers before the method runs.
+func (f Fault) AfterEffect() Fault { f.after = true; return f }
 
 // ForChat narrows the fault to requests whose chat_id is chatID.
 func (f Fault) ForChat(chatID int64) Fault { f.chatID = chatID; return f }
@@ -76,8 +99,16 @@ func (f Fault) ForChat(chatID int64) Fault { f.chatID = chatID; return f }
 // ForBot narrows the fault to requests made with token.
 func (f Fault) ForBot(token string) Fault { f.token = token; return f }
 
-// String describes the fault, as recorded in Request.Fault.
+// String describes the fault, as recorded in Request.Fault; faults applied after the method
+// took effect start with "after effect: ".
 func (f Fault) String() string {
+	if f.after && f.kind != faultDelay && f.kind != faultHang {
+		return "after effect: " + f.describe()
+	}
+	return f.describe()
+}
+
+func (f Fault) describe() string {
 	switch f.kind {
 	case faultHTML:
 		return fmt.Sprintf("html %d", f.code)
@@ -87,6 +118,10 @@ func (f Fault) String() string {
 		return "slow " + f.delay.String()
 	case faultReset:
 		return "connection reset"
+	case faultTruncated:
+		return "truncated body"
+	case faultHang:
+		return "no answer"
 	}
 	return fmt.Sprintf("%d %s", f.code, f.desc)
 }
@@ -134,9 +169,18 @@ const htmlPage = `<html>
 </html>
 `
 
+// stubAnswer is the start of a sendMessage answer, cut by MalformedJSON and TruncatedBody when
+// they answer before the method ran (there is no real answer to cut).
+const stubAnswer = `{"ok":true,"result":{"message_id":1,"date":1700000000,"chat":{"id":1,"type":"private"}}}`
+
 // apply answers the request with the fault and returns the HTTP status written (0 for a reset).
-// It is not used for Slow, which Server.answer handles.
-func (f Fault) apply(w http.ResponseWriter) int {
+// answer is the JSON the method would have answered (nil when it did not run); the cut-body
+// faults send the first half of it. Slow and NoAnswer are handled by Server.answer.
+func (f Fault) apply(w http.ResponseWriter, answer []byte) int {
+	if answer == nil {
+		answer = []byte(stubAnswer)
+	}
+	half := answer[:len(answer)/2]
 	switch f.kind {
 	case faultHTML:
 		w.Header().Set("Content-Type", "text/html")
@@ -145,16 +189,21 @@ func (f Fault) apply(w http.ResponseWriter) int {
 		return f.code
 	case faultMalformed:
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(half)))
 		w.WriteHeader(http.StatusOK)
-		w.Write([]byte(`{"ok":true,"result":{"message_id":`))
+		w.Write(half)
+		return http.StatusOK
+	case faultTruncated:
+		conn := hijack(w)
+		if conn == nil {
+			return 0
+		}
+		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(answer), half)
+		conn.Close()
 		return http.StatusOK
 	case faultReset:
-		hj, ok := w.(http.Hijacker)
-		if !ok {
-			panic(http.ErrAbortHandler)
-		}
-		conn, _, err := hj.Hijack()
-		if err != nil {
+		conn := hijack(w)
+		if conn == nil {
 			return 0
 		}
 		if tc, ok := conn.(*net.TCPConn); ok {
@@ -165,4 +214,17 @@ func (f Fault) apply(w http.ResponseWriter) int {
 	}
 	writeJSON(w, f.code, envelope{ErrorCode: f.code, Description: f.desc, Parameters: f.params})
 	return f.code
+}
+
+// hijack takes over the request's connection (nil if it is already gone).
+func hijack(w http.ResponseWriter) net.Conn {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return nil
+	}
+	return conn
 }

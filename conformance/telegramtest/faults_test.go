@@ -157,3 +157,106 @@ func TestFloodControlLimiter(t *testing.T) {
 		t.Fatalf("FirstRequest %+v %v", got, ok)
 	}
 }
+
+// Faults after the effect: the message is posted, then the answer is lost or garbled. Each
+// one is the case where a client that retries duplicates the message.
+func TestFaultsAfterEffect(t *testing.T) {
+	cases := []struct {
+		name  string
+		fault Fault
+		check func(t *testing.T, resp *http.Response, body []byte, err error)
+	}{
+		{"html 502", ServerError(502).AfterEffect(), func(t *testing.T, resp *http.Response, body []byte, err error) {
+			if err != nil || resp.StatusCode != 502 || json.Valid(body) {
+				t.Fatalf("%v %v %q", err, resp, body)
+			}
+		}},
+		{"json 500", APIError(500, "Internal Server Error").AfterEffect(), func(t *testing.T, resp *http.Response, body []byte, err error) {
+			if err != nil || resp.StatusCode != 500 || !strings.Contains(string(body), `"error_code":500`) {
+				t.Fatalf("%v %v %q", err, resp, body)
+			}
+		}},
+		{"malformed json", MalformedJSON().AfterEffect(), func(t *testing.T, resp *http.Response, body []byte, err error) {
+			// The first half of the real answer: it names the posted message, then stops.
+			if err != nil || resp.StatusCode != 200 || json.Valid(body) || !strings.HasPrefix(string(body), `{"ok":true,"result":{"message_id":1,`) {
+				t.Fatalf("%v %v %q", err, resp, body)
+			}
+		}},
+		{"truncated body", TruncatedBody().AfterEffect(), func(t *testing.T, resp *http.Response, body []byte, err error) {
+			if !errors.Is(err, io.ErrUnexpectedEOF) || resp.StatusCode != 200 {
+				t.Fatalf("want a 200 whose body read fails with unexpected EOF, got %v %v %q", err, resp, body)
+			}
+		}},
+		{"connection reset", ConnectionReset().AfterEffect(), func(t *testing.T, resp *http.Response, body []byte, err error) {
+			if err == nil {
+				t.Fatalf("no error: %v", resp)
+			}
+		}},
+		{"slow", Slow(time.Minute), func(t *testing.T, resp *http.Response, body []byte, err error) {
+			if err == nil {
+				t.Fatalf("no timeout: %v", resp)
+			}
+		}},
+		{"no answer", NoAnswer(), func(t *testing.T, resp *http.Response, body []byte, err error) {
+			if err == nil {
+				t.Fatalf("no timeout: %v", resp)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := New(t)
+			s.AddPrivate(ada)
+			s.InjectFault("sendMessage", c.fault)
+			client := &http.Client{Timeout: 300 * time.Millisecond}
+			resp, err := client.Post(s.BotURL(DefaultToken)+"/sendMessage", "application/json", strings.NewReader(`{"chat_id":111,"text":"posted"}`))
+			var body []byte
+			if err == nil {
+				body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			c.check(t, resp, body, err)
+			if got := s.SentTexts(111, 0); len(got) != 1 || got[0] != "posted" {
+				t.Fatalf("transcript %q, want the message posted once", got)
+			}
+			reqs := s.Requests("sendMessage", 111)
+			if len(reqs) != 1 || reqs[0].Fault != c.fault.String() {
+				t.Fatalf("requests %+v", reqs)
+			}
+			if c.fault.after && c.fault.kind != faultDelay && c.fault.kind != faultHang && !strings.HasPrefix(reqs[0].Fault, "after effect: ") {
+				t.Fatalf("fault recorded as %q", reqs[0].Fault)
+			}
+		})
+	}
+}
+
+// The same faults before the effect post nothing: retrying them is safe.
+func TestFaultsBeforeEffectPostNothing(t *testing.T) {
+	for _, f := range []Fault{ServerError(0), MalformedJSON(), TruncatedBody(), ConnectionReset(), APIError(500, "Internal Server Error")} {
+		s := New(t)
+		s.AddPrivate(ada)
+		s.InjectFault("sendMessage", f)
+		resp, err := s.Client().Post(s.BotURL(DefaultToken)+"/sendMessage", "application/json", strings.NewReader(`{"chat_id":111,"text":"x"}`))
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if got := s.SentTexts(111, 0); len(got) != 0 {
+			t.Fatalf("%s: posted %q", f, got)
+		}
+	}
+}
+
+func TestNoAnswerEndsWithTheClient(t *testing.T) {
+	s := New(t)
+	s.InjectFault("getMe", NoAnswer())
+	client := &http.Client{Timeout: 100 * time.Millisecond}
+	if _, err := client.Get(s.BotURL(DefaultToken) + "/getMe"); err == nil {
+		t.Fatal("answered")
+	}
+	// The request took effect and is recorded without an answer (status 0); Close, at cleanup,
+	// does not wait for the client that never came back.
+	if r := s.Requests("getMe", 0); len(r) != 1 || r[0].Fault != "no answer" || r[0].Status != 0 {
+		t.Fatalf("%+v", r)
+	}
+}

@@ -202,7 +202,7 @@ func (s *Server) AddBot(token, username string) *Bot {
 		s:     s,
 		token: token,
 		user: User{ID: id, IsBot: true, FirstName: "Hermes Test " + username, Username: username,
-			CanJoinGroups: true, CanReadAllGroupMessages: true},
+			CanJoinGroups: true},
 		nextUpdate: 10000,
 	}
 	s.bots[token] = b
@@ -393,10 +393,16 @@ type envelope struct {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, _ := json.Marshal(v)
+	writeBody(w, status, body)
+}
+
+// writeBody writes a JSON answer and returns its status.
+func writeBody(w http.ResponseWriter, status int, body []byte) int {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)
+	return status
 }
 
 // call is one API request being served.
@@ -443,7 +449,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 }
 
-// answer serves one request and returns the HTTP status written (0 for a reset connection).
+// answer serves one request and returns the HTTP status written (0 when none was: a reset, or
+// no answer at all).
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, rec *Request, bot *Bot, pathOK bool, perr error) int {
 	if !pathOK {
 		return s.fail(w, errNotFound)
@@ -451,33 +458,49 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, rec *Request, bo
 	if bot == nil {
 		return s.fail(w, errUnauthorized)
 	}
-	var delay time.Duration
-	if f, ok := s.takeFault(rec); ok {
-		if f.kind != faultDelay {
-			return f.apply(w)
+	f, faulted := s.takeFault(rec)
+	if faulted && !f.after {
+		return f.apply(w, nil) // before the effect: nothing happened
+	}
+	status, body := s.run(r.Context(), bot, rec, perr)
+	if !faulted {
+		return writeBody(w, status, body)
+	}
+	switch f.kind {
+	case faultDelay:
+		if !s.sleep(r.Context(), f.delay) {
+			return 0
 		}
-		delay = f.delay
-	}
-	if perr != nil {
-		return s.fail(w, badRequest("%v", perr))
-	}
-	h := handlers[strings.ToLower(rec.Method)]
-	if h == nil {
-		return s.fail(w, errNotFound)
-	}
-	result, aerr := h(s, &call{ctx: r.Context(), bot: bot, req: rec, params: rec.Params})
-	if delay > 0 && !s.sleep(r.Context(), delay) {
+		return writeBody(w, status, body)
+	case faultHang:
+		s.sleep(r.Context(), 1<<62)
 		return 0
 	}
-	if aerr != nil {
-		return s.fail(w, aerr)
+	return f.apply(w, body)
+}
+
+// run runs the method and returns the answer it would give: status and JSON envelope.
+func (s *Server) run(ctx context.Context, bot *Bot, rec *Request, perr error) (int, []byte) {
+	var e *apiError
+	var result any
+	switch h := handlers[strings.ToLower(rec.Method)]; {
+	case perr != nil:
+		e = badRequest("%v", perr)
+	case h == nil:
+		e = errNotFound
+	default:
+		result, e = h(s, &call{ctx: ctx, bot: bot, req: rec, params: rec.Params})
+	}
+	if e != nil {
+		body, _ := json.Marshal(envelope{ErrorCode: e.code, Description: e.desc, Parameters: e.params})
+		return e.code, body
 	}
 	env := envelope{OK: true, Result: result}
 	if d, ok := result.(description); ok {
 		env.Result, env.Description = d.result, d.text
 	}
-	writeJSON(w, http.StatusOK, env)
-	return http.StatusOK
+	body, _ := json.Marshal(env)
+	return http.StatusOK, body
 }
 
 // sleep waits d, or less when ctx ends or the server closes; it reports whether d elapsed.
@@ -511,6 +534,19 @@ func splitPath(p string) (token, method string, ok bool) {
 	return rest[:i], rest[i+1:], true
 }
 
+// meResult is getMe's answer: the bot's User with its capability flags always present, as
+// Telegram sends them (false included).
+type meResult struct {
+	User
+	CanJoinGroups           bool `json:"can_join_groups"`
+	CanReadAllGroupMessages bool `json:"can_read_all_group_messages"`
+	SupportsInlineQueries   bool `json:"supports_inline_queries"`
+}
+
 func (s *Server) getMe(c *call) (any, *apiError) {
-	return c.bot.user, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := c.bot.user
+	return meResult{User: u, CanJoinGroups: u.CanJoinGroups, CanReadAllGroupMessages: u.CanReadAllGroupMessages,
+		SupportsInlineQueries: u.SupportsInlineQueries}, nil
 }

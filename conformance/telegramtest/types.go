@@ -14,7 +14,8 @@ type User struct {
 	LastName  string `json:"last_name,omitempty"`
 	Username  string `json:"username,omitempty"`
 
-	// Only in getMe.
+	// Only in getMe (which always sends them). CanReadAllGroupMessages is false while the bot's
+	// privacy mode is on, the default for new bots: see Bot.SetPrivacyMode.
 	CanJoinGroups           bool `json:"can_join_groups,omitempty"`
 	CanReadAllGroupMessages bool `json:"can_read_all_group_messages,omitempty"`
 	SupportsInlineQueries   bool `json:"supports_inline_queries,omitempty"`

@@ -36,7 +36,22 @@ var (
 func (b *Bot) Token() string { return b.token }
 
 // User returns the bot's own user, as getMe returns it.
-func (b *Bot) User() User { return b.user }
+func (b *Bot) User() User {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	return b.user
+}
+
+// SetPrivacyMode switches the bot's privacy mode, which getMe reports as
+// can_read_all_group_messages (false while it is on). New bots have it on, as on Telegram. The
+// fake still delivers every update a test injects: which group messages a bot in privacy mode
+// receives is the test's choice.
+func (b *Bot) SetPrivacyMode(on bool) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	b.user.CanReadAllGroupMessages = !on
+	b.s.changedLocked()
+}
 
 // Username returns the bot's username (without @).
 func (b *Bot) Username() string { return b.user.Username }

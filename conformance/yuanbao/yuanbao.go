@@ -17,9 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,10 +25,7 @@ import (
 	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 	ybt "github.com/hermes-host/hermes-host/conformance/yuanbaotest"
-	"github.com/hermes-host/hermes-host/internal/egress"
-	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/plugin"
-	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Options tune a run.
@@ -76,6 +71,7 @@ type suite struct {
 	opts  Options
 	path  string
 	rep   *conformance.Report
+	chk   conformance.Checks // records into rep
 	yb    *ybt.Server
 	env   *plugin.Env
 	rt    *plugin.Runtime
@@ -90,6 +86,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		opts.Timeout = 20 * time.Second
 	}
 	s := &suite{ctx: ctx, opts: opts, path: wasmPath, rep: &conformance.Report{File: wasmPath}, clock: &fakeclock.Ahead{}}
+	s.chk.Report = s.rep
 	fakeOpts := []ybt.Option{ybt.WithoutDefaultBot()}
 	for _, name := range append(profileNames, profWrong) {
 		fakeOpts = append(fakeOpts, ybt.WithBot(appID(name), "secret-"+name, botID(name), "owner_"+name))
@@ -99,16 +96,19 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 
 	dir, err := os.MkdirTemp("", "hermes-conformance-yuanbao-")
 	if err != nil {
-		s.rep.Add("load", time.Now(), err, "")
+		s.chk.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer os.RemoveAll(dir)
-	env, closeEnv, err := newEnv(ctx, dir, s.clock.Now)
+	// The kv store outlives a plugin reload, and the egress client owns the WebSocket
+	// connections across reloads, as serve's does.
+	env, closeEnv, err := conformance.NewEnv(ctx, dir, nil)
 	if err != nil {
-		s.rep.Add("load", time.Now(), err, "")
+		s.chk.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer closeEnv()
+	env.Now = s.clock.Now
 	s.env = env
 	defer func() {
 		if s.rt != nil {
@@ -116,43 +116,26 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		}
 	}()
 
-	if !s.rep.Check("load (manifest, configure)", s.load) {
+	if !s.chk.Run("load (manifest, configure)", s.load) {
 		return s.rep
 	}
-	s.rep.Check("configure: wrong secret refused", s.checkWrongSecret)
-	s.rep.Check("connect: sign-token, AUTH_BIND first", s.checkConnect)
-	s.rep.Check("inbound: DM, gating, owner, quote", s.checkInbound)
-	s.rep.Check("inbound: own echo dropped", s.checkEcho)
-	s.rep.Check("inbound: JSON pushes", s.checkJSON)
-	s.rep.Check("inbound: recall is a redaction", s.checkRecall)
-	s.rep.Check("inbound: ack after recording", s.checkAcks)
-	s.rep.Check("send: completed by its answer", s.checkSend)
-	s.rep.Check("send: late answer uncertain", s.checkLateAnswer)
-	s.rep.Check("send: refusal is permanent", s.checkRefused)
-	s.rep.Check("send: 4000 code points", s.checkLimit)
-	s.rep.Check("reconnect: back-off, new token", s.checkReconnect)
-	s.rep.Check("reconnect: dropped push once", s.checkDroppedPush)
-	s.rep.Check("ping: two missed pongs", s.checkPing)
-	s.rep.Check("close: permanent codes stop", s.checkPermanentClose)
-	s.rep.Check("reload: same connection", s.checkReload)
+	s.chk.Run("configure: wrong secret refused", s.checkWrongSecret)
+	s.chk.Run("connect: sign-token, AUTH_BIND first", s.checkConnect)
+	s.chk.Run("inbound: DM, gating, owner, quote", s.checkInbound)
+	s.chk.Run("inbound: own echo dropped", s.checkEcho)
+	s.chk.Run("inbound: JSON pushes", s.checkJSON)
+	s.chk.Run("inbound: recall is a redaction", s.checkRecall)
+	s.chk.Run("inbound: ack after recording", s.checkAcks)
+	s.chk.Run("send: completed by its answer", s.checkSend)
+	s.chk.Run("send: late answer uncertain", s.checkLateAnswer)
+	s.chk.Run("send: refusal is permanent", s.checkRefused)
+	s.chk.Run("send: 4000 code points", s.checkLimit)
+	s.chk.Run("reconnect: back-off, new token", s.checkReconnect)
+	s.chk.Run("reconnect: dropped push once", s.checkDroppedPush)
+	s.chk.Run("ping: two missed pongs", s.checkPing)
+	s.chk.Run("close: permanent codes stop", s.checkPermanentClose)
+	s.chk.Run("reload: same connection", s.checkReload)
 	return s.rep
-}
-
-// newEnv is a host environment with its own kv store (which outlives a plugin reload) and
-// egress client (which owns the WebSocket connections across reloads, as serve's does).
-func newEnv(ctx context.Context, dir string, now func() time.Time) (*plugin.Env, func(), error) {
-	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	kvs, err := kv.Open(ctx, db)
-	if err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	eg := egress.NewClient(egress.Limits{})
-	env := &plugin.Env{KV: kvs, Egress: eg, Logger: slog.New(slog.DiscardHandler), Now: now}
-	return env, func() { eg.Close(); db.Close() }, nil
 }
 
 // profiles are the configurations the adapter is loaded with.

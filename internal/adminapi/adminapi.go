@@ -1,9 +1,13 @@
-// Package adminapi serves the operator's HTTP interface: health, Prometheus metrics, and JSON views
-// of the plugins, sessions, background processes and the delivery ledger.
+// Package adminapi serves the operator's HTTP interface: health, Prometheus metrics, JSON views
+// of the plugins, sessions, background processes, the delivery ledger and the auth log, and the
+// pairing commands. It is mounted on the admin listener only, behind internal/httpguard's checks
+// (token, Host, no cross-site requests). Every list is bounded: ?limit=N is capped at MaxLimit.
 package adminapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/httpjson"
 	"github.com/hermes-host/hermes-host/internal/plugin"
@@ -24,10 +29,17 @@ type API struct {
 	Sessions  *session.Kernel
 	Processes *process.Registry
 	Ledger    *delivery.Ledger
+	Auth      *auth.Gate
 	Metrics   *prometheus.Registry
 	// Ping checks the store.
 	Ping func(context.Context) error
 }
+
+// MaxLimit caps every ?limit=; DefaultLimit is used without one.
+const (
+	MaxLimit     = 1000
+	DefaultLimit = 100
+)
 
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
@@ -37,6 +49,22 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/deliveries", a.deliveries)
 	mux.HandleFunc("GET /api/sessions", a.sessions)
 	mux.HandleFunc("GET /api/processes", a.processes)
+	mux.HandleFunc("GET /api/pairing", a.pairing)
+	mux.HandleFunc("POST /api/pairing/approve", a.approve)
+	mux.HandleFunc("POST /api/pairing/revoke", a.revoke)
+	mux.HandleFunc("GET /api/auth/log", a.authLog)
+}
+
+// IsOpen reports the requests that need no token: the health check (for probes).
+func IsOpen(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Path == "/healthz" }
+
+// limit reads ?limit=, bounded.
+func limit(r *http.Request) int {
+	n, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	if n <= 0 {
+		return DefaultLimit
+	}
+	return min(n, MaxLimit)
 }
 
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
@@ -56,7 +84,13 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	if len(failed) > 0 {
 		status = "degraded"
 	}
-	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed})
+	// Files still loading (at start-up, or a reload) do not make the host unhealthy either: the
+	// listener answers from the start and every loaded plugin serves.
+	loading := a.Plugins.Loading()
+	if len(loading) > 0 && status == "ok" {
+		status = "loading"
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed, "loading": loading})
 }
 
 func (a *API) plugins(w http.ResponseWriter, r *http.Request) {
@@ -70,8 +104,7 @@ func (a *API) plugins(w http.ResponseWriter, r *http.Request) {
 // deliveries lists ledger rows: ?state=dropped&key=PREFIX&limit=N.
 func (a *API) deliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	rows, err := a.Ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"), Limit: limit})
+	rows, err := a.Ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"), Limit: limit(r)})
 	if err != nil {
 		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
 		return
@@ -79,10 +112,15 @@ func (a *API) deliveries(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, map[string]any{"deliveries": rows})
 }
 
-// sessions lists session keys (?key=PREFIX), or shows one key or session (?show=KEY|ID).
+// sessions lists session keys (?key=PREFIX&limit=N), or shows one key or session (?show=KEY|ID)
+// with the last ?tail=N messages (default 20).
 func (a *API) sessions(w http.ResponseWriter, r *http.Request) {
 	if show := r.URL.Query().Get("show"); show != "" {
-		v, err := a.Sessions.Show(r.Context(), show, 20)
+		tail, _ := strconv.Atoi(r.URL.Query().Get("tail"))
+		if tail <= 0 {
+			tail = 20
+		}
+		v, err := a.Sessions.Show(r.Context(), show, min(tail, MaxLimit))
 		if err != nil {
 			httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "%v", err))
 			return
@@ -95,6 +133,9 @@ func (a *API) sessions(w http.ResponseWriter, r *http.Request) {
 		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
 		return
 	}
+	if n := limit(r); len(keys) > n {
+		keys = keys[:n]
+	}
 	httpjson.Write(w, http.StatusOK, map[string]any{"sessions": keys})
 }
 
@@ -104,5 +145,70 @@ func (a *API) processes(w http.ResponseWriter, r *http.Request) {
 		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
 		return
 	}
+	if n := limit(r); len(list) > n {
+		list = list[len(list)-n:]
+	}
 	httpjson.Write(w, http.StatusOK, map[string]any{"processes": list})
+}
+
+// pairing lists the open pairing codes and the approved users.
+func (a *API) pairing(w http.ResponseWriter, r *http.Request) {
+	pending, approved, err := a.Auth.Pairing(r.Context())
+	if err != nil {
+		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"pending": pending, "approved": approved})
+}
+
+// approve approves a pairing code: {"code": "ABCD2345"}. The user is told in their chat.
+func (a *API) approve(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Code string `json:"code"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Code == "" {
+		httpjson.Write(w, http.StatusBadRequest, abi.Errorf(abi.CodeBadRequest, `want {"code": "…"}`))
+		return
+	}
+	ap, err := a.Auth.Approve(r.Context(), req.Code)
+	switch {
+	case errors.Is(err, auth.ErrNoCode):
+		httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "%v", err))
+	case err != nil:
+		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+	default:
+		httpjson.Write(w, http.StatusOK, map[string]any{"approved": ap})
+	}
+}
+
+// revoke removes a user's approvals: {"user": "111", "plugin": "", "profile": ""}.
+func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		User    string `json:"user"`
+		Plugin  string `json:"plugin"`
+		Profile string `json:"profile"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.User == "" {
+		httpjson.Write(w, http.StatusBadRequest, abi.Errorf(abi.CodeBadRequest, `want {"user": "…"}`))
+		return
+	}
+	revoked, err := a.Auth.Revoke(r.Context(), req.User, req.Plugin, req.Profile)
+	switch {
+	case errors.Is(err, auth.ErrNotApproved):
+		httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "%v", err))
+	case err != nil:
+		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+	default:
+		httpjson.Write(w, http.StatusOK, map[string]any{"revoked": revoked})
+	}
+}
+
+// authLog lists refused events and operator decisions, newest first: ?plugin=P&limit=N.
+func (a *API) authLog(w http.ResponseWriter, r *http.Request) {
+	entries, err := a.Auth.Log(r.Context(), auth.LogFilter{Plugin: r.URL.Query().Get("plugin"), Limit: limit(r)})
+	if err != nil {
+		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"entries": entries})
 }

@@ -310,7 +310,7 @@ func TestHistoryRendering(t *testing.T) {
 	}
 	srv := agenttest.New(t, agenttest.Text("ok"), agenttest.Text("ok"))
 	o, _, _ := compatAgent(t, srv, Config{})
-	if _, err := o.Turn(context.Background(), &Turn{Text: "what happened?", History: hist}); err != nil {
+	if _, err := o.Turn(context.Background(), &Turn{Text: "what happened?", History: hist, Tools: &fakeTools{}}); err != nil {
 		t.Fatal(err)
 	}
 	want := []any{
@@ -330,7 +330,8 @@ func TestHistoryRendering(t *testing.T) {
 			t.Fatal("injected output sent as the assistant's words")
 		}
 	}
-	// With tools off, the trail is text.
+	// With tools off (by the agent's settings, or because the chat was granted none), the
+	// trail is text.
 	o2, _, _ := compatAgent(t, srv, Config{NoTools: true})
 	if _, err := o2.Turn(context.Background(), &Turn{Text: "again", History: hist[:3]}); err != nil {
 		t.Fatal(err)
@@ -394,5 +395,23 @@ func TestCompress(t *testing.T) {
 	s := Summary([]Message{{Role: RoleUser, Text: long}})
 	if !utf8.ValidString(s) || strings.ContainsRune(s, utf8.RuneError) || !strings.Contains(s, "…") {
 		t.Errorf("summary %q", s)
+	}
+}
+
+// A turn whose chat was granted no tools offers the model none.
+func TestNoToolsWithoutGrant(t *testing.T) {
+	srv := agenttest.New(t, agenttest.Text("ok"), agenttest.Text("ok"))
+	o, _, _ := compatAgent(t, srv, Config{})
+	for _, tools := range []Tools{nil, &fakeTools{}} {
+		if _, err := o.Turn(context.Background(), &Turn{Text: "hi", Tools: tools}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chats := srv.Chats()
+	if _, offered := chats[0].Body["tools"]; offered {
+		t.Fatal("tools offered to a chat granted none")
+	}
+	if _, offered := chats[1].Body["tools"]; !offered {
+		t.Fatal("no tools offered to a chat granted them")
 	}
 }

@@ -220,6 +220,12 @@ const maxCallsPerRound = 16
 
 // Turn answers t; see OpenAI.
 func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
+	if t.Tools == nil && o.tools != nil {
+		// The operator granted this chat no tools: the model is not offered any.
+		o2 := *o
+		o2.tools = nil
+		return o2.Turn(parent, t)
+	}
 	ctx, cancel := context.WithTimeout(parent, o.turnTimeout)
 	defer cancel()
 	msgs := o.messages(t)

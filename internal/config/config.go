@@ -1,5 +1,7 @@
 // Package config reads hermes-host's configuration: embedded defaults, then an optional YAML
-// file merged over them, then ${ENV} expansion, so secrets can stay in the environment.
+// file merged over them. In the file, ${NAME} in a value is replaced by the environment variable
+// NAME after the YAML is parsed, so secrets can stay in the environment and a value can never
+// change the file's structure.
 package config
 
 import (
@@ -20,11 +22,21 @@ var defaults []byte
 
 // Config is the whole configuration.
 type Config struct {
-	Listen        string            `yaml:"listen" json:"listen"`
-	DataDir       string            `yaml:"data_dir" json:"data_dir"`
-	PluginsDir    string            `yaml:"plugins_dir" json:"plugins_dir"`
-	LogLevel      string            `yaml:"log_level" json:"log_level"`
-	Limits        Limits            `yaml:"limits" json:"limits"`
+	// Listen is the public listener: it serves only the webhooks, /hooks/{plugin}/{profile}.
+	Listen string `yaml:"listen" json:"listen"`
+	// AdminListen is the operator's listener (loopback by default): /api/*, /metrics, /healthz
+	// and the demo platform, behind a bearer token kept in the data directory.
+	AdminListen string `yaml:"admin_listen" json:"admin_listen"`
+	// AdminHosts are Host names the admin listener answers besides localhost, 127.0.0.1 and
+	// ::1 (a DNS-rebinding defence: any other Host is refused).
+	AdminHosts []string `yaml:"admin_hosts" json:"admin_hosts,omitempty"`
+	Demo       Demo     `yaml:"demo" json:"demo"`
+	DataDir    string   `yaml:"data_dir" json:"data_dir"`
+	PluginsDir string   `yaml:"plugins_dir" json:"plugins_dir"`
+	LogLevel   string   `yaml:"log_level" json:"log_level"`
+	Limits     Limits   `yaml:"limits" json:"limits"`
+	// StrictEgress refuses plugins that can reach a chat platform's API from every export.
+	StrictEgress  bool              `yaml:"strict_egress" json:"strict_egress"`
 	Agent         Agent             `yaml:"agent" json:"agent"`
 	Notifications string            `yaml:"notifications" json:"notifications"`
 	Plugins       map[string]Plugin `yaml:"plugins" json:"plugins"`
@@ -76,10 +88,65 @@ type Agent struct {
 
 // Plugin is the operator's settings for one plugin.
 type Plugin struct {
-	Limits       *Limits                   `yaml:"limits" json:"limits,omitempty"`
-	EgressNarrow []string                  `yaml:"egress_narrow" json:"egress_narrow,omitempty"`
-	EgressExtra  []string                  `yaml:"egress_extra" json:"egress_extra,omitempty"`
-	Profiles     map[string]map[string]any `yaml:"profiles" json:"-"`
+	Limits       *Limits  `yaml:"limits" json:"limits,omitempty"`
+	EgressNarrow []string `yaml:"egress_narrow" json:"egress_narrow,omitempty"`
+	EgressExtra  []string `yaml:"egress_extra" json:"egress_extra,omitempty"`
+	// EgressInternal grants internal addresses (loopback, private, link-local: IPs, CIDR
+	// prefixes or host names) that declared hosts may resolve to, without granting any host.
+	EgressInternal []string `yaml:"egress_internal" json:"egress_internal,omitempty"`
+	// EgressAlias maps an address (host:port) to the declared host it stands in for (a
+	// self-hosted Bot API server): the host's scopes apply to requests to that address.
+	EgressAlias map[string]string         `yaml:"egress_alias" json:"egress_alias,omitempty"`
+	Profiles    map[string]map[string]any `yaml:"profiles" json:"-"`
+	// Access says, per profile, who may talk to the agent through this plugin and which tools
+	// they get. A profile without an entry admits nobody but users the operator approves
+	// through DM pairing, and grants no tools.
+	Access map[string]Access `yaml:"access" json:"access,omitempty"`
+}
+
+// Access is one profile's authorization: deny by default.
+type Access struct {
+	// AllowAll admits everyone, in DMs and in every group (the mention rule still applies).
+	AllowAll bool `yaml:"allow_all" json:"allow_all,omitempty"`
+	// Users are platform user ids admitted in DMs, and in groups that list no users of their own.
+	Users []string `yaml:"users" json:"users,omitempty"`
+	// Pairing sends an unknown user's first DM a one-time code the operator can approve
+	// (hermes-host pairing approve CODE). Default true.
+	Pairing *bool `yaml:"pairing" json:"pairing,omitempty"`
+	// Groups are the group chats (groups, channels, forums) the agent listens in, by chat id;
+	// "*" is any group. None by default.
+	Groups map[string]Group `yaml:"groups" json:"groups,omitempty"`
+	// Tools are the agent tools granted to admitted senders: "shell" (sh, run, watch; the
+	// terminal tool) and "processes" (ps, poll, log, wait, kill; the process tool). None by
+	// default.
+	Tools []string `yaml:"tools" json:"tools,omitempty"`
+}
+
+// Group is the rule for one group chat.
+type Group struct {
+	// AllowAll admits every member.
+	AllowAll bool `yaml:"allow_all" json:"allow_all,omitempty"`
+	// Users admitted in this group; unset: the profile's users and approved users.
+	Users []string `yaml:"users" json:"users,omitempty"`
+	// RequireMention: only messages that address the bot start turns (default true); the
+	// others are kept in the transcript.
+	RequireMention *bool `yaml:"require_mention" json:"require_mention,omitempty"`
+	// Observe keeps messages of members who are not admitted in the transcript (no turn, no
+	// answer). Default false: they are refused.
+	Observe bool `yaml:"observe" json:"observe,omitempty"`
+}
+
+// Tool capabilities a profile may grant.
+const (
+	ToolShell     = "shell"
+	ToolProcesses = "processes"
+)
+
+// Demo names the plugin profile that is the loopback demo platform: served on the admin
+// listener only, with a secret the host generates into the data directory.
+type Demo struct {
+	Plugin  string `yaml:"plugin" json:"plugin"` // "" turns the demo off
+	Profile string `yaml:"profile" json:"profile"`
 }
 
 // Sessions configures session keys and auto-reset.
@@ -122,8 +189,8 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// Load returns the defaults merged with the file at path (if not empty), with ${ENV} expanded.
-// A reference to an unset variable is an error naming it.
+// Load returns the defaults merged with the file at path (if not empty), with ${ENV} expanded
+// in the file's values. A reference to an unset variable is an error naming it.
 func Load(path string) (*Config, error) {
 	var c Config
 	if err := decode(defaults, &c); err != nil {
@@ -134,18 +201,8 @@ func Load(path string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		var missing []string
-		b = envRef.ReplaceAllFunc(b, func(m []byte) []byte {
-			name := string(envRef.FindSubmatch(m)[1])
-			v, ok := os.LookupEnv(name)
-			if !ok {
-				missing = append(missing, name)
-			}
-			c.EnvRefs = append(c.EnvRefs, name)
-			return []byte(v)
-		})
-		if len(missing) > 0 {
-			return nil, fmt.Errorf("config %s: environment variables not set: %v", path, missing)
+		if b, c.EnvRefs, err = expand(b); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		if err := decode(b, &c); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
@@ -158,6 +215,55 @@ func Load(path string) (*Config, error) {
 		c.PluginsDir = filepath.Join(c.DataDir, "plugins")
 	}
 	return &c, c.validate()
+}
+
+// expand parses the YAML document b, replaces ${NAME} in every scalar value (never in keys, never
+// in the text) and returns the document encoded again, with the names it referenced. A value
+// holding quotes, newlines or YAML syntax stays one value: the encoder quotes it.
+func expand(b []byte) ([]byte, []string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, nil, err
+	}
+	if doc.Kind == 0 {
+		return b, nil, nil // empty file
+	}
+	var refs, missing []string
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		switch n.Kind {
+		case yaml.DocumentNode, yaml.SequenceNode:
+			for _, c := range n.Content {
+				walk(c)
+			}
+		case yaml.MappingNode:
+			for i := 1; i < len(n.Content); i += 2 {
+				walk(n.Content[i])
+			}
+		case yaml.ScalarNode:
+			if !envRef.MatchString(n.Value) {
+				return
+			}
+			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
+				name := envRef.FindStringSubmatch(m)[1]
+				v, ok := os.LookupEnv(name)
+				if !ok {
+					missing = append(missing, name)
+				}
+				refs = append(refs, name)
+				return v
+			})
+			if n.Style == 0 || n.Style == yaml.FlowStyle {
+				n.Tag = "" // plain: typed by the expanded value, like a literal (a port, a bool)
+			}
+		}
+	}
+	walk(&doc)
+	if len(missing) > 0 {
+		return nil, nil, fmt.Errorf("environment variables not set: %v", missing)
+	}
+	out, err := yaml.Marshal(&doc)
+	return out, refs, err
 }
 
 // decode merges YAML over c, refusing unknown keys so a typo is an error, not a silent default.
@@ -176,6 +282,18 @@ func (c *Config) validate() error {
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("config: data_dir is empty")
+	}
+	if c.AdminListen == "" {
+		return fmt.Errorf("config: admin_listen is empty")
+	}
+	for name, p := range c.Plugins {
+		for profile, a := range p.Access {
+			for _, tool := range a.Tools {
+				if tool != ToolShell && tool != ToolProcesses {
+					return fmt.Errorf("config: plugins.%s.access.%s.tools: %q: want %s or %s", name, profile, tool, ToolShell, ToolProcesses)
+				}
+			}
+		}
 	}
 	switch c.Agent.Kind {
 	case "builtin", "openai":

@@ -19,8 +19,8 @@ func (c *countingPlatform) Send(context.Context, string, string, abi.OutboundMes
 	return &abi.SendResult{MessageIDs: []string{"1"}}, nil
 }
 
-func (c *countingPlatform) Limit(string) (abi.MessageLimit, bool) {
-	return abi.MessageLimit{Max: 4096, Unit: abi.UnitUTF16}, true
+func (c *countingPlatform) Limit(string) (abi.MessageLimit, error) {
+	return abi.MessageLimit{Max: 4096, Unit: abi.UnitUTF16}, nil
 }
 
 // BenchmarkLedger measures guarded deliveries per second through the ledger with an in-process

@@ -170,8 +170,10 @@ CREATE TABLE chat_migrations (
 // Transport sends one message through a platform plugin.
 type Transport interface {
 	Send(ctx context.Context, plugin, profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
-	// Limit is the plugin's message length limit (false if the plugin is not loaded).
-	Limit(plugin string) (abi.MessageLimit, bool)
+	// Limit is the plugin's message length limit, or why the plugin cannot send now (not
+	// loaded, failed). An error wrapping ErrPluginStarting means the host is still loading its
+	// plugins: the attempt is postponed without being counted.
+	Limit(plugin string) (abi.MessageLimit, error)
 }
 
 // Options tune a Ledger.
@@ -317,7 +319,7 @@ func (l *Ledger) Enqueue(ctx context.Context, m Message) (string, error) {
 
 // Split cuts text into the parts Enqueue would send through plugin (by its message limit).
 func (l *Ledger) Split(plugin, text string) []string {
-	if limit, ok := l.tr.Limit(plugin); ok && limit.Max > 0 {
+	if limit, err := l.tr.Limit(plugin); err == nil && limit.Max > 0 {
 		return chunk.Split(text, limit)
 	}
 	return []string{text}

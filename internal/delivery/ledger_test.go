@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -40,21 +41,30 @@ func (p *platform) Send(ctx context.Context, plugin, profile string, m abi.Outbo
 	if len(p.answers) > 0 {
 		f := p.answers[0]
 		p.answers = p.answers[1:]
-		if res, err := f(m); err != nil || res.Error != nil {
+		res, err := f(m)
+		if err != nil || res.Error != nil {
 			return res, err
+		}
+		if len(res.MessageIDs) > 0 { // a scripted success
+			p.sent = append(p.sent, m)
+			return res, nil
 		}
 	}
 	p.sent = append(p.sent, m)
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(p.sent))}}, nil
 }
 
-func (p *platform) Limit(string) (abi.MessageLimit, bool) {
+func (p *platform) Limit(string) (abi.MessageLimit, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.limit.Max == 0 {
-		return abi.MessageLimit{Max: 1000, Unit: abi.UnitCodePoint}, !p.gone
+	var err error
+	if p.gone {
+		err = errors.New("plugin chat is not loaded")
 	}
-	return p.limit, !p.gone
+	if p.limit.Max == 0 {
+		return abi.MessageLimit{Max: 1000, Unit: abi.UnitCodePoint}, err
+	}
+	return p.limit, err
 }
 
 func (p *platform) texts() []string {
@@ -93,7 +103,9 @@ func newFixture(t *testing.T, p *platform, opt Options) *fixture {
 	}
 	f := &fixture{t: t, k: k, p: p, db: path, final: map[string]Row{}}
 	f.cond = sync.NewCond(&f.mu)
-	opt.Logger = slog.New(slog.DiscardHandler)
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opt.Backoff == 0 {
 		opt.Backoff = 10 * time.Millisecond
 	}
@@ -413,4 +425,124 @@ func TestBoundaryOrders(t *testing.T) {
 			t.Fatalf("row %+v sent %q", r, p.texts())
 		}
 	})
+}
+
+// TestFailedAttemptsAreLogged: each failed attempt is logged with its reason as it happens (a
+// plugin whose output is over the cap used to fail silently until the last attempt).
+func TestFailedAttemptsAreLogged(t *testing.T) {
+	p := &platform{}
+	for range 2 {
+		p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return nil, errors.New("send output of 10485760 bytes exceeds the cap of 4194304")
+		})
+	}
+	var logs syncBuffer
+	f := newFixture(t, p, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	id, _ := f.l.Enqueue(context.Background(), f.msg(f.stamp(), "hello", GuardNone))
+	if r := f.waitFinal(id); r.State != Delivered || r.Attempts != 3 {
+		t.Fatalf("%+v", r)
+	}
+	if n := strings.Count(logs.String(), "delivery attempt failed; will retry"); n != 2 || !strings.Contains(logs.String(), "exceeds the cap") {
+		t.Fatalf("%d failed attempts logged:\n%s", n, logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A send refused because the group became a supergroup: the message follows the chat, and the
+// supergroup's messages continue the group's conversation (the kernel learns the alias).
+func TestMigrationCarriesTheConversation(t *testing.T) {
+	p := &platform{}
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Code: "migrated", MigrateToChatID: "-1004001"}}, nil
+	})
+	f := newFixture(t, p, Options{})
+	group := abi.Source{Platform: "telegram", Profile: "main", ChatType: abi.ChatGroup, ChatID: "-4001", UserID: "111"}
+	key, _ := f.k.Key(group)
+	var st session.Stamp
+	f.k.WithBoundary(context.Background(), key, func(b *session.Boundary) error {
+		b.Resolve(group, session.ResolveOptions{})
+		var err error
+		st, err = b.Stamp(group)
+		return err
+	})
+	id, _ := f.l.Enqueue(context.Background(), Message{Plugin: "telegram", Profile: "main", Key: key,
+		Target: abi.OutboundMessage{ChatType: abi.ChatGroup, ChatID: "-4001"}, Text: "done", Kind: KindNotification,
+		Guard: GuardLineage, Stamp: st, Transcript: true})
+	if r := f.waitFinal(id); r.State != Delivered || r.Target.ChatID != "-1004001" || r.SessionID != st.SessionID {
+		t.Fatalf("%+v", r)
+	}
+	super := group
+	super.ChatID = "-1004001"
+	if k, _ := f.k.Key(super); k != key {
+		t.Fatalf("the supergroup keys as %s, want the group's %s", k, key)
+	}
+	res, err := f.k.Resolve(context.Background(), super, session.ResolveOptions{})
+	if err != nil || res.SessionID != st.SessionID {
+		t.Fatalf("the supergroup resolved %+v %v, want session %s", res, err, st.SessionID)
+	}
+}
+
+// MigrateChat (a migration announced by the platform's service message) re-addresses what is
+// still pending for the old chat, even a row waiting out the old chat's flood control.
+func TestMigrateChatReaddressesOpenRows(t *testing.T) {
+	p := &platform{}
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: "rate_limited", RetryAfterMs: 3_600_000}}, nil
+	})
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	id, _ := f.l.Enqueue(context.Background(), f.msg(st, "waiting", GuardNone))
+	for { // until the 429 is recorded: the row waits out the old chat's flood control
+		rows, _ := f.l.List(context.Background(), Filter{State: Pending})
+		if len(rows) == 1 && rows[0].Attempts == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.l.MigrateChat(context.Background(), "echo", "main", chat.ChatID, "-100999")
+	if r := f.waitFinal(id); r.State != Delivered || r.Target.ChatID != "-100999" {
+		t.Fatalf("%+v", r)
+	}
+	later, _ := f.l.Enqueue(context.Background(), f.msg(st, "later", GuardNone))
+	if r := f.waitFinal(later); r.Target.ChatID != "-100999" {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// A plugin that sent a message to another thread than asked (a deleted topic) says so; the
+// ledger records where it went.
+func TestThreadActuallyUsedIsRecorded(t *testing.T) {
+	p := &platform{}
+	none := ""
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return &abi.SendResult{MessageIDs: []string{"9"}, ThreadID: &none}, nil
+	})
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	m := f.msg(st, "into the topic", GuardNone)
+	m.Target.ThreadID = "77"
+	id, _ := f.l.Enqueue(context.Background(), m)
+	if r := f.waitFinal(id); r.State != Delivered || r.Target.ThreadID != "" {
+		t.Fatalf("%+v", r)
+	}
+	rows, err := f.l.List(context.Background(), Filter{KeyPrefix: st.Key})
+	if err != nil || len(rows) != 1 || rows[0].Target.ThreadID != "" {
+		t.Fatalf("stored %+v %v", rows, err)
+	}
 }

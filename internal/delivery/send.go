@@ -18,6 +18,10 @@ import (
 // failed, not retried: retrying could duplicate it.
 var ErrOutcomeUnknown = errors.New("delivery: outcome unknown")
 
+// ErrPluginStarting is wrapped by a Transport's Limit while the host is still loading plugins:
+// the plugin may yet appear, so waiting for it does not use up the message's attempts.
+var ErrPluginStarting = errors.New("the host is still loading its plugins")
+
 // Reason strings recorded on rows.
 const (
 	ReasonInterrupted = "outcome unknown: the host stopped while sending; not resent to avoid a duplicate"
@@ -224,9 +228,13 @@ func (l *Ledger) backoff(attempts int) time.Duration {
 
 // attempt makes one delivery attempt of r inside its key's boundary.
 func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
-	if _, loaded := l.tr.Limit(r.Plugin); !loaded {
+	if _, err := l.tr.Limit(r.Plugin); err != nil {
+		if errors.Is(err, ErrPluginStarting) {
+			l.retry(ctx, ln, r, time.Second, err.Error()) // not an attempt: nothing was tried
+			return
+		}
 		r.Attempts++
-		l.retry(ctx, ln, r, 0, fmt.Sprintf("plugin %s is not loaded", r.Plugin))
+		l.retry(ctx, ln, r, 0, err.Error())
 		return
 	}
 	err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
@@ -258,6 +266,12 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		case err != nil:
 			l.retry(ctx, ln, r, 0, "plugin error: "+err.Error())
 		case res.Error == nil:
+			if res.ThreadID != nil && *res.ThreadID != r.Target.ThreadID {
+				// The plugin sent it elsewhere (a deleted topic: to the chat itself). Record
+				// where it went, not where it was meant to go.
+				r.Target.ThreadID = *res.ThreadID
+				l.setTarget(ctx, r)
+			}
 			if r.transcript != "" && v.SessionID != "" {
 				role := r.tRole
 				if role == "" {
@@ -269,7 +283,7 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			}
 			l.settle(ctx, r, Delivered, "", res.MessageIDs, v.SessionID)
 		case res.Error.MigrateToChatID != "":
-			l.migrate(ctx, r, res.Error.MigrateToChatID)
+			l.migrate(b.Context(), r, res.Error.MigrateToChatID)
 		case res.Error.Kind == abi.SendUncertain:
 			l.settle(ctx, r, Failed, "outcome unknown (not resent to avoid a duplicate): "+sendErr(res.Error), res.Error.Accepted, "")
 		case res.Error.Kind == abi.SendRetryable:
@@ -363,6 +377,9 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 	}
 	r.State, r.Reason, r.NextAttempt = Pending, why, next
 	l.observe(r)
+	// Every failed attempt is visible to the operator as it happens, not only the final outcome.
+	l.log.Warn("delivery attempt failed; will retry", "id", r.ID, "key", r.Key, "plugin", r.Plugin,
+		"attempt", r.Attempts, "of", l.opt.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "reason", why)
 }
 
 func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v session.Verdict) {
@@ -405,16 +422,45 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 	l.finish(r)
 }
 
-// migrate re-addresses a chat that moved (a Telegram group upgraded to a supergroup): this row
-// and every open row for the old chat go to the new id, and so will future messages.
+// setTarget records r's target (after the plugin reported where the message really went).
+func (l *Ledger) setTarget(ctx context.Context, r Row) {
+	b, _ := json.Marshal(r.Target)
+	if _, err := l.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET target = ? WHERE id = ?`, string(b), r.ID); err != nil {
+		l.log.Error("delivery: recording the thread a message went to failed", "id", r.ID, "error", err)
+	}
+}
+
+// migrate handles a send refused because its chat moved (a Telegram group upgraded to a
+// supergroup): the chat is re-addressed (MigrateChat, which puts r back to pending with the
+// rest of its lane), and the session kernel is told that the new chat continues the old one's
+// conversations, so that the supergroup's messages carry on where the group left off. It runs
+// inside r's boundary (the alias takes no key lock).
 func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 	old := r.Target.ChatID
+	if k, err := l.kernel.ParseKey(r.Key); err == nil {
+		if aliased, err := l.kernel.AliasChat(ctx, k.Platform, k.Profile, newChat, old); err != nil {
+			l.log.Warn("chat migrated, but recording the conversation's continuation failed", "key", r.Key, "to", newChat, "error", err)
+		} else if aliased {
+			l.log.Info("chat migrated; its conversations continue in the new chat", "key", r.Key, "from", old, "to", newChat)
+		}
+	}
+	l.MigrateChat(ctx, r.Plugin, r.Profile, old, newChat)
+}
+
+// MigrateChat re-addresses a chat that moved (a Telegram group upgraded to a supergroup): every
+// open row for the old chat goes to the new id, due at once (a flood wait was the old chat's),
+// as will future messages. Recording the same
+// migration again is harmless.
+func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat string) {
+	ctx = context.WithoutCancel(ctx)
+	oldLane := laneOf(plugin, profile, old)
+	newLane := laneOf(plugin, profile, newChat)
 	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)`,
-			r.Plugin, r.Profile, old, newChat); err != nil {
+			plugin, profile, old, newChat); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, target FROM deliveries WHERE lane = ? AND state IN ('pending', 'sending')`, r.laneID())
+		rows, err := tx.QueryContext(ctx, `SELECT id, target FROM deliveries WHERE lane = ? AND state IN ('pending', 'sending')`, oldLane)
 		if err != nil {
 			return err
 		}
@@ -426,13 +472,12 @@ func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 			ups = append(ups, u)
 		}
 		rows.Close()
-		newLane := laneOf(r.Plugin, r.Profile, newChat)
 		for _, u := range ups {
 			var t abi.OutboundMessage
 			json.Unmarshal([]byte(u.target), &t)
 			t.ChatID = newChat
 			b, _ := json.Marshal(t)
-			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, updated_at = ? WHERE id = ?`,
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, next_at = 0, updated_at = ? WHERE id = ?`,
 				string(b), newLane, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id); err != nil {
 				return err
 			}
@@ -440,12 +485,15 @@ func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 		return nil
 	})
 	if err != nil {
-		l.log.Error("delivery: recording a chat migration failed", "id", r.ID, "error", err)
+		l.log.Error("delivery: recording a chat migration failed", "plugin", plugin, "from", old, "to", newChat, "error", err)
 		return
 	}
 	l.migMu.Lock()
-	l.moved[r.laneID()] = newChat
+	known := l.moved[oldLane] == newChat
+	l.moved[oldLane] = newChat
 	l.migMu.Unlock()
-	l.log.Info("chat migrated; re-addressing its messages", "plugin", r.Plugin, "from", old, "to", newChat)
-	l.wake(laneOf(r.Plugin, r.Profile, newChat))
+	if !known {
+		l.log.Info("chat migrated; re-addressing its messages", "plugin", plugin, "from", old, "to", newChat)
+	}
+	l.wake(newLane)
 }

@@ -1,9 +1,14 @@
-// Package demo is the loopback chat the embedded defaults point the echo plugin at: the echo
-// plugin POSTs replies to the outbox, and GET shows them. It lets a new user watch the whole flow
-// (webhook in, agent turn, background process, notification out) with curl.
+// Package demo is the loopback demo platform the embedded defaults set up: one profile of the
+// echo plugin, served only on the admin listener. The operator posts a message to /demo/inbox
+// (with the admin token); the host hands it to the echo plugin's webhook with the demo secret,
+// and from there it takes the path of any inbound message (the door, a turn, the agent). The
+// echo plugin POSTs its replies to /demo/outbox with the same secret, and GET /demo/outbox shows
+// them. It lets a new user watch the whole flow (webhook in, agent turn, background process,
+// notification out) with curl.
 package demo
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -13,28 +18,52 @@ import (
 	"github.com/hermes-host/hermes-host/internal/httpjson"
 )
 
-// maxBody caps one posted message.
-const maxBody = 1 << 20
+// SecretHeader carries the demo secret between the host and the echo plugin.
+const SecretHeader = "X-Echo-Secret"
 
-// keep is how many messages the outbox keeps.
-const keep = 1000
+// Limits of the outbox: one message, all messages kept, and one listing.
+const (
+	MaxMessage = 64 << 10
+	MaxBytes   = 4 << 20
+	MaxList    = 1000
+)
 
-// Outbox is the demo chat's message store.
+// Outbox is the demo chat's message store, bounded in bytes (the oldest messages go first).
 type Outbox struct {
-	mu   sync.Mutex
-	msgs []map[string]any
-	next int
+	// Secret must accompany every POST (SecretHeader): only the demo profile's plugin posts here.
+	Secret string
+
+	mu    sync.Mutex
+	msgs  []stored
+	bytes int
+	next  int
 }
 
-// Register adds POST and GET /demo/outbox to mux.
+type stored struct {
+	raw  json.RawMessage // the message as the plugin sent it, with the id and time added
+	size int
+}
+
+// Register adds POST and GET /demo/outbox to mux. The mux is the admin listener's: GET needs
+// the admin token there, POST the demo secret.
 func (o *Outbox) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /demo/outbox", o.post)
 	mux.HandleFunc("GET /demo/outbox", o.list)
 }
 
+// IsPluginPost reports a request the admin listener lets through without the admin token: the
+// plugin's own POST to the outbox, which carries the demo secret instead (checked by the outbox).
+func IsPluginPost(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/demo/outbox"
+}
+
 func (o *Outbox) post(w http.ResponseWriter, r *http.Request) {
+	if o.Secret == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get(SecretHeader)), []byte(o.Secret)) != 1 {
+		httpjson.Write(w, http.StatusUnauthorized, map[string]any{"ok": false, "error": "bad_secret"})
+		return
+	}
 	var m map[string]any
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&m); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxMessage)).Decode(&m); err != nil {
 		httpjson.Write(w, http.StatusBadRequest, map[string]any{"ok": false, "error": "bad_json"})
 		return
 	}
@@ -43,17 +72,51 @@ func (o *Outbox) post(w http.ResponseWriter, r *http.Request) {
 	id := o.next
 	m["message_id"] = id
 	m["at"] = time.Now().UTC().Format(time.RFC3339)
-	o.msgs = append(o.msgs, m)
-	if len(o.msgs) > keep {
-		o.msgs = o.msgs[len(o.msgs)-keep:]
+	raw, _ := json.Marshal(m)
+	o.msgs = append(o.msgs, stored{raw: raw, size: len(raw)})
+	o.bytes += len(raw)
+	for o.bytes > MaxBytes && len(o.msgs) > 1 {
+		o.bytes -= o.msgs[0].size
+		o.msgs[0] = stored{}
+		o.msgs = o.msgs[1:]
 	}
 	o.mu.Unlock()
 	httpjson.Write(w, http.StatusOK, map[string]any{"ok": true, "message_id": strconv.Itoa(id)})
 }
 
+// list answers the newest messages, oldest first: ?limit=N (default 100, at most MaxList).
 func (o *Outbox) list(w http.ResponseWriter, r *http.Request) {
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, MaxList)
 	o.mu.Lock()
-	out := append([]map[string]any{}, o.msgs...)
+	start := max(0, len(o.msgs)-limit)
+	out := make([]json.RawMessage, 0, len(o.msgs)-start)
+	for _, m := range o.msgs[start:] {
+		out = append(out, m.raw)
+	}
 	o.mu.Unlock()
 	httpjson.Write(w, http.StatusOK, map[string]any{"messages": out})
+}
+
+// Inbox is POST /demo/inbox: a message from the operator into the demo chat, handed to the demo
+// profile's webhook with the demo secret.
+type Inbox struct {
+	Hook            http.Handler // the webhook handler (webhook.Handler)
+	Plugin, Profile string
+	Secret          string
+}
+
+// Register adds POST /demo/inbox to mux.
+func (in *Inbox) Register(mux *http.ServeMux) { mux.Handle("POST /demo/inbox", in) }
+
+func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r2 := r.Clone(r.Context())
+	r2.SetPathValue("plugin", in.Plugin)
+	r2.SetPathValue("profile", in.Profile)
+	r2.Header.Set(SecretHeader, in.Secret)
+	r2.Header.Del("Authorization") // the admin token stays with the host
+	in.Hook.ServeHTTP(w, r2)
 }

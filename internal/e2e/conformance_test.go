@@ -30,6 +30,9 @@ func TestConformanceCommand(t *testing.T) {
 	if code, out := exit(echo); code != 0 || !strings.Contains(out, "PASS") {
 		t.Fatalf("echo.wasm: exit %d\n%s", code, out)
 	}
+	if code, out := exit(filepath.Join(plugins, "slack.wasm"), "--platform", "slack"); code != 0 || !strings.Contains(out, "webhook: forged requests refused") {
+		t.Fatalf("slack.wasm --platform slack: exit %d\n%s", code, out)
+	}
 	if code, out := exit(echo, "--platform", "nope"); code != 2 || !strings.Contains(out, `no conformance profile for platform "nope"`) {
 		t.Fatalf("unknown platform: exit %d\n%s", code, out)
 	}

@@ -23,6 +23,7 @@ type host struct {
 	data    string
 	config  string
 	addr    string
+	admin   string
 	stop    func()
 	pid     int
 	n       int
@@ -33,10 +34,14 @@ func newHost(t *testing.T, fake *echotest.Server) *host {
 	h := &host{t: t, bin: bin, plugins: plugins, data: t.TempDir()}
 	h.config = filepath.Join(h.data, "hermes.yaml")
 	os.WriteFile(h.config, []byte(fmt.Sprintf(`
+demo: {plugin: ""}   # echo's main profile talks to the fake, not to the demo outbox
 plugins:
   echo:
+    egress_extra: ["127.0.0.1"]
     profiles:
       main: {outbox_url: "%s/outbox"}
+    access:
+      main: {allow_all: true, tools: [shell, processes]}
 `, fake.URL())), 0o600)
 	h.start()
 	return h
@@ -45,7 +50,7 @@ plugins:
 func (h *host) start() {
 	h.addr, h.stop = startServe(h.t, h.bin, h.plugins, h.data, "--config", h.config)
 	pidsMu.Lock()
-	h.pid = lastPID
+	h.pid, h.admin = lastPID, lastAdmin
 	pidsMu.Unlock()
 	h.t.Cleanup(h.stop)
 }
@@ -78,7 +83,7 @@ type deliveryRow struct {
 
 func (h *host) deliveries(state string) []deliveryRow {
 	var out struct{ Deliveries []deliveryRow }
-	getJSON(h.t, "http://"+h.addr+"/api/deliveries?state="+state, &out)
+	adminRequest(h.t, "GET", h.admin, h.data, "/api/deliveries?state="+state, "", &out)
 	return out.Deliveries
 }
 

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +16,7 @@ import (
 )
 
 // firstParty are the first-party plugins a default installation serves.
-var firstParty = []string{"echo", "telegram", "yuanbao"}
+var firstParty = []string{"echo", "slack", "telegram", "yuanbao"}
 
 var (
 	binOnce sync.Once
@@ -72,13 +75,15 @@ var (
 	pidsMu    sync.Mutex
 	servePIDs = map[int]bool{}
 	lastPID   int
+	lastAdmin string // the admin listener of the last host started
 )
 
 // startServe runs `hermes-host serve` and returns once it logs that it is serving (plugins
-// loaded, listener open). The process is killed when the test ends.
+// loaded, listeners open) with the public listener's address; lastAdmin holds the admin
+// listener's. The process is killed when the test ends.
 func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (addr string, stop func()) {
 	tb.Helper()
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--plugins", plugins}, extra...)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", dataDir, "--plugins", plugins}, extra...)
 	cmd := exec.Command(bin, args...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -94,6 +99,11 @@ func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (a
 		line := sc.Text()
 		if i := strings.Index(line, "msg=\"hermes-host serving\" addr="); i >= 0 {
 			addr = strings.Fields(line[i+len("msg=\"hermes-host serving\" addr="):])[0]
+			if j := strings.Index(line, " admin="); j >= 0 {
+				pidsMu.Lock()
+				lastAdmin = strings.Fields(line[j+len(" admin="):])[0]
+				pidsMu.Unlock()
+			}
 			go func() {
 				for sc.Scan() {
 				}
@@ -104,4 +114,30 @@ func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (a
 	stop()
 	tb.Fatal("serve exited before serving")
 	return "", nil
+}
+
+// adminRequest calls the admin listener with the token the host wrote into its data directory,
+// decodes a JSON answer into v (a *string gets the raw body; nil: ignored) and returns the status.
+func adminRequest(tb testing.TB, method, admin, data, path, body string, v any) int {
+	tb.Helper()
+	token, err := os.ReadFile(filepath.Join(data, "admin.token"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req, _ := http.NewRequest(method, "http://"+admin+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if raw, ok := v.(*string); ok {
+		*raw = string(b)
+	} else if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			tb.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return resp.StatusCode
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,22 +41,25 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // without disturbing the others).
 func TestServeBinary(t *testing.T) {
 	bin, plugins := buildHost(t)
-	addr, stop := startServe(t, bin, plugins, t.TempDir())
+	data := t.TempDir()
+	addr, stop := startServe(t, bin, plugins, data)
 	defer stop()
 	base := "http://" + addr
+	pidsMu.Lock()
+	admin := lastAdmin
+	pidsMu.Unlock()
 
 	var health struct{ Status string }
-	if code := getJSON(t, base+"/healthz", &health); code != 200 || health.Status != "ok" {
+	if code := getJSON(t, "http://"+admin+"/healthz", &health); code != 200 || health.Status != "ok" {
 		t.Fatalf("healthz %d %+v", code, health)
 	}
-	resp, err := http.Post(base+"/hooks/echo/main", "application/json", strings.NewReader(`{"chat_id":"1","text":"hi","id":"m1"}`))
-	if err != nil {
-		t.Fatal(err)
+	// The demo platform (echo's main profile by default) is reached on the admin listener.
+	if code := adminRequest(t, "POST", admin, data, "/demo/inbox", `{"chat_id":"1","text":"hi","id":"m1"}`, nil); code != 200 {
+		t.Fatalf("demo inbox: %d", code)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != "ok" {
-		t.Fatalf("webhook: %d %q", resp.StatusCode, body)
+	resp, _ := http.Post(base+"/hooks/echo/main", "application/json", strings.NewReader(`{"chat_id":"1","text":"hi","id":"m2"}`))
+	if resp.StatusCode != 404 {
+		t.Fatalf("the demo profile on the public listener: %d", resp.StatusCode)
 	}
 	resp, _ = http.Post(base+"/hooks/nope/main", "application/json", nil)
 	if resp.StatusCode != 404 {
@@ -77,7 +79,7 @@ func TestServeBinary(t *testing.T) {
 	}
 	eventually(t, "probe to load and broken.wasm to be rejected", func() bool {
 		var a api
-		getJSON(t, base+"/api/plugins", &a)
+		adminRequest(t, "GET", admin, data, "/api/plugins", "", &a)
 		probe := false
 		for _, p := range a.Plugins {
 			probe = probe || (p.Name == "probe" && p.State == "active")
@@ -85,7 +87,38 @@ func TestServeBinary(t *testing.T) {
 		return probe && len(a.Plugins) == len(firstParty)+1 && len(a.Rejected) == 1 &&
 			strings.Contains(a.Rejected[0].Error, "not a WebAssembly module")
 	})
-	if code := getJSON(t, base+"/metrics", nil); code != 200 {
+	if code := adminRequest(t, "GET", admin, data, "/metrics", "", nil); code != 200 {
 		t.Fatalf("metrics %d", code)
+	}
+}
+
+// TestPluginsCommandsOperatorView: `plugins ls` shows the running server's view (no re-run of
+// every plugin); `plugins inspect` names the file it was given; a command that reported its own
+// failure does not add "Error: exit 1".
+func TestPluginsCommandsOperatorView(t *testing.T) {
+	bin, plugins := buildHost(t)
+	data := t.TempDir()
+	_, stop := startServe(t, bin, plugins, data)
+	defer stop()
+	addr := lastAdmin
+	out, err := runCLI(bin, data, "--plugins", plugins, "--admin-listen", addr, "plugins", "ls")
+	if err != nil || !strings.Contains(out, "from the server at "+addr) || !strings.Contains(out, "echo") {
+		t.Fatalf("plugins ls while serving: %v\n%s", err, out)
+	}
+	stop()
+	out, err = runCLI(bin, data, "--plugins", plugins, "--admin-listen", addr, "plugins", "ls")
+	if err != nil || !strings.Contains(out, "no server answering") || !strings.Contains(out, "echo") {
+		t.Fatalf("plugins ls without a server: %v\n%s", err, out)
+	}
+	echo := filepath.Join(plugins, "echo.wasm")
+	out, err = runCLI(bin, data, "plugins", "inspect", echo)
+	if err != nil || !strings.Contains(out, `"file": "`+echo+`"`) {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.wasm")
+	os.WriteFile(bad, []byte("not wasm"), 0o644)
+	out, err = runCLI(bin, data, "plugins", "inspect", bad)
+	if err == nil || !strings.Contains(out, "rejected") || strings.Contains(out, "Error: exit") {
+		t.Fatalf("inspect of a bad file: %v\n%s", err, out)
 	}
 }

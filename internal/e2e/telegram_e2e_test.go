@@ -19,7 +19,7 @@ func TestTelegramEndToEnd(t *testing.T) {
 	const forum = -1001234
 	tg, bot, bin, data := startTelegramHost(t, func(tg *telegramtest.Server) {
 		tg.AddForum(forum, "Ops", telegramtest.Topic{ID: 42, Name: "builds"}, telegramtest.Topic{ID: 7, Name: "chat"})
-	})
+	}, `{tools: [shell, processes], groups: {"-1001234": {users: ["111"], require_mention: false}}}`)
 	ann := telegramtest.User{ID: 111, FirstName: "Ann", Username: "ann"}
 
 	topicHas := func(thread int64, sub string) func() bool {
@@ -73,14 +73,25 @@ func TestTelegramEndToEnd(t *testing.T) {
 	})
 }
 
-// startTelegramHost runs the binary with telegram.wasm pointed at a fresh Bot API fake.
-func startTelegramHost(t *testing.T, setup func(*telegramtest.Server)) (*telegramtest.Server, *telegramtest.Bot, string, string) {
+// startTelegramHost runs the binary with telegram.wasm pointed at a fresh Bot API fake, with
+// access (a YAML flow mapping) as the main profile's authorization.
+func startTelegramHost(t *testing.T, setup func(*telegramtest.Server), access string) (*telegramtest.Server, *telegramtest.Bot, string, string) {
 	t.Helper()
-	tg := telegramtest.New(t)
-	setup(tg)
-	bot := tg.Bot()
+	h := startTelegramWith(t, setup, access)
+	return h.tg, h.bot, h.bin, h.data
+}
+
+// openAccess admits everyone on the main profile, in DMs and every group, with tools: for tests
+// of the platform's behaviour, not of who may talk.
+const openAccess = `{allow_all: true, tools: [shell, processes], groups: {"*": {allow_all: true, require_mention: false}}}`
+
+// serveTelegram runs the binary with telegram.wasm pointed at tg (default limits: a 10 s call
+// deadline) and access as the main profile's authorization; it returns the binary, the data
+// directory and the admin listener's address.
+func serveTelegram(t *testing.T, tg *telegramtest.Server, access string) (bin, data, admin string) {
+	t.Helper()
 	bin, plugins := buildHost(t)
-	data := t.TempDir()
+	data = t.TempDir()
 	cfg := filepath.Join(data, "hermes.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 plugins:
@@ -88,17 +99,19 @@ plugins:
     egress_extra: ["127.0.0.1"]
     profiles:
       main: {token: "%s", api_base: "%s", require_mention: false}
-`, bot.Token(), tg.URL())), 0o600)
+    access:
+      main: %s
+`, tg.Bot().Token(), tg.URL(), access)), 0o600)
 	_, stop := startServe(t, bin, plugins, data, "--config", cfg)
 	t.Cleanup(stop)
-	return tg, bot, bin, data
+	return bin, data, lastAdmin
 }
 
 // TestTelegramFloodWaitHonoured: a 429 with retry_after holds the chat: no sendMessage reaches
 // the fake before retry_after has passed, and the message is then delivered once.
 func TestTelegramFloodWaitHonoured(t *testing.T) {
 	ann := telegramtest.User{ID: 222, FirstName: "Bo"}
-	tg, bot, _, _ := startTelegramHost(t, func(tg *telegramtest.Server) { tg.AddPrivate(ann) })
+	tg, bot, _, _ := startTelegramHost(t, func(tg *telegramtest.Server) { tg.AddPrivate(ann) }, `{users: ["222"]}`)
 	tg.InjectFault("sendMessage", telegramtest.FloodWait(2))
 	bot.PrivateText(ann, "help")
 	if err := tg.Wait(60*time.Second, func() bool { return len(tg.Requests("sendMessage", ann.ID)) >= 1 }); err != nil {

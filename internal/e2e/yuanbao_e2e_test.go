@@ -26,11 +26,17 @@ type ybHost struct {
 	bin, data  string
 	plugins    string
 	addr       string
+	admin      string // the admin listener
 	configPath string
 }
 
-// startYuanbaoHost runs the binary with yuanbao.wasm pointed at a fresh fake. extra is YAML
-// added to the plugin's settings (limits…) and profile is added to the profile's.
+// ybAccess admits everyone on the main profile, with tools, and leaves the groups' mention rule
+// at its default (a mention needed): the host's gate and the plugin's gating must agree.
+const ybAccess = `{allow_all: true, tools: [shell, processes], groups: {"*": {allow_all: true}}}`
+
+// startYuanbaoHost runs the binary with yuanbao.wasm pointed at a fresh fake, under
+// strict_egress (the plugin's egress is scoped). extra is YAML added to the plugin's settings
+// (limits…) and profile is added to the profile's.
 func startYuanbaoHost(t *testing.T, extra, profile string) *ybHost {
 	t.Helper()
 	yb := ybt.New(t)
@@ -39,15 +45,21 @@ func startYuanbaoHost(t *testing.T, extra, profile string) *ybHost {
 	h := &ybHost{t: t, yb: yb, bot: bot, bin: bin, plugins: plugins, data: t.TempDir()}
 	h.configPath = filepath.Join(h.data, "hermes.yaml")
 	os.WriteFile(h.configPath, []byte(fmt.Sprintf(`
+strict_egress: true
 plugins:
   yuanbao:
     egress_extra: ["127.0.0.1"]
 %s
     profiles:
       main: {app_id: "%s", app_secret: "%s", api_domain: "%s", ws_url: "%s"%s}
-`, extra, bot.AppID(), bot.Secret(), yb.URL(), yb.WSURL(), profile)), 0o600)
+    access:
+      main: %s
+`, extra, bot.AppID(), bot.Secret(), yb.URL(), yb.WSURL(), profile, ybAccess)), 0o600)
 	var stop func()
 	h.addr, stop = startServe(t, bin, plugins, h.data, "--config", h.configPath)
+	pidsMu.Lock()
+	h.admin = lastAdmin
+	pidsMu.Unlock()
 	t.Cleanup(stop)
 	h.waitFor("the bot to connect", func() bool { return bot.Connected() })
 	return h
@@ -66,6 +78,14 @@ func (h *ybHost) has(chatType, chatID, sub string) func() bool {
 	return func() bool { return h.count(chatType, chatID, sub) > 0 }
 }
 
+// api reads an admin API path into v.
+func (h *ybHost) api(path string, v any) {
+	h.t.Helper()
+	if code := adminRequest(h.t, "GET", h.admin, h.data, path, "", v); code != 200 {
+		h.t.Fatalf("GET %s: status %d", path, code)
+	}
+}
+
 func (h *ybHost) count(chatType, chatID, sub string) int {
 	n := 0
 	for _, s := range h.bot.SentTexts(chatType, chatID) {
@@ -81,7 +101,7 @@ func (h *ybHost) transcript(key string) string {
 	var v struct {
 		Tail []struct{ Role, Text string }
 	}
-	getJSON(h.t, "http://"+h.addr+"/api/sessions?show="+key, &v)
+	h.api("/api/sessions?show="+key, &v)
 	var b strings.Builder
 	for _, m := range v.Tail {
 		fmt.Fprintf(&b, "%s: %s\n", m.Role, m.Text)
@@ -179,7 +199,7 @@ func TestYuanbaoReconnectRecallAndStop(t *testing.T) {
 				Status map[string]status
 			}
 		}
-		getJSON(t, "http://"+h.addr+"/api/plugins", &api)
+		h.api("/api/plugins", &api)
 		for _, p := range api.Plugins {
 			if p.Name == "yuanbao" {
 				got = p.Status["main"]
@@ -221,7 +241,7 @@ func TestYuanbaoConnectionOwnedByTheHost(t *testing.T) {
 					Manifest struct{ Name, Version string }
 				}
 			}
-			getJSON(t, "http://"+h.addr+"/api/plugins", &api)
+			h.api("/api/plugins", &api)
 			for _, p := range api.Plugins {
 				if p.Manifest.Name == "yuanbao" && p.Manifest.Version == version {
 					return true
@@ -236,7 +256,7 @@ func TestYuanbaoConnectionOwnedByTheHost(t *testing.T) {
 	bot.FailSends(ybt.SendFault{Delay: 4 * time.Second})
 	bot.DM(ybBob, "ps")
 	eventually(t, "the send that crashed its instance to be reconciled", func() bool {
-		for _, r := range (&host{t: t, addr: h.addr}).deliveries("failed") {
+		for _, r := range (&host{t: t, addr: h.addr, admin: h.admin, data: h.data}).deliveries("failed") {
 			if strings.Contains(r.Reason, "outcome unknown") {
 				return true
 			}

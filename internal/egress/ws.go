@@ -31,11 +31,16 @@ type wsRegistry struct {
 }
 
 type wsConn struct {
+	url    *url.URL // as opened: sends are checked against its host's scopes
 	id     string
 	owner  Owner
 	conn   *websocket.Conn
 	frames chan abi.WSFrame // filled by the reader goroutine
 	done   chan struct{}    // closed when the reader stops
+	// stop is closed when the host closes the connection: a reader blocked on a full frames
+	// queue gives up its frames and returns instead of waiting forever.
+	stop     chan struct{}
+	stopOnce sync.Once
 	// set by the reader before closing done:
 	closeCode   int
 	closeReason string
@@ -47,41 +52,48 @@ func newWSRegistry(c *Client) *wsRegistry {
 }
 
 // WSOpen dials a WebSocket for owner under policy pol.
-func (c *Client) WSOpen(ctx context.Context, owner Owner, pol Policy, req *abi.WSOpenRequest) (string, error) {
+func (c *Client) WSOpen(ctx context.Context, owner Owner, pol Policy, export string, req *abi.WSOpenRequest) (string, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") {
-		return "", abi.Errorf(abi.CodeBadRequest, "egress: %q is not a ws(s) URL", req.URL)
+		return "", abi.Errorf(abi.CodeBadRequest, "egress: not a ws(s) URL (%s)", safeOrigin(req.URL))
 	}
-	if err := pol.Check(u); err != nil {
+	if err := pol.Check(u, Use{Export: export, Method: http.MethodGet}); err != nil {
 		return "", &abi.Error{Code: abi.CodeDenied, Message: err.Error()}
 	}
 	r := c.ws
 	if r.count(owner) >= c.limits.MaxConns {
 		return "", abi.Errorf(abi.CodeTooLarge, "egress: %d WebSocket connections already open for %s/%s", c.limits.MaxConns, owner.Plugin, owner.Profile)
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.timeout(req.TimeoutMs))
+	dctx, cancel := context.WithTimeout(dialContext(ctx, pol, u), c.timeout(req.TimeoutMs))
 	defer cancel()
-	client := *c.http
-	client.CheckRedirect = func(r *http.Request, via []*http.Request) error { return pol.Check(r.URL) }
+	client := c.httpClient(pol, func(r *http.Request) error {
+		*r = *r.WithContext(dialContext(r.Context(), pol, r.URL))
+		return pol.Check(r.URL, Use{Export: export, Method: r.Method})
+	})
 	conn, resp, err := websocket.Dial(dctx, u.String(), &websocket.DialOptions{
-		HTTPClient:   &client,
+		HTTPClient:   client,
 		HTTPHeader:   http.Header(req.Headers),
 		Subprotocols: req.Subprotocols,
 	})
 	if err != nil {
+		if e := refused(err); e != nil {
+			return "", e
+		}
 		status := ""
 		if resp != nil {
 			status = fmt.Sprintf(" (HTTP %d)", resp.StatusCode)
 		}
-		return "", abi.Errorf(abi.CodeIO, "egress: WebSocket %s%s: %v", u.Redacted(), status, err)
+		return "", abi.Errorf(abi.CodeIO, "egress: WebSocket %s%s: %s", Origin(u), status, scrub(err))
 	}
 	conn.SetReadLimit(c.limits.MaxFrame)
 	wc := &wsConn{
+		url:    u,
 		id:     "ws_" + strconv.FormatUint(r.next.Add(1), 10),
 		owner:  owner,
 		conn:   conn,
 		frames: make(chan abi.WSFrame, c.limits.QueuedFrames),
 		done:   make(chan struct{}),
+		stop:   make(chan struct{}),
 	}
 	r.mu.Lock()
 	r.conns[wc.id] = wc
@@ -121,8 +133,19 @@ func (wc *wsConn) read() {
 			}
 			return
 		}
-		wc.frames <- abi.WSFrame{Binary: typ == websocket.MessageBinary, Data: data}
+		select {
+		case wc.frames <- abi.WSFrame{Binary: typ == websocket.MessageBinary, Data: data}:
+		case <-wc.stop:
+			return
+		}
 	}
+}
+
+// close ends the connection from the host's side: the reader is released first, then the
+// close handshake runs.
+func (wc *wsConn) close(code websocket.StatusCode, reason string) {
+	wc.stopOnce.Do(func() { close(wc.stop) })
+	wc.conn.Close(code, reason)
 }
 
 func (r *wsRegistry) get(owner Owner, id string) (*wsConn, error) {
@@ -142,11 +165,15 @@ func (r *wsRegistry) forget(id string) {
 	r.mu.Unlock()
 }
 
-// WSSend writes one frame.
-func (c *Client) WSSend(ctx context.Context, owner Owner, req *abi.WSSendRequest) error {
+// WSSend writes one frame, if export may send on the connection's host (its scopes). What the
+// frame says is the plugin's: the host does not read frames.
+func (c *Client) WSSend(ctx context.Context, owner Owner, pol Policy, export string, req *abi.WSSendRequest) error {
 	wc, err := c.ws.get(owner, req.Conn)
 	if err != nil {
 		return err
+	}
+	if err := pol.Check(wc.url, Use{Export: export}); err != nil {
+		return &abi.Error{Code: abi.CodeDenied, Message: err.Error()}
 	}
 	if int64(len(req.Frame.Data)) > c.limits.MaxFrame {
 		return abi.Errorf(abi.CodeTooLarge, "egress: frame of %d bytes exceeds %d", len(req.Frame.Data), c.limits.MaxFrame)
@@ -224,7 +251,7 @@ func (c *Client) WSClose(owner Owner, req *abi.WSCloseRequest) error {
 		code = websocket.StatusCode(req.Code)
 	}
 	c.ws.forget(wc.id)
-	wc.conn.Close(code, req.Reason)
+	wc.close(code, req.Reason)
 	return nil
 }
 
@@ -240,7 +267,7 @@ func (c *Client) CloseOwner(plugin string) {
 	}
 	c.ws.mu.Unlock()
 	for _, wc := range victims {
-		wc.conn.Close(websocket.StatusGoingAway, "plugin unloaded")
+		wc.close(websocket.StatusGoingAway, "plugin unloaded")
 	}
 }
 
@@ -250,6 +277,6 @@ func (r *wsRegistry) closeAll() {
 	r.conns = map[string]*wsConn{}
 	r.mu.Unlock()
 	for _, wc := range victims {
-		wc.conn.Close(websocket.StatusGoingAway, "host shutting down")
+		wc.close(websocket.StatusGoingAway, "host shutting down")
 	}
 }

@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
@@ -71,13 +73,31 @@ func BenchmarkSendPath(b *testing.B) {
 	ctx := context.Background()
 	msg := abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: s.Route.ChatID, Text: "x"}
 	tr := transport{w.g}
+	var send float64
 	b.Run("unguarded", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if _, err := tr.Send(ctx, "echo", "main", msg); err != nil {
 				b.Fatal(err)
 			}
 		}
+		send = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
+	// The egress scope check each hermes_http call of that send makes (echo's own policy: its
+	// outbox is scoped to send, POST), reported as a share of the whole send ("x-send").
+	pol := w.g.runtime.Get("echo").Caller("main").Egress
+	outbox, _ := url.Parse(w.fake.URL() + "/outbox")
+	for name, pol := range map[string]egress.Policy{"scope-check": pol, "unscoped-check": {Extra: pol.Extra}} {
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := pol.Check(outbox, egress.Use{Export: abi.ExportSend, Method: "POST"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if send > 0 {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/send, "x-send")
+			}
+		})
+	}
 	b.Run("guarded", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			err := w.g.kernel.WithBoundary(ctx, s.Key, func(bd *session.Boundary) error {

@@ -1,6 +1,8 @@
 // Package gateway assembles the host: it opens the store, loads the plugins, runs the poll and
-// tick loops, serves the HTTP endpoints (health, metrics, admin API, webhooks), and connects
-// inbound events to sessions and turns and outbound messages to the delivery ledger.
+// tick loops, serves the two HTTP listeners (the public one: webhooks only; the admin one:
+// health, metrics, admin API and the demo platform, behind a token), and connects inbound events
+// through the authorization door to sessions and turns, and outbound messages to the delivery
+// ledger.
 package gateway
 
 import (
@@ -10,11 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,11 +28,13 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/hostcall"
+	"github.com/hermes-host/hermes-host/internal/httpguard"
 	"github.com/hermes-host/hermes-host/internal/inbound"
 	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/loop"
@@ -55,19 +62,44 @@ type Gateway struct {
 	ledger   *delivery.Ledger
 	engine   *turn.Engine
 	agent    agent.Agent
+	gate     *auth.Gate
 	door     *inbound.Door
 	loops    *loop.Supervisor
+	// running is set by Run: from then on, each plugin load reconciles the loops at once.
+	running  atomic.Bool
+	refusals *httpguard.Refusals
+	// demoSecret is the demo platform's secret (empty: no demo).
+	demoSecret string
 }
+
+// Files the host keeps in its data directory besides the database.
+const (
+	TokenFile      = "admin.token" // the admin listener's bearer token
+	DemoSecretFile = "demo.secret" // the demo platform's secret
+)
 
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
 // Plugins are loaded by Run (or by LoadPlugins, for commands that only inspect them).
 func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	if err := privateDir(cfg.DataDir, log); err != nil {
+		return nil, err
+	}
+	// Background processes run as the host's user: keep them out of its memory and /proc entries.
+	if err := process.ProtectHost(); err != nil {
+		log.Warn("background processes may read the host's environment and memory", "error", err)
+	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "hermes.db"), store.Options{})
 	if err != nil {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}}
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	g.refusals = httpguard.NewRefusals(g.registry)
+	if g.demoSecret, err = demoSecret(cfg); err != nil {
+		db.Close()
+		return nil, err
+	}
+	g.demo.Secret = g.demoSecret
 	if g.kv, err = kv.Open(ctx, db); err != nil {
 		db.Close()
 		return nil, err
@@ -75,13 +107,20 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
 	g.runtime, err = plugin.New(plugin.Config{
-		Dir:      cfg.PluginsDir,
-		CacheDir: filepath.Join(cfg.DataDir, "cache", "wazero"),
-		Defaults: limits(cfg.Limits),
-		Plugins:  pluginSettings(cfg),
-		Env:      g.env,
-		Logger:   log,
-		Metrics:  plugin.NewMetrics(g.registry),
+		Dir:          cfg.PluginsDir,
+		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
+		Defaults:     limits(cfg.Limits),
+		Plugins:      pluginSettings(cfg, g.demoSecret),
+		Env:          g.env,
+		Logger:       log,
+		Metrics:      plugin.NewMetrics(g.registry),
+		ScaleProcs:   true,
+		StrictEgress: cfg.StrictEgress,
+		OnChange: func() {
+			if g.running.Load() {
+				g.loops.Reconcile(context.Background())
+			}
+		},
 	})
 	if err != nil {
 		db.Close()
@@ -92,8 +131,8 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		db.Close()
 		return nil, err
 	}
-	g.door = &inbound.Door{Engine: g.engine, Log: log}
-	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel}
+	g.door = &inbound.Door{Engine: g.engine, Gate: g.gate, Log: log}
+	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel, Gate: g.gate}
 	g.env.Dispatcher = g.door
 	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
 	g.loops = loop.New(g.runtime, g.door, log)
@@ -110,18 +149,59 @@ func limits(l config.Limits) plugin.Limits {
 	}
 }
 
-func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
+// pluginSettings are the plugins' settings from cfg; the demo profile gets the demo secret
+// unless its configuration sets one.
+func pluginSettings(cfg *config.Config, demoSecret string) map[string]plugin.Settings {
 	out := map[string]plugin.Settings{}
 	for name, p := range cfg.Plugins {
-		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, Profiles: map[string]json.RawMessage{}}
+		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, EgressInternal: p.EgressInternal,
+			EgressAlias: p.EgressAlias,
+			Profiles:    map[string]json.RawMessage{}}
 		if p.Limits != nil {
 			s.Limits = limits(*p.Limits)
 		}
-		for profile := range p.Profiles {
-			b, _ := p.ProfileJSON(profile)
+		for profile, settings := range p.Profiles {
+			if demoSecret != "" && name == cfg.Demo.Plugin && profile == cfg.Demo.Profile && settings["secret"] == nil {
+				settings = maps.Clone(settings)
+				settings["secret"] = demoSecret
+			}
+			b, _ := json.Marshal(settings)
 			s.Profiles[profile] = b
 		}
 		out[name] = s
+	}
+	return out
+}
+
+// demoSecret returns the demo platform's secret: the one its profile configures, else the one
+// in the data directory (generated on first start). Empty when the demo is off.
+func demoSecret(cfg *config.Config) (string, error) {
+	if cfg.Demo.Plugin == "" {
+		return "", nil
+	}
+	if s, ok := cfg.Plugins[cfg.Demo.Plugin].Profiles[cfg.Demo.Profile]["secret"].(string); ok && s != "" {
+		return s, nil
+	}
+	return httpguard.Secret(filepath.Join(cfg.DataDir, DemoSecretFile))
+}
+
+// policies converts the configuration's access settings to the gate's policies.
+func policies(cfg *config.Config) map[string]map[string]auth.Policy {
+	out := map[string]map[string]auth.Policy{}
+	for name, p := range cfg.Plugins {
+		for profile, a := range p.Access {
+			pol := auth.Policy{AllowAll: a.AllowAll, Users: a.Users, Pairing: a.Pairing == nil || *a.Pairing,
+				Groups: map[string]auth.Group{}, Shell: slices.Contains(a.Tools, config.ToolShell),
+				Processes: slices.Contains(a.Tools, config.ToolProcesses)}
+			for chat, gr := range a.Groups {
+				pol.Groups[chat] = auth.Group{AllowAll: gr.AllowAll, Users: gr.Users, Observe: gr.Observe,
+					RequireMention: gr.RequireMention == nil || *gr.RequireMention}
+			}
+			if out[name] == nil {
+				out[name] = map[string]auth.Policy{}
+			}
+			out[name][profile] = pol
+		}
 	}
 	return out
 }
@@ -157,6 +237,10 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.gate, err = auth.Open(ctx, g.db, auth.Options{Policies: policies(cfg), Notifier: notifier{g}, Logger: g.log, Registerer: g.registry})
+	if err != nil {
+		return err
+	}
 	g.agent, err = agent.New(cfg.Agent.Kind, agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry)))
 	if err != nil {
 		return err
@@ -167,7 +251,8 @@ func (g *Gateway) openCore(ctx context.Context) error {
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
-		}})
+		},
+		Typing: typist{g}, Grants: g.gate.Tools})
 	return err
 }
 
@@ -241,46 +326,74 @@ func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	return rej
 }
 
-// Run serves until ctx is cancelled: it loads the plugins, watches the plugins directory for
-// changes, runs the poll and tick loops, and serves HTTP on cfg.Listen. ready, if not nil, is
-// called with the listening address once the server accepts connections.
-func (g *Gateway) Run(ctx context.Context, ready func(addr string)) error {
+// Run serves until ctx is cancelled. It opens the public listener (cfg.Listen: webhooks) and
+// the admin listener (cfg.AdminListen: health, the admin API, the demo) first, starts the core
+// (process recovery, ledger, turn engine), then loads the plugins in parallel: each plugin
+// serves, and its loops start, as soon as it has loaded, whatever the other files do. Then it
+// watches the plugins directory for changes. ready, if not nil, is called with both addresses
+// once the servers accept connections.
+func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
+	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
+	token, err := httpguard.Secret(tokenFile)
+	if err != nil {
+		return fmt.Errorf("admin token: %w", err)
+	}
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
 	}
-	g.LoadPlugins(ctx)
+	aln, err := net.Listen("tcp", g.cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("admin_listen %s: %w", g.cfg.AdminListen, err)
+	}
+	if !loopback(aln.Addr()) {
+		g.log.Warn("the admin listener is not on loopback: it is protected by its token only", "addr", aln.Addr().String())
+	}
 	if err := g.startCore(ctx); err != nil {
 		ln.Close()
+		aln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
-	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "plugins", len(g.runtime.Plugins()),
-		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	public, admin := httpguard.NewServer(g.Handler()), httpguard.NewServer(g.AdminHandler(token))
+	errc := make(chan error, 2)
+	go func() { errc <- public.Serve(ln) }()
+	go func() { errc <- admin.Serve(aln) }()
+	g.log.Info("hermes-host listening", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "admin_token_file", tokenFile)
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(ln.Addr().String(), aln.Addr().String())
 	}
+	g.running.Store(true)
+	g.LoadPlugins(ctx)
+	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
+	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "plugins", len(g.runtime.Plugins()),
+		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	var runErr error
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
-			return err
+			runErr = err
 		}
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv.Shutdown(shutdown)
+	public.Shutdown(shutdown)
+	admin.Shutdown(shutdown)
 	g.loops.Stop()
 	g.log.Info("hermes-host stopped")
-	return nil
+	return runErr
+}
+
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // startCore recovers background processes, reconciles the ledger and starts the turn engine.
-// Plugins are loaded first, so pending deliveries find their plugin.
+// It runs before the plugins load: a pending delivery whose plugin is still loading waits for it
+// without using up an attempt (see transport.Limit).
 func (g *Gateway) startCore(ctx context.Context) error {
 	rep, err := g.procs.Recover(ctx)
 	if err != nil {
@@ -331,13 +444,32 @@ func (g *Gateway) checkAgent(ctx context.Context) error {
 	return nil
 }
 
-// Handler is the gateway's HTTP interface: the webhooks, the admin API and the demo chat.
+// Handler is the public listener: the webhooks, and nothing else. Requests from web pages are
+// refused, and the demo profile is not served here.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log})
-	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger,
+	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Hidden: g.isDemo})
+	return httpguard.NoBrowsers(mux, g.refusals)
+}
+
+// AdminHandler is the admin listener: health, metrics, the admin API and the demo platform,
+// behind the bearer token, the Host allow-list and the cross-site checks.
+func (g *Gateway) AdminHandler(token string) http.Handler {
+	mux := http.NewServeMux()
+	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
 		Metrics: g.registry, Ping: g.db.PingContext}
 	api.Register(mux)
-	g.demo.Register(mux)
-	return mux
+	if g.demoSecret != "" {
+		g.demo.Register(mux)
+		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log}
+		(&demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}).Register(mux)
+	}
+	guard := &httpguard.Admin{Token: token, Hosts: g.cfg.AdminHosts, Refusals: g.refusals,
+		Open: func(r *http.Request) bool { return adminapi.IsOpen(r) || demo.IsPluginPost(r) }}
+	return guard.Wrap(mux)
+}
+
+// isDemo reports the demo platform's plugin profile.
+func (g *Gateway) isDemo(plugin, profile string) bool {
+	return g.demoSecret != "" && plugin == g.cfg.Demo.Plugin && profile == g.cfg.Demo.Profile
 }

@@ -45,11 +45,15 @@ func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 		t.Fatal(err)
 	}
 	cfg.DataDir, cfg.PluginsDir = dir, filepath.Join(dir, "plugins")
-	cfg.Plugins = map[string]config.Plugin{"echo": {Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}}}}
+	cfg.Plugins = map[string]config.Plugin{"echo": {EgressExtra: []string{"127.0.0.1"},
+		Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}},
+		Access:   map[string]config.Access{"main": {AllowAll: true, Tools: []string{config.ToolShell, config.ToolProcesses}}}}}
+	cfg.Demo.Plugin = "" // echo's main profile talks to the fake here, not to the demo outbox
 	wasmbuild.CopyTo(t, "../../plugins/echo", filepath.Join(cfg.PluginsDir, "echo.wasm"))
 	for name, p := range extra {
 		wasmbuild.CopyTo(t, p.dir, filepath.Join(cfg.PluginsDir, name+".wasm"))
-		cfg.Plugins[name] = config.Plugin{Profiles: map[string]map[string]any{"main": p.config}}
+		cfg.Plugins[name] = config.Plugin{Profiles: map[string]map[string]any{"main": p.config}, Limits: p.limits,
+			EgressExtra: []string{"127.0.0.1"}, Access: map[string]config.Access{"main": {AllowAll: true}}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g, err := Open(ctx, cfg, slog.New(slog.DiscardHandler))
@@ -70,6 +74,7 @@ func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 type extraPlugin struct {
 	dir    string
 	config map[string]any
+	limits *config.Limits
 }
 
 // say sends a chat message through the echo plugin's webhook (the Wasm plugin parses it).

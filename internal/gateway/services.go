@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/delivery"
@@ -29,10 +30,48 @@ func (t transport) Send(ctx context.Context, name, profile string, msg abi.Outbo
 	return res, err
 }
 
-func (t transport) Limit(name string) (abi.MessageLimit, bool) {
+func (t transport) Limit(name string) (abi.MessageLimit, error) {
 	p := t.g.runtime.Get(name)
-	if p == nil || !p.Active() {
-		return abi.MessageLimit{}, false
+	switch {
+	case p == nil && len(t.g.runtime.Loading()) > 0:
+		return abi.MessageLimit{}, fmt.Errorf("plugin %s is not loaded yet: %w", name, delivery.ErrPluginStarting)
+	case p == nil:
+		return abi.MessageLimit{}, fmt.Errorf("plugin %s is not loaded", name)
 	}
-	return p.Manifest().MessageLimit, true
+	if err := p.Status(); err != nil {
+		return abi.MessageLimit{}, err // failed after repeated crashes: say so, with its last error
+	}
+	return p.Manifest().MessageLimit, nil
+}
+
+// typist shows "typing" through a platform plugin that declares the typing capability.
+type typist struct{ g *Gateway }
+
+func (t typist) Typing(ctx context.Context, name, profile string, target abi.OutboundMessage) {
+	p := t.g.runtime.Get(name)
+	if p == nil || !p.Active() || !p.Manifest().Has(abi.CapTyping) {
+		return
+	}
+	target.Action, target.Text, target.ReplyTo = "typing", "", ""
+	res, err := p.Send(ctx, profile, target)
+	if err == nil && res.Error != nil {
+		err = res.Error
+	}
+	if err != nil {
+		t.g.log.Debug("typing indicator not shown", "plugin", name, "profile", profile, "chat", target.ChatID, "error", err)
+	}
+}
+
+// notifier sends the auth gate's notices (pairing codes, approvals) through the ledger, like any
+// host notice.
+type notifier struct{ g *Gateway }
+
+func (n notifier) Notice(ctx context.Context, plugin, profile string, src abi.Source, text, origin string) (string, error) {
+	key, err := n.g.kernel.Key(src)
+	if err != nil {
+		return "", err
+	}
+	return n.g.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{Plugin: plugin, Profile: profile, Key: key,
+		Target: abi.OutboundMessage{ChatType: src.ChatType, ChatID: src.ChatID, ThreadID: src.ThreadID, UserID: src.UserID, ScopeID: src.ScopeID},
+		Text:   text, Kind: delivery.KindNotice, Origin: origin})
 }

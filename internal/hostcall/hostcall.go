@@ -10,22 +10,55 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
 // Sessions implements plugin.Sessions on the kernel.
-type Sessions struct{ Kernel *session.Kernel }
+type Sessions struct {
+	Kernel *session.Kernel
+	// Gate, if set, decides whether a platform plugin may create a session for a source or put
+	// a message in its transcript: the same policy as the inbound door, applied to the session
+	// host functions (a scheduler's calls are the operator's configured jobs and are not asked).
+	Gate Gate
+}
+
+// Gate is the authorization policy (internal/auth's Gate).
+type Gate interface {
+	Admit(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (auth.Decision, error)
+}
+
+// admit asks the gate about a session call of a platform plugin as an event of kind.
+func (s Sessions) admit(ctx context.Context, c plugin.Caller, kind string, src abi.Source, text string) error {
+	if s.Gate == nil || c.Kind != abi.KindPlatform {
+		return nil
+	}
+	d, err := s.Gate.Admit(ctx, c.Plugin, c.Profile, abi.InboundEvent{Kind: kind, Source: src, Text: text})
+	if err != nil {
+		return abi.Errorf(abi.CodeUnavailable, "authorizing: %v", err)
+	}
+	if d.Verdict == auth.Refuse {
+		return abi.Errorf(abi.CodeDenied, "the operator's access policy does not admit this sender here (%s)", d.Reason)
+	}
+	return nil
+}
 
 // Resolve returns the source's current session, creating it if needed.
 func (s Sessions) Resolve(ctx context.Context, c plugin.Caller, src abi.Source) (abi.SessionRef, error) {
+	if err := s.admit(ctx, c, abi.EventSeed, src, ""); err != nil {
+		return abi.SessionRef{}, err
+	}
 	res, err := s.Kernel.Resolve(ctx, src, session.ResolveOptions{Internal: true})
 	return res.Ref(), Err(err)
 }
 
 // Observe appends a message to the source's transcript without a turn.
 func (s Sessions) Observe(ctx context.Context, c plugin.Caller, req abi.ObserveRequest) (abi.SessionRef, error) {
+	if err := s.admit(ctx, c, abi.EventObserve, req.Source, req.Text); err != nil {
+		return abi.SessionRef{}, err
+	}
 	r, err := role(req.Role)
 	if err != nil {
 		return abi.SessionRef{}, err
@@ -47,6 +80,9 @@ func (s Sessions) Redact(ctx context.Context, c plugin.Caller, src abi.Source) (
 
 // Seed appends context to the source's session (for example a scheduled job's output).
 func (s Sessions) Seed(ctx context.Context, c plugin.Caller, req abi.SeedRequest) (abi.SessionRef, error) {
+	if err := s.admit(ctx, c, abi.EventSeed, req.Source, req.Text); err != nil {
+		return abi.SessionRef{}, err
+	}
 	r, err := role(req.Role)
 	if err != nil {
 		return abi.SessionRef{}, err

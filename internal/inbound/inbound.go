@@ -1,7 +1,8 @@
 // Package inbound is the one door every inbound event passes on its way to a turn: the events a
 // plugin's webhook or poll export returns, and the events a plugin hands over itself with
 // hermes_dispatch. The door forces the event's platform and profile to the calling plugin's own
-// (a plugin cannot speak for another platform or profile) before the turn engine records it.
+// (a plugin cannot speak for another platform or profile), then asks the Gate whether the sender
+// may talk to the agent (internal/auth), before the turn engine records anything.
 package inbound
 
 import (
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
@@ -17,15 +19,34 @@ type Engine interface {
 	Dispatch(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (abi.DispatchReply, error)
 }
 
-// Door passes inbound events to the engine. It implements plugin.Dispatcher.
+// Gate decides whether an event's sender may talk to the agent (internal/auth's Gate).
+type Gate interface {
+	Admit(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (auth.Decision, error)
+}
+
+// Door passes admitted inbound events to the engine. It implements plugin.Dispatcher.
 type Door struct {
 	Engine Engine
+	Gate   Gate // required: there is no door without a lock
 	Log    *slog.Logger
 }
 
-// Dispatch records one event on behalf of the caller.
+// Dispatch records one event on behalf of the caller, if the gate admits it. A refused event
+// reaches no turn and no tool; it is acknowledged (the gate recorded it), so the platform does
+// not deliver it again.
 func (d *Door) Dispatch(ctx context.Context, c plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	ev.Source.Platform, ev.Source.Profile = c.Platform, c.Profile
+	dec, err := d.Gate.Admit(ctx, c.Plugin, c.Profile, ev)
+	if err != nil {
+		return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "authorizing the event: %v", err)
+	}
+	switch dec.Verdict {
+	case auth.Allow:
+	case auth.Observe:
+		ev.Kind = abi.EventObserve // in the transcript, without a turn
+	default:
+		return abi.DispatchReply{}, nil
+	}
 	return d.Engine.Dispatch(ctx, c.Plugin, c.Profile, ev)
 }
 

@@ -52,6 +52,9 @@ func (s *Supervisor) Reconcile(ctx context.Context) {
 		if !m.Has(abi.CapPoll) && m.Kind != abi.KindScheduler {
 			continue
 		}
+		if p.Status() != nil {
+			continue // failed: its loops stopped; replacing the file starts them again
+		}
 		for _, profile := range p.Profiles() {
 			want[key{p.Name(), profile}] = p
 		}
@@ -73,6 +76,15 @@ func (s *Supervisor) Reconcile(ctx context.Context) {
 		s.loops[k] = l
 		go func() {
 			defer close(l.done)
+			// The loop removes its own entry when it ends (a failed or unloaded plugin), so
+			// the next Reconcile (after the file is replaced) starts a new one.
+			defer func() {
+				s.mu.Lock()
+				if s.loops[k] == l {
+					delete(s.loops, k)
+				}
+				s.mu.Unlock()
+			}()
 			if p.Manifest().Kind == abi.KindScheduler {
 				s.tick(lctx, k.plugin, k.profile)
 			} else {

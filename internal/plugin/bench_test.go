@@ -2,10 +2,14 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
 	extism "github.com/extism/go-sdk"
+	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 	"github.com/tetratelabs/wazero"
 )
@@ -88,10 +92,65 @@ func BenchmarkPool(b *testing.B) {
 	v := r.Get("probe").current()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		inst, err := v.pool.get(ctx)
+		inst, err := v.pool.get(ctx, classOut)
 		if err != nil {
 			b.Fatal(err)
 		}
-		v.pool.put(inst)
+		v.pool.put(inst, classOut)
+	}
+}
+
+// BenchmarkNeighbour measures a healthy plugin's call (the probe's send) while another plugin
+// is idle, spins in every instance of its pool, or bombs its memory in a loop, and reports each
+// as a ratio to the idle figure measured in the same run ("x-idle").
+func BenchmarkNeighbour(b *testing.B) {
+	ctx := context.Background()
+	slow := Settings{Limits: Limits{CallTimeout: time.Minute, PoolSize: 2, MaxOutput: 1 << 20},
+		Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)}}
+	r := newRuntime(b, map[string]string{"probe.wasm": probeDir, "loop.wasm": hostileTD + "loop", "membomb.wasm": hostileTD + "membomb"},
+		Config{Plugins: map[string]Settings{"loop": slow, "membomb": slow}, ScaleProcs: true})
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		b.Fatal(rej)
+	}
+	probe := r.Get("probe")
+	call := func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := probeSend(b, probe, "main", "version"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// neighbour keeps n calls of name running until stop.
+	neighbour := func(name string, n int) (stop func()) {
+		nctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for nctx.Err() == nil {
+					r.Get(name).Send(nctx, "main", abi.OutboundMessage{ChatID: "1"})
+				}
+			}()
+		}
+		time.Sleep(200 * time.Millisecond) // let them start
+		return func() { cancel(); wg.Wait() }
+	}
+	var idle float64
+	b.Run("idle", func(b *testing.B) {
+		call(b)
+		idle = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	for _, tc := range []struct{ name, plugin string }{{"spinning", "loop"}, {"membomb", "membomb"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			stop := neighbour(tc.plugin, 2)
+			defer stop()
+			b.ResetTimer()
+			call(b)
+			b.StopTimer()
+			if idle > 0 {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/idle, "x-idle")
+			}
+		})
 	}
 }

@@ -19,7 +19,8 @@ func (v *version) configureProfiles(ctx context.Context) error {
 		ps := &profileState{config: cfg}
 		ps.problems = validateConfig(&v.manifest, cfg)
 		if len(ps.problems) == 0 {
-			in, _ := json.Marshal(abi.ConfigureRequest{Call: abi.Call{Profile: profile, Config: cfg}})
+			in, _ := json.Marshal(abi.ConfigureRequest{Call: abi.Call{Profile: profile, Config: cfg,
+				DeadlineMs: remaining(ctx, v.limits.CallTimeout).Milliseconds()}})
 			out, err := v.call(ctx, v.caller(profile), abi.ExportConfigure, in, v.limits.CallTimeout)
 			var res abi.ConfigureResult
 			switch {
@@ -71,6 +72,14 @@ func (p *Plugin) Profiles() []string {
 	return out
 }
 
+// remaining is the time a call with this timeout has under ctx.
+func remaining(ctx context.Context, timeout time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return min(timeout, time.Until(d))
+	}
+	return timeout
+}
+
 // typedCall is the common path of the typed calls: build the request with the profile's
 // configuration, call, decode the reply.
 func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, timeout time.Duration, build func(abi.Call) any) (*Res, error) {
@@ -83,12 +92,12 @@ func typedCall[Res any](ctx context.Context, p *Plugin, profile, export string, 
 	if err != nil {
 		return nil, err
 	}
-	in, err := json.Marshal(build(abi.Call{Profile: profile, Config: ps.config}))
-	if err != nil {
-		return nil, err
-	}
 	if timeout <= 0 {
 		timeout = v.limits.CallTimeout
+	}
+	in, err := json.Marshal(build(abi.Call{Profile: profile, Config: ps.config, DeadlineMs: remaining(ctx, timeout).Milliseconds()}))
+	if err != nil {
+		return nil, err
 	}
 	out, err := v.call(ctx, v.caller(profile), export, in, timeout)
 	if err != nil {
@@ -163,6 +172,16 @@ func (p *Plugin) Active() bool {
 	return v != nil && v.breaker.check(p.name) == nil
 }
 
+// Status is nil when the plugin can serve, and otherwise says why not: its file was removed
+// (ErrUnloaded), or its breaker tripped (a *FailedError carrying the last crash).
+func (p *Plugin) Status() error {
+	v := p.current()
+	if v == nil {
+		return fmt.Errorf("plugin %s: %w", p.name, ErrUnloaded)
+	}
+	return v.breaker.check(p.name)
+}
+
 // Info describes a loaded plugin for the admin API and the CLI.
 type Info struct {
 	Name      string              `json:"name"`
@@ -177,6 +196,11 @@ type Info struct {
 	Profiles  map[string][]string `json:"profiles"` // profile → problems (empty: serving)
 	// Status is what the plugin last reported about each profile from poll, if anything.
 	Status map[string]abi.ProfileStatus `json:"status,omitempty"`
+	// Warnings found at load (unscoped egress to a chat platform's API).
+	Warnings []string `json:"warnings,omitempty"`
+	// EgressDenied counts egress calls the policy refused; LastDenied is the last refusal.
+	EgressDenied int64  `json:"egress_denied,omitempty"`
+	LastDenied   string `json:"last_denied,omitempty"`
 }
 
 // Info reports the plugin's current state.
@@ -189,8 +213,9 @@ func (p *Plugin) Info() Info {
 	info := Info{
 		Name: p.name, File: v.file, SHA256: v.sha256, ABI: v.abi.String(), Manifest: v.manifest,
 		State: state, LastError: last, Instances: v.pool.size(), Loaded: v.loaded,
-		Profiles: map[string][]string{},
+		Profiles: map[string][]string{}, Warnings: v.warnings, EgressDenied: v.denied.Load(),
 	}
+	info.LastDenied, _ = v.lastDenied.Load().(string)
 	v.profMu.RLock()
 	for name, ps := range v.profiles {
 		info.Profiles[name] = append([]string{}, ps.problems...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"runtime/debug"
 	"time"
 
@@ -21,6 +22,7 @@ type Caller struct {
 	Kind     string // abi.KindPlatform or abi.KindScheduler
 	Platform string
 	Profile  string // empty during describe: profile-bound functions are then refused
+	Export   string // the export being served: egress scopes are checked against it
 	Egress   egress.Policy
 }
 
@@ -55,6 +57,19 @@ type Env struct {
 	Now        func() time.Time // default time.Now
 	// MaxRequest caps a host function's JSON request read from guest memory. Default 8 MiB.
 	MaxRequest int
+	// Denied, if set, is told of every egress call the policy refused (the runtime counts and
+	// shows them to the operator).
+	Denied func(c Caller, fn string, err error)
+	// Egressed, if set, is told of every HTTP request a plugin made through hermes_http, allowed
+	// or not (the conformance suite checks which export posts what).
+	Egressed func(c Caller, method string, u *url.URL, err error)
+}
+
+// egressDone reports an egress call's outcome to the hooks.
+func (e *Env) egressDone(c *Caller, fn string, err error) {
+	if err != nil && abi.CodeOf(err) == abi.CodeDenied && e.Denied != nil {
+		e.Denied(*c, fn, err)
+	}
 }
 
 // hostFunc is the Go side of one host function: a decoded request in, a result or error out.
@@ -285,7 +300,18 @@ func (e *Env) hostHTTP(ctx context.Context, c *Caller, b []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.Egress.HTTP(ctx, c.Egress, req)
+	res, err := e.Egress.HTTP(ctx, c.Egress, c.Export, req)
+	e.egressDone(c, abi.HostHTTP, err)
+	if e.Egressed != nil {
+		if u, perr := url.Parse(req.URL); perr == nil {
+			method := req.Method
+			if method == "" {
+				method = "GET"
+			}
+			e.Egressed(*c, method, u, err)
+		}
+	}
+	return res, err
 }
 
 func (e *Env) owner(c *Caller) egress.Owner {
@@ -304,7 +330,8 @@ func (e *Env) hostWSOpen(ctx context.Context, c *Caller, b []byte) (any, error) 
 		return nil, err
 	}
 	// The dial outlives the call that asked for it, so it is not bound to the call's context.
-	id, err := e.Egress.WSOpen(context.WithoutCancel(ctx), e.owner(c), c.Egress, req)
+	id, err := e.Egress.WSOpen(context.WithoutCancel(ctx), e.owner(c), c.Egress, c.Export, req)
+	e.egressDone(c, abi.HostWSOpen, err)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +346,9 @@ func (e *Env) hostWSSend(ctx context.Context, c *Caller, b []byte) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	return nil, e.Egress.WSSend(ctx, e.owner(c), req)
+	err = e.Egress.WSSend(ctx, e.owner(c), c.Egress, c.Export, req)
+	e.egressDone(c, abi.HostWSSend, err)
+	return nil, err
 }
 
 func (e *Env) hostWSRecv(ctx context.Context, c *Caller, b []byte) (any, error) {

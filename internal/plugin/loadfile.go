@@ -18,6 +18,9 @@ type FileOptions struct {
 	Env *Env
 	// EgressExtra grants hosts beyond the manifest's (a loopback fake).
 	EgressExtra []string
+	// EgressAlias maps a loopback fake's address to the declared host it stands in for (that
+	// host's egress scopes apply to it).
+	EgressAlias map[string]string
 	// Limits override the runtime's defaults.
 	Limits Limits
 	// CacheDir is the compilation cache; empty uses the user cache directory.
@@ -50,7 +53,8 @@ func LoadFile(ctx context.Context, path string, opt FileOptions) (*Runtime, *Plu
 	}
 	rt, err := New(Config{
 		Dir: dir, CacheDir: cache, Env: opt.Env, Defaults: opt.Limits,
-		Other:  Settings{Limits: opt.Limits, Profiles: opt.Profiles, EgressExtra: opt.EgressExtra},
+		Other: Settings{Limits: opt.Limits, Profiles: opt.Profiles, EgressExtra: opt.EgressExtra,
+			EgressAlias: opt.EgressAlias},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,6 +14,24 @@ import (
 )
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// disabledKernel lists the Extism kernel conveniences this host does not provide, with what to
+// use instead (SPEC 1.2). A plugin importing one is refused at load rather than having its
+// requests or logs silently dropped.
+var disabledKernel = map[string][2]string{
+	"http_request":     {"Extism HTTP", "use hermes_http, which the egress policy governs"},
+	"http_status_code": {"Extism HTTP", "use hermes_http, which the egress policy governs"},
+	"http_headers":     {"Extism HTTP", "use hermes_http, which the egress policy governs"},
+	"config_get":       {"Extism config", "read the profile's configuration from the request's config"},
+	"var_get":          {"Extism vars", "use hermes_kv_get/hermes_kv_set: instances are disposable"},
+	"var_set":          {"Extism vars", "use hermes_kv_get/hermes_kv_set: instances are disposable"},
+	"log_trace":        {"Extism log", "use hermes_log, which the host attributes to the plugin"},
+	"log_debug":        {"Extism log", "use hermes_log, which the host attributes to the plugin"},
+	"log_info":         {"Extism log", "use hermes_log, which the host attributes to the plugin"},
+	"log_warn":         {"Extism log", "use hermes_log, which the host attributes to the plugin"},
+	"log_error":        {"Extism log", "use hermes_log, which the host attributes to the plugin"},
+	"get_log_level":    {"Extism log", "use hermes_log, which the host attributes to the plugin"},
+}
 
 var knownCaps = []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapEdit, abi.CapTyping, abi.CapReplies}
 
@@ -56,9 +75,27 @@ func checkStatic(info *moduleInfo, host abi.Version) (abi.Version, error) {
 	if _, ok := info.exports["_start"]; ok {
 		return guest, errors.New("module exports _start (a WASI command): build with -buildmode=c-shared so it is a reactor")
 	}
+	// Every export the host calls takes nothing and returns an i32 (SPEC 1): a different
+	// signature would crash on every call, so it is refused now.
+	for _, name := range []string{abi.ExportDescribe, abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick} {
+		if kind, ok := info.exports[name]; !ok || kind != externFunc {
+			continue
+		}
+		sig, ok := info.funcSig(name)
+		if !ok {
+			return guest, fmt.Errorf("export %q: its signature cannot be read", name)
+		}
+		if len(sig.params) != 0 || len(sig.results) != 1 || sig.results[0] != 0x7f {
+			return guest, fmt.Errorf("export %q has type %s; every export the host calls must be () -> (i32) (SPEC 1)", name, sig)
+		}
+	}
 	for _, im := range info.imports {
 		switch im.module {
-		case "wasi_snapshot_preview1", "extism:host/env":
+		case "extism:host/env":
+			if use, ok := disabledKernel[im.name]; ok {
+				return guest, fmt.Errorf("imports %s.%s (%s), which this host disables; %s", im.module, im.name, use[0], use[1])
+			}
+		case "wasi_snapshot_preview1":
 		case abi.HostNamespace:
 			if !abi.IsHostFunction(im.name) {
 				return guest, fmt.Errorf("imports unknown host function %s.%s (built for a newer host?)", im.module, im.name)
@@ -119,6 +156,30 @@ func checkManifest(m *abi.Manifest, info *moduleInfo) error {
 	for _, p := range m.Egress {
 		if err := egress.ValidatePattern(p); err != nil {
 			bad("%v", err)
+		}
+	}
+	exports := []string{abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick}
+	for i, s := range m.EgressScopes {
+		if err := egress.ValidatePattern(s.Host); err != nil {
+			bad("egress_scopes[%d]: %v", i, err)
+		}
+		if len(s.Exports) == 0 {
+			bad("egress_scopes[%d] (%s): exports is empty; name the exports that may use it", i, s.Label())
+		}
+		for _, e := range s.Exports {
+			if !slices.Contains(exports, e) {
+				bad("egress_scopes[%d] (%s): unknown export %q (want one of %s)", i, s.Label(), e, strings.Join(exports, ", "))
+			}
+		}
+		for _, meth := range s.Methods {
+			if meth == "" || meth != strings.ToUpper(meth) || strings.ContainsAny(meth, " /") {
+				bad("egress_scopes[%d] (%s): method %q: want an upper-case HTTP method", i, s.Label(), meth)
+			}
+		}
+		for _, pat := range s.Paths {
+			if _, err := path.Match(pat, ""); err != nil || !strings.HasPrefix(pat, "/") {
+				bad("egress_scopes[%d] (%s): path %q: want a pattern starting with /", i, s.Label(), pat)
+			}
 		}
 	}
 	if len(m.ConfigSchema) > 0 {

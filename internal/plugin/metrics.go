@@ -12,6 +12,7 @@ type Metrics struct {
 	latency   *prometheus.HistogramVec
 	instances *prometheus.GaugeVec
 	crashes   *prometheus.CounterVec
+	denied    *prometheus.CounterVec
 }
 
 // NewMetrics creates the runtime's metrics and registers them with reg.
@@ -31,7 +32,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hermes_plugin_crashes_total", Help: "Discarded instances by plugin and reason (trap, deadline).",
 		}, []string{"plugin", "reason"}),
 	}
-	reg.MustRegister(m.calls, m.latency, m.instances, m.crashes)
+	m.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermes_plugin_egress_denied_total", Help: "Egress calls refused by the policy (host, scope, internal address), by plugin and export.",
+	}, []string{"plugin", "export"})
+	reg.MustRegister(m.calls, m.latency, m.instances, m.crashes, m.denied)
 	return m
 }
 
@@ -69,4 +73,11 @@ func (pm *pluginMetrics) crash(reason string) {
 		return
 	}
 	pm.m.crashes.WithLabelValues(pm.plugin, reason).Inc()
+}
+
+func (pm *pluginMetrics) denied(export string) {
+	if pm == nil {
+		return
+	}
+	pm.m.denied.WithLabelValues(pm.plugin, export).Inc()
 }

@@ -18,14 +18,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/egress"
@@ -37,11 +40,23 @@ type Limits struct {
 	CallTimeout time.Duration // per export call (poll adds its wait); default 10s
 	MaxInput    int           // bytes of one export's input; default 4 MiB
 	MaxOutput   int           // bytes of one export's output; default 4 MiB
-	PoolSize    int           // instances at most; default 4
+	PoolSize    int           // instances for send, tick and configure at most; default 4
+	// InboundPoolSize is how many more instances serve webhook and poll calls, which the
+	// others can never use up; default 2. A plugin uses at most PoolSize+InboundPoolSize.
+	InboundPoolSize int
+	// KeepMemoryPages: an instance whose memories have grown past this many pages in all is
+	// discarded after its call instead of kept idle. Default a quarter of MemoryPages.
+	KeepMemoryPages uint32
+	// IdleTimeout: instances idle for longer are closed, except the most recently used one.
+	// Default 1 minute.
+	IdleTimeout time.Duration
 	// A plugin that crashes BreakerCrashes times within BreakerWindow is marked failed.
 	BreakerCrashes int           // default 5
 	BreakerWindow  time.Duration // default 1 minute
 	MaxFileBytes   int64         // .wasm file size cap; default 64 MiB
+	// LoadTimeout bounds loading one file: compiling it, describe and every profile's configure
+	// (each call also has its own CallTimeout). Default 2 minutes.
+	LoadTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -60,6 +75,15 @@ func (l Limits) withDefaults() Limits {
 	if l.PoolSize <= 0 {
 		l.PoolSize = 4
 	}
+	if l.InboundPoolSize <= 0 {
+		l.InboundPoolSize = 2
+	}
+	if l.KeepMemoryPages == 0 {
+		l.KeepMemoryPages = l.MemoryPages / 4
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = time.Minute
+	}
 	if l.BreakerCrashes <= 0 {
 		l.BreakerCrashes = 5
 	}
@@ -69,6 +93,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxFileBytes <= 0 {
 		l.MaxFileBytes = 64 << 20
 	}
+	if l.LoadTimeout <= 0 {
+		l.LoadTimeout = 2 * time.Minute
+	}
 	return l
 }
 
@@ -77,8 +104,15 @@ type Settings struct {
 	Limits Limits
 	// EgressNarrow, when set, allows only these of the manifest's egress hosts.
 	EgressNarrow []string
-	// EgressExtra grants hosts beyond the manifest's (a loopback fake, a self-hosted API).
+	// EgressExtra grants hosts beyond the manifest's (a loopback fake, a self-hosted API), and
+	// the internal addresses they name.
 	EgressExtra []string
+	// EgressAlias maps an address (host:port) to the declared host it stands in for (a
+	// self-hosted Bot API server, a loopback fake); the host's scopes apply to it.
+	EgressAlias map[string]string
+	// EgressInternal grants internal addresses (IPs, prefixes, host names) that declared hosts
+	// may resolve to; without it, loopback, private and link-local addresses are refused.
+	EgressInternal []string
 	// Profiles maps each profile this plugin serves to its configuration (a JSON object).
 	Profiles map[string]json.RawMessage
 }
@@ -93,6 +127,21 @@ type Config struct {
 	Env      *Env
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: no metrics
+	// LoadParallel bounds how many files load at once (default 8); compiling, the CPU-heavy
+	// part, is further bounded by GOMAXPROCS. A file that spins in describe or configure holds
+	// one load slot until its deadline, never the others.
+	LoadParallel int
+	// OnChange, if set, is called after a plugin is installed, replaced or unloaded, so the
+	// caller can start or stop what depends on it (poll loops) without waiting for the rest
+	// of a scan.
+	OnChange func()
+	// StrictEgress refuses a plugin that can reach a chat platform's API from every export
+	// (unscoped egress): only its send, through the host's guarded path, should post messages.
+	// Without it such a plugin loads with a warning.
+	StrictEgress bool
+	// ScaleProcs lets the runtime raise GOMAXPROCS to the number of CPUs plus the instance
+	// slots of the loaded plugins (see RATIONALE.md, "A spinning guest holds a P").
+	ScaleProcs bool
 }
 
 // Runtime holds the loaded plugins.
@@ -102,11 +151,19 @@ type Runtime struct {
 	cache wazero.CompilationCache
 	fns   []extism.HostFunction
 
-	// mu guards plugins and files. Lock order: Runtime.mu before Plugin.mu.
+	// mu guards plugins, files, loading and owners. Lock order: Runtime.mu before Plugin.mu.
+	stop chan struct{} // closed by Close: stops the idle trimmer
+
 	mu      sync.Mutex
 	plugins map[string]*Plugin    // by manifest name
 	files   map[string]*fileState // by path
-	scanMu  sync.Mutex            // one Scan at a time
+	loading map[string]string     // path → sha256 of the content being loaded
+	owners  map[string]string     // platform → the name of the one platform plugin that owns it
+	// scanMu makes one Scan at a time compare the directory with files; the loads a scan starts
+	// run outside it, so a rescan (a hot reload) never waits behind a slow load.
+	scanMu      sync.Mutex
+	loadSlots   chan struct{} // bounds concurrent loads
+	compileSlot chan struct{} // bounds concurrent compilations
 }
 
 // fileState is what the runtime last saw of one file in the plugins directory.
@@ -129,7 +186,13 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Env.Logger == nil {
 		cfg.Env.Logger = cfg.Logger
 	}
-	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{}}
+	if cfg.LoadParallel <= 0 {
+		cfg.LoadParallel = 8
+	}
+	r := &Runtime{cfg: cfg, log: cfg.Logger, plugins: map[string]*Plugin{}, files: map[string]*fileState{},
+		loading: map[string]string{}, owners: map[string]string{}, stop: make(chan struct{}),
+		loadSlots:   make(chan struct{}, cfg.LoadParallel),
+		compileSlot: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -142,11 +205,105 @@ func New(cfg Config) (*Runtime, error) {
 	for _, name := range abi.HostFunctions() {
 		r.fns = append(r.fns, r.hostFunction(name))
 	}
+	prev := cfg.Env.Denied
+	cfg.Env.Denied = func(c Caller, fn string, err error) {
+		r.noteDenied(c, fn, err)
+		if prev != nil {
+			prev(c, fn, err)
+		}
+	}
+	go r.trimIdle()
 	return r, nil
+}
+
+// noteDenied counts and logs an egress call the policy refused.
+func (r *Runtime) noteDenied(c Caller, fn string, err error) {
+	r.log.Warn("plugin egress refused", "plugin", c.Plugin, "profile", c.Profile, "export", c.Export, "fn", fn, "error", err)
+	if p := r.Get(c.Plugin); p != nil {
+		if v := p.current(); v != nil {
+			v.denied.Add(1)
+			v.lastDenied.Store(err.Error())
+			v.metrics.denied(c.Export)
+		}
+	}
+}
+
+// trimIdle closes instances idle for longer than their plugin's IdleTimeout (keeping one per
+// plugin, so the next call is warm), until Close.
+func (r *Runtime) trimIdle() {
+	every := time.Minute
+	for _, s := range append([]Settings{{Limits: r.cfg.Defaults}, r.cfg.Other}, mapValues(r.cfg.Plugins)...) {
+		l := s.Limits
+		if l == (Limits{}) {
+			l = r.cfg.Defaults
+		}
+		every = min(every, max(l.withDefaults().IdleTimeout/2, 10*time.Millisecond))
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-t.C:
+			for _, p := range r.Plugins() {
+				if v := p.acquire(); v != nil {
+					if n := v.pool.trim(now.Add(-v.limits.IdleTimeout), 1); n > 0 {
+						v.metrics.instances(-float64(n))
+					}
+					v.inflight.Done()
+				}
+			}
+		}
+	}
+}
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// scaleProcs gives the Go scheduler one P per instance slot of every loaded plugin, on top of
+// the CPUs. Guest code gives its P back only at the points where it checks its deadline, every
+// few milliseconds at best; with as many Ps as CPUs, a few spinning guests leave the host's own
+// goroutines (the listener, SQLite, a webhook's handler) queued behind them. With a P each,
+// guests compete for CPU through the operating system's scheduler, which time-slices threads
+// finely, and host goroutines always find a P.
+func (r *Runtime) scaleProcs() {
+	want := runtime.NumCPU()
+	for _, p := range r.Plugins() {
+		if v := p.current(); v != nil {
+			want += v.limits.PoolSize + v.limits.InboundPoolSize
+		}
+	}
+	want = min(want, 256)
+	if runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
+}
+
+// maxMemoryPages is the largest per-memory cap any plugin may have: the runtime-wide limit
+// wazero enforces. Each instance's allocator enforces its own plugin's cap below it.
+func (r *Runtime) maxMemoryPages() uint32 {
+	pages := r.cfg.Defaults.withDefaults().MemoryPages
+	for _, s := range append([]Settings{r.cfg.Other}, mapValues(r.cfg.Plugins)...) {
+		if s.Limits.MemoryPages > pages {
+			pages = s.Limits.MemoryPages
+		}
+	}
+	return pages
 }
 
 // Close unloads every plugin, waiting for in-flight calls.
 func (r *Runtime) Close() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
 	r.mu.Lock()
 	plugins := r.plugins
 	r.plugins = map[string]*Plugin{}
@@ -197,46 +354,121 @@ func (r *Runtime) Rejections() []Rejection {
 	return out
 }
 
+// Loading lists the files being loaded right now.
+func (r *Runtime) Loading() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.loading))
+	for path := range r.loading {
+		out = append(out, path)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Scan brings the runtime in line with the plugins directory: new and changed files are
 // validated and loaded (replacing the old version once its calls drain), removed files are
 // unloaded, and a file that fails validation is recorded as rejected while any version already
-// serving keeps serving. It returns the rejections of this scan.
+// serving keeps serving. Files load in parallel (bounded by Config.LoadParallel), each under its
+// own deadline (Limits.LoadTimeout), so one slow or spinning file delays no other. A file whose
+// same content is already being loaded by another scan is skipped. Scan returns when the loads
+// it started have finished, with the rejections among them.
 func (r *Runtime) Scan(ctx context.Context) []Rejection {
+	type job struct {
+		path, sum string
+		data      []byte
+		err       error
+	}
 	r.scanMu.Lock()
-	defer r.scanMu.Unlock()
 	paths, err := filepath.Glob(filepath.Join(r.cfg.Dir, "*.wasm"))
 	if err != nil {
+		r.scanMu.Unlock()
 		r.log.Error("plugin directory scan failed", "dir", r.cfg.Dir, "error", err)
 		return nil
 	}
 	present := map[string]bool{}
-	var rejected []Rejection
+	var jobs []*job
 	for _, path := range paths {
 		present[path] = true
 		data, sum, err := r.readFile(path)
 		r.mu.Lock()
-		prev := r.files[path]
+		prev, busy := r.files[path], r.loading[path]
+		unchanged := err == nil && ((prev != nil && prev.sha256 == sum) || busy == sum)
+		if !unchanged {
+			r.loading[path] = sum
+		}
 		r.mu.Unlock()
-		if err == nil && prev != nil && prev.sha256 == sum {
-			continue // unchanged (loaded or already rejected with this content)
+		if unchanged {
+			continue // loaded, rejected or being loaded with this content
 		}
-		if err == nil {
-			err = r.loadFile(ctx, path, data, sum)
-		}
-		if err != nil {
-			r.mu.Lock()
-			st := &fileState{path: path, sha256: sum, err: err, at: time.Now()}
-			if prev != nil {
-				st.name = prev.name // the old version keeps serving under its name
-			}
-			r.files[path] = st
-			r.mu.Unlock()
-			r.log.Error("plugin rejected", "file", path, "error", err)
-			rejected = append(rejected, Rejection{Path: path, Error: err.Error(), At: st.at})
+		jobs = append(jobs, &job{path: path, sum: sum, data: data, err: err})
+	}
+	gone := r.forgetRemoved(present)
+	r.scanMu.Unlock()
+
+	for _, p := range gone {
+		r.log.Info("plugin unloaded: file removed", "plugin", p.name)
+		p.unload()
+		if r.cfg.Env.Egress != nil {
+			r.cfg.Env.Egress.CloseOwner(p.name)
 		}
 	}
-	// Unload plugins whose file is gone.
+	if len(gone) > 0 {
+		r.changed()
+	}
+
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if j.err == nil {
+				select {
+				case r.loadSlots <- struct{}{}:
+					j.err = r.loadFile(ctx, j.path, j.data, j.sum)
+					<-r.loadSlots
+				case <-ctx.Done():
+					j.err = fmt.Errorf("not loaded: %w", ctx.Err())
+				}
+			}
+			r.finishLoad(j.path, j.sum, j.err)
+		}()
+	}
+	wg.Wait()
+	var rejected []Rejection
+	for _, j := range jobs {
+		if j.err != nil {
+			rejected = append(rejected, Rejection{Path: j.path, Error: j.err.Error(), At: time.Now()})
+		}
+	}
+	return rejected
+}
+
+// finishLoad records the outcome of loading path: a rejection (the old version, if any, keeps
+// serving under its name), or nothing more (loadFile recorded the success).
+func (r *Runtime) finishLoad(path, sum string, err error) {
 	r.mu.Lock()
+	if r.loading[path] == sum {
+		delete(r.loading, path)
+	}
+	if err != nil {
+		st := &fileState{path: path, sha256: sum, err: err, at: time.Now()}
+		if prev := r.files[path]; prev != nil {
+			st.name = prev.name
+		}
+		r.files[path] = st
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.log.Error("plugin rejected", "file", path, "error", err)
+	}
+}
+
+// forgetRemoved drops the state of files no longer present and returns the plugins they
+// provided, for unloading.
+func (r *Runtime) forgetRemoved(present map[string]bool) []*Plugin {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var gone []*Plugin
 	for path, st := range r.files {
 		if present[path] {
@@ -245,18 +477,20 @@ func (r *Runtime) Scan(ctx context.Context) []Rejection {
 		delete(r.files, path)
 		if p := r.plugins[st.name]; p != nil && st.name != "" && p.File() == path {
 			delete(r.plugins, st.name)
+			r.disownLocked(st.name)
 			gone = append(gone, p)
 		}
 	}
-	r.mu.Unlock()
-	for _, p := range gone {
-		r.log.Info("plugin unloaded: file removed", "plugin", p.name)
-		p.unload()
-		if r.cfg.Env.Egress != nil {
-			r.cfg.Env.Egress.CloseOwner(p.name)
-		}
+	return gone
+}
+
+func (r *Runtime) changed() {
+	if r.cfg.ScaleProcs {
+		r.scaleProcs()
 	}
-	return rejected
+	if r.cfg.OnChange != nil {
+		r.cfg.OnChange()
+	}
 }
 
 func (r *Runtime) readFile(path string) ([]byte, string, error) {
@@ -279,6 +513,8 @@ func (r *Runtime) readFile(path string) ([]byte, string, error) {
 // loadFile validates and loads one file, installing it under its manifest name.
 func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum string) error {
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Defaults.withDefaults().LoadTimeout)
+	defer cancel()
 	v, err := r.build(ctx, path, data, sum)
 	if err != nil {
 		return err
@@ -291,6 +527,19 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		v.close()
 		return fmt.Errorf("plugin name %q is already provided by %s", name, p.File())
 	}
+	platform := ""
+	if v.manifest.Kind == abi.KindPlatform {
+		platform = v.manifest.Platform
+		if owner := r.owners[platform]; owner != "" && owner != name && owner != r.files[path].nameOrEmpty() {
+			file := ""
+			if o := r.plugins[owner]; o != nil {
+				file = " (" + o.File() + ")"
+			}
+			r.mu.Unlock()
+			v.close()
+			return fmt.Errorf("platform %q is already owned by plugin %s%s: a platform has exactly one plugin", platform, owner, file)
+		}
+	}
 	if p == nil {
 		p = &Plugin{name: name, rt: r}
 		r.plugins[name] = p
@@ -300,6 +549,11 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 	if prev := r.files[path]; prev != nil && prev.name != "" && prev.name != name {
 		renamed = r.plugins[prev.name]
 		delete(r.plugins, prev.name)
+		r.disownLocked(prev.name)
+	}
+	r.disownLocked(name) // a new version may serve another platform than the old one
+	if platform != "" {
+		r.owners[platform] = name
 	}
 	r.files[path] = &fileState{path: path, sha256: sum, name: name, at: time.Now()}
 	r.mu.Unlock()
@@ -307,6 +561,7 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		renamed.unload()
 	}
 	old := p.swap(v)
+	r.changed()
 	r.log.Info("plugin loaded", "plugin", name, "version", v.manifest.Version, "file", path,
 		"abi", v.abi.String(), "sha256", sum[:12], "took", time.Since(start).Round(time.Millisecond))
 	if old != nil {
@@ -316,6 +571,22 @@ func (r *Runtime) loadFile(ctx context.Context, path string, data []byte, sum st
 		}()
 	}
 	return nil
+}
+
+// disownLocked releases the platforms plugin name owns. r.mu must be held.
+func (r *Runtime) disownLocked(name string) {
+	for platform, owner := range r.owners {
+		if owner == name {
+			delete(r.owners, platform)
+		}
+	}
+}
+
+func (f *fileState) nameOrEmpty() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
 }
 
 // build compiles and validates one file into a ready version with one live instance.
@@ -328,19 +599,15 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	if err != nil {
 		return nil, err
 	}
-	// Limits apply at compile time, before the plugin has said its name, so they are looked up
-	// by the file's base name (the convention is <name>.wasm); the rest by the real name.
+	// Until describe says the plugin's name, it runs under the default limits; then the
+	// operator's settings for that name apply (memory caps through the instance allocator).
+	limits := r.cfg.Defaults.withDefaults()
 	base := filepath.Base(path)
-	settings := r.settings(strings.TrimSuffix(base, ".wasm"))
-	limits := settings.Limits
-	if limits == (Limits{}) {
-		limits = r.cfg.Defaults
-	}
-	limits = limits.withDefaults()
+	r.compileSlot <- struct{}{}
 	compiled, err := extism.NewCompiledPlugin(ctx,
 		extism.Manifest{
 			Wasm:   []extism.Wasm{extism.WasmData{Data: data, Name: "main"}},
-			Memory: &extism.ManifestMemory{MaxPages: limits.MemoryPages, MaxHttpResponseBytes: 0, MaxVarBytes: 0},
+			Memory: &extism.ManifestMemory{MaxPages: r.maxMemoryPages(), MaxHttpResponseBytes: 0, MaxVarBytes: 0},
 		},
 		extism.PluginConfig{
 			EnableWasi: true,
@@ -349,12 +616,13 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 				WithCloseOnContextDone(true),
 		},
 		r.fns)
+	<-r.compileSlot
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
 	v := &version{rt: r, file: path, sha256: sum, abi: guestABI, info: info, compiled: compiled, limits: limits, loaded: time.Now()}
 	v.breaker = breaker{crashes: limits.BreakerCrashes, window: limits.BreakerWindow}
-	v.pool = newPool(limits.PoolSize, v.newInstance)
+	v.pool = newPool([numClasses]int{classOut: limits.PoolSize, classIn: limits.InboundPoolSize}, v.newInstance)
 
 	// Create one instance eagerly and ask it who it is.
 	out, err := v.call(ctx, Caller{Plugin: base}, abi.ExportDescribe, nil, limits.CallTimeout)
@@ -370,14 +638,41 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		v.close()
 		return nil, err
 	}
-	// Apply the operator's settings for the plugin's real name.
+	// Apply the operator's settings for the plugin's name: one identity everywhere after load,
+	// whatever the file is called.
 	v.settings = r.settings(v.manifest.Name)
-	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: settings.EgressNarrow, Extra: settings.EgressExtra}
+	if l := v.settings.Limits; l != (Limits{}) {
+		v.limits = l.withDefaults()
+	}
+	v.breaker = breaker{crashes: v.limits.BreakerCrashes, window: v.limits.BreakerWindow}
+	v.pool.setMax([numClasses]int{classOut: v.limits.PoolSize, classIn: v.limits.InboundPoolSize})
+	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: v.settings.EgressNarrow, Extra: v.settings.EgressExtra,
+		Internal: v.settings.EgressInternal, Scopes: v.manifest.EgressScopes, Alias: v.settings.EgressAlias}
+	for _, pat := range v.manifest.Egress {
+		for _, api := range egress.PlatformAPIs() {
+			if !egress.Covers(pat, api) {
+				continue
+			}
+			w := fmt.Sprintf("unscoped egress %q reaches %s, a chat platform's API, from every export: it could post messages outside send, behind the session boundary; declare egress_scopes", pat, api)
+			if r.cfg.StrictEgress {
+				v.close()
+				return nil, fmt.Errorf("refused under strict_egress: %s", w)
+			}
+			v.warnings = append(v.warnings, w)
+			r.log.Warn("plugin egress is unscoped", "plugin", v.manifest.Name, "warning", w)
+			break
+		}
+	}
 	v.metrics = r.cfg.Metrics.forPlugin(v.manifest.Name)
 	v.metrics.instances(float64(v.pool.size())) // the eager instance, created before metrics
 	if err := v.configureProfiles(ctx); err != nil {
 		v.close()
 		return nil, err
+	}
+	if v.manifest.Has(abi.CapWebhook) || v.manifest.Has(abi.CapPoll) {
+		// The instance that ran describe stays warm for inbound calls: a webhook should not
+		// pay for creating and initializing an instance while sends hold theirs.
+		v.pool.reserveIdle(classIn, 1)
 	}
 	return v, nil
 }
@@ -407,24 +702,33 @@ func (p *Plugin) Name() string { return p.name }
 // Manifest is the current version's manifest.
 func (p *Plugin) Manifest() abi.Manifest { return p.current().manifest }
 
-// PluginFor returns the name of the platform plugin that serves platform for profile.
+// PluginFor returns the name of the platform plugin that serves platform for profile: the
+// platform's one owner, if it serves that profile.
 func (r *Runtime) PluginFor(platform, profile string) (string, bool) {
-	for _, p := range r.Plugins() {
-		m := p.Manifest()
-		if m.Kind != abi.KindPlatform || m.Platform != platform {
-			continue
-		}
-		if slices.Contains(p.Profiles(), profile) {
-			return p.Name(), true
-		}
+	r.mu.Lock()
+	p := r.plugins[r.owners[platform]]
+	r.mu.Unlock()
+	if p == nil || !slices.Contains(p.Profiles(), profile) {
+		return "", false
 	}
-	return "", false
+	return p.Name(), true
+}
+
+// Owner returns the name of the plugin that owns platform.
+func (r *Runtime) Owner(platform string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name, ok := r.owners[platform]
+	return name, ok
 }
 
 // Caller is the identity the plugin acts under for profile: its name, kind and platform.
 func (p *Plugin) Caller(profile string) Caller {
-	m := p.Manifest()
-	return Caller{Plugin: p.name, Kind: m.Kind, Platform: m.Platform, Profile: profile}
+	v := p.current()
+	if v == nil {
+		return Caller{Plugin: p.name, Profile: profile}
+	}
+	return v.caller(profile)
 }
 
 // Limits are the current version's effective limits.
@@ -499,6 +803,10 @@ type version struct {
 
 	profMu   sync.RWMutex
 	profiles map[string]*profileState
+
+	warnings   []string     // shown to the operator (unscoped egress to a platform API)
+	denied     atomic.Int64 // egress calls the policy refused
+	lastDenied atomic.Value // string: the last refusal
 }
 
 type profileState struct {
@@ -511,10 +819,14 @@ func (v *version) caller(profile string) Caller {
 }
 
 func (v *version) newInstance(ctx context.Context) (*instance, error) {
-	stderr := &headBuffer{max: 8 << 10}
-	p, err := v.compiled.Instance(ctx, extism.PluginInstanceConfig{
+	inst := &instance{stderr: &headBuffer{max: 8 << 10}, mem: &instanceMemory{limit: v.memoryLimit}}
+	// wazero notifies inst when one of its modules closes (proc_exit included), so the runtime
+	// knows an instance died even when the call that killed it "succeeded"; and it allocates
+	// the instance's memories through inst.mem, which caps and counts them.
+	ictx := experimental.WithMemoryAllocator(experimental.WithCloseNotifier(ctx, inst), inst.mem)
+	p, err := v.compiled.Instance(ictx, extism.PluginInstanceConfig{
 		ModuleConfig: wazero.NewModuleConfig().
-			WithStderr(stderr).
+			WithStderr(inst.stderr).
 			WithSysWalltime().
 			WithSysNanotime().
 			WithNanosleep(sleepSlice).
@@ -523,8 +835,9 @@ func (v *version) newInstance(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}
+	inst.p = p
 	v.metrics.instances(1)
-	return &instance{p: p, stderr: stderr}, nil
+	return inst, nil
 }
 
 // maxSleepSlice bounds one guest sleep (WASI poll_oneoff with a clock). A guest that asks for
@@ -536,8 +849,11 @@ const maxSleepSlice = 20 * time.Millisecond
 // time.Sleep spins a core until the time has passed), but at most maxSleepSlice at a time.
 func sleepSlice(ns int64) { time.Sleep(min(time.Duration(ns), maxSleepSlice)) }
 
-func (v *version) discard(inst *instance) {
-	v.pool.discard(inst)
+// memoryLimit is the cap of each of an instance's memories, in bytes.
+func (v *version) memoryLimit() uint64 { return uint64(v.limits.MemoryPages) << 16 }
+
+func (v *version) discard(inst *instance, c class) {
+	v.pool.discard(inst, c)
 	v.metrics.instances(-1)
 }
 
@@ -566,7 +882,7 @@ type callState struct {
 type CrashError struct {
 	Plugin string
 	Export string
-	Reason string // "deadline", "trap"
+	Reason string // "deadline", "trap", "exit" (proc_exit during the call)
 	Err    error
 	Stderr string // the guest's last words, if any
 }
@@ -593,6 +909,7 @@ func (e *FailedError) Error() string {
 
 func (v *version) call(ctx context.Context, c Caller, export string, input []byte, timeout time.Duration) ([]byte, error) {
 	start := time.Now()
+	c.Export = export
 	if err := v.breaker.check(c.Plugin); err != nil {
 		v.metrics.call(export, "failed", start)
 		return nil, err
@@ -603,7 +920,8 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	inst, err := v.pool.get(ctx)
+	cls := classOf(export)
+	inst, err := v.liveInstance(ctx, cls)
 	if err != nil {
 		v.metrics.call(export, "no_instance", start)
 		return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
@@ -611,13 +929,26 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	st := &callState{caller: c}
 	rc, out, err := inst.p.CallWithContext(context.WithValue(ctx, callKey{}, st), export, input)
 
-	if err != nil && !isGuestError(inst, err) {
+	if inst.dead.Load() || (err != nil && !isGuestError(inst, err)) {
 		// The instance is dead or its state is suspect: never reuse it.
-		v.discard(inst)
+		v.discard(inst, cls)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The caller gave up (the host is stopping, a loop was cancelled): the instance was
+			// stopped for it, which says nothing about the plugin. Not a crash.
+			inst.stderr.take()
+			v.metrics.call(export, "cancelled", start)
+			return nil, fmt.Errorf("plugin %s: %s cancelled by the host: %w", c.Plugin, export, context.Canceled)
+		}
 		reason := "trap"
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			reason = "deadline"
 			err = fmt.Errorf("call deadline of %v exceeded; instance stopped: %w", timeout, err)
+		case err == nil:
+			// proc_exit(0): Extism reports a clean return, but the module is closed. Whatever
+			// the guest wrote before exiting is not trusted.
+			reason = "exit"
+			err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed", inst.exitCode.Load())
 		}
 		crash := &CrashError{Plugin: c.Plugin, Export: export, Reason: reason, Err: err, Stderr: inst.stderr.take()}
 		v.metrics.crash(reason)
@@ -630,10 +961,16 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 		return nil, crash
 	}
 	inst.stderr.take()
-	if st.panicked != nil {
-		v.discard(inst)
-	} else {
-		v.pool.put(inst)
+	switch keep := int64(v.limits.KeepMemoryPages) << 16; {
+	case st.panicked != nil:
+		v.discard(inst, cls)
+	case inst.mem.bytes() > keep:
+		// A healthy instance that grew large is not kept idle holding that memory.
+		v.rt.log.Info("plugin instance discarded after its call: its memory grew past what is kept idle",
+			"plugin", c.Plugin, "export", export, "memory_mib", inst.mem.bytes()>>20, "keep_mib", keep>>20)
+		v.discard(inst, cls)
+	default:
+		v.pool.put(inst, cls)
 	}
 	if err != nil {
 		v.metrics.call(export, "error", start)
@@ -649,6 +986,20 @@ func (v *version) call(ctx context.Context, c Caller, export string, input []byt
 	}
 	v.metrics.call(export, "ok", start)
 	return out, nil
+}
+
+// liveInstance takes an instance from the pool, discarding any that died while idle (a module
+// closed by proc_exit or by the host). A dead instance refuses a call without running guest
+// code, so taking the next one is a safe retry, not a second attempt of the call.
+func (v *version) liveInstance(ctx context.Context, c class) (*instance, error) {
+	for {
+		inst, err := v.pool.get(ctx, c)
+		if err != nil || !inst.dead.Load() {
+			return inst, err
+		}
+		v.rt.log.Warn("dead plugin instance found idle in the pool; discarded without counting a crash", "plugin", v.manifest.Name)
+		v.discard(inst, c)
+	}
 }
 
 // isGuestError reports whether err is the guest's own error_set message (the instance is

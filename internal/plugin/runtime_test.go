@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -52,7 +54,7 @@ func newRuntime(t testing.TB, files map[string]string, cfg Config) *Runtime {
 	if cfg.Plugins == nil {
 		cfg.Plugins = map[string]Settings{}
 	}
-	for _, name := range []string{"probe", "echo", "loop", "membomb", "bigout", "sneaky"} {
+	for _, name := range []string{"probe", "echo", "loop", "membomb", "bigout", "sneaky", "exiter", "grower"} {
 		s, ok := cfg.Plugins[name]
 		if !ok {
 			s = Settings{Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t-main","outbox_url":"http://127.0.0.1:1/"}`)}}
@@ -144,17 +146,21 @@ func TestBadFilesAreRejectedWithReasons(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "garbage.wasm"), []byte("#!/bin/sh\nrm -rf /\n"), 0o644)
 	r := newRuntime(t, map[string]string{
-		"probe.wasm":     probeDir,
-		"panicky.wasm":   hostileTD + "panicky",
-		"wrongabi.wasm":  hostileTD + "wrongabi",
-		"noexports.wasm": hostileTD + "noexports",
+		"probe.wasm":      probeDir,
+		"panicky.wasm":    hostileTD + "panicky",
+		"wrongabi.wasm":   hostileTD + "wrongabi",
+		"noexports.wasm":  hostileTD + "noexports",
+		"badsig.wasm":     hostileTD + "badsig",
+		"extismhttp.wasm": hostileTD + "extismhttp",
 	}, Config{Dir: dir})
 	rej := r.Scan(context.Background())
 	want := map[string]string{
-		"garbage.wasm":   "not a WebAssembly module",
-		"panicky.wasm":   "panicky: describe",
-		"wrongabi.wasm":  "plugin is built for ABI 2.0",
-		"noexports.wasm": `missing required export "describe"`,
+		"garbage.wasm":    "not a WebAssembly module",
+		"panicky.wasm":    "panicky: describe",
+		"wrongabi.wasm":   "plugin is built for ABI 2.0",
+		"noexports.wasm":  `missing required export "describe"`,
+		"badsig.wasm":     `export "send" has type (i32) -> (i32); every export the host calls must be () -> (i32)`,
+		"extismhttp.wasm": "imports extism:host/env.http_request (Extism HTTP), which this host disables; use hermes_http",
 	}
 	if len(rej) != len(want) {
 		t.Fatalf("rejections %+v", rej)
@@ -164,7 +170,7 @@ func TestBadFilesAreRejectedWithReasons(t *testing.T) {
 			t.Errorf("%s: %q does not say %q", filepath.Base(x.Path), x.Error, w)
 		}
 	}
-	if got := len(r.Rejections()); got != 4 {
+	if got := len(r.Rejections()); got != 6 {
 		t.Errorf("Rejections() has %d entries", got)
 	}
 	// The healthy plugin loaded regardless.
@@ -343,11 +349,12 @@ func TestHostFunctions(t *testing.T) {
 
 	// A panic inside a host function comes back to the guest as an error; the instance that saw
 	// it is discarded, and the plugin keeps serving on a fresh one.
+	before := p.Info().Instances
 	if _, err := probeSend(t, p, "main", "resolve panic"); abi.CodeOf(err) != abi.CodeInternal || !strings.Contains(err.Error(), "sessions exploded") {
 		t.Fatalf("host panic: %v", err)
 	}
-	if n := p.Info().Instances; n != 0 {
-		t.Fatalf("instance kept after a host-function panic: %d", n)
+	if n := p.Info().Instances; n != before-1 {
+		t.Fatalf("instance kept after a host-function panic: %d instances, %d before", n, before)
 	}
 	if _, err := probeSend(t, p, "main", "version"); err != nil {
 		t.Fatal(err)
@@ -370,6 +377,8 @@ func TestEgressFromWasm(t *testing.T) {
 	defer srv.Close()
 	r := newRuntime(t, map[string]string{"probe.wasm": probeDir, "sneaky.wasm": hostileTD + "sneaky"}, Config{
 		Env: &Env{Egress: egress.NewClient(egress.Limits{MaxResponse: 1024})},
+		Plugins: map[string]Settings{"probe": {EgressExtra: []string{"127.0.0.1"}, // the operator grants the loopback server
+			Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)}}},
 	})
 	r.Scan(context.Background())
 
@@ -432,7 +441,10 @@ func processCPU() time.Duration {
 
 func TestHotReload(t *testing.T) {
 	ctx := context.Background()
-	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{})
+	// The swap is what is under test, not the machine's speed: a loaded CI machine running
+	// four callers under -race may take longer than the default deadline to start the new
+	// module's runtime.
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Defaults: Limits{CallTimeout: time.Minute}})
 	r.Scan(ctx)
 	p := r.Get("probe")
 	v2, err := wasmbuild.BuildWith(probeDir, "-X main.version=2")
@@ -446,6 +458,8 @@ func TestHotReload(t *testing.T) {
 	var wg sync.WaitGroup
 	var calls, failures atomic.Int32
 	var sawV2 atomic.Bool
+	stopCallers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopCallers() // also when the test fails early: no caller may outlive it
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
 		go func() {
@@ -477,8 +491,7 @@ func TestHotReload(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); !sawV2.Load() && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	stopCallers()
 	if failures.Load() != 0 || !sawV2.Load() {
 		t.Fatalf("%d of %d calls failed; saw v2: %v", failures.Load(), calls.Load(), sawV2.Load())
 	}
@@ -507,5 +520,263 @@ func TestHotReload(t *testing.T) {
 	}
 	if _, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1"}); !errors.Is(err, ErrUnloaded) {
 		t.Fatalf("call to unloaded plugin: %v", err)
+	}
+}
+
+// TestProcExitDiscardsInstance: an export that calls proc_exit(0) looks like a clean return to
+// Extism, but its module is closed. The runtime discards that instance as a crash, and later
+// calls, unrelated to the exit, all run on live instances.
+func TestProcExitDiscardsInstance(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, map[string]string{"exiter.wasm": hostileTD + "exiter"}, Config{})
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		t.Fatalf("rejections %+v", rej)
+	}
+	p := r.Get("exiter")
+	_, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "exit"})
+	var crash *CrashError
+	if !errors.As(err, &crash) || crash.Reason != "exit" || !strings.Contains(err.Error(), "proc_exit(0)") {
+		t.Fatalf("exit: %v", err)
+	}
+	if n := p.Info().Instances; n != 0 {
+		t.Fatalf("the exited instance was kept: %d instances", n)
+	}
+	for i := 0; i < 20; i++ {
+		res, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "hello"})
+		if err != nil || len(res.MessageIDs) != 1 {
+			t.Fatalf("call %d after the exit: %+v %v", i, res, err)
+		}
+	}
+}
+
+// TestDeadIdleInstanceIsReplaced: an instance that died while idle refuses calls without running
+// guest code, so the call moves to a fresh instance and no crash is counted.
+func TestDeadIdleInstanceIsReplaced(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, map[string]string{"exiter.wasm": hostileTD + "exiter"}, Config{})
+	r.Scan(ctx)
+	p := r.Get("exiter")
+	v := p.current()
+	inst, err := v.pool.get(ctx, classOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst.p.Close(ctx) // dies behind the runtime's back
+	v.pool.put(inst, classOut)
+	if !inst.dead.Load() {
+		t.Fatal("closing the instance did not mark it dead")
+	}
+	if _, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "hello"}); err != nil {
+		t.Fatalf("call after an idle instance died: %v", err)
+	}
+	if len(v.breaker.times) != 0 {
+		t.Fatalf("a refused call on a dead instance counted as a crash")
+	}
+}
+
+// spinloaders builds four files that spin while loading (in _initialize, describe, and in
+// configure for two names) and copies them into dir.
+func spinloaders(t testing.TB, dir string) {
+	t.Helper()
+	for file, flags := range map[string]string{
+		"spin-init.wasm":       "-X main.where=init",
+		"spin-describe.wasm":   "-X main.where=describe",
+		"spin-configure1.wasm": "-X main.where=configure -X main.name=spinc1",
+		"spin-configure2.wasm": "-X main.where=configure -X main.name=spinc2",
+	} {
+		built, err := wasmbuild.BuildWith(hostileTD+"spinload", flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wasmbuild.CopyFile(built, filepath.Join(dir, file)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSlowLoadsDoNotDelayOthers: four files spin while loading; a good plugin in the same
+// directory loads and serves while they are still spinning, and each spinner is rejected at its
+// own deadline with the reason.
+func TestSlowLoadsDoNotDelayOthers(t *testing.T) {
+	dir := t.TempDir()
+	spinloaders(t, dir)
+	profile := map[string]json.RawMessage{"main": json.RawMessage(`{}`)}
+	r := newRuntime(t, map[string]string{"zz-probe.wasm": probeDir}, Config{Dir: dir,
+		Defaults: Limits{CallTimeout: 8 * time.Second},
+		Plugins:  map[string]Settings{"spinc1": {Profiles: profile}, "spinc2": {Profiles: profile}}})
+	done := make(chan []Rejection)
+	go func() { done <- r.Scan(context.Background()) }()
+	for r.Get("probe") == nil {
+		select {
+		case rej := <-done:
+			t.Fatalf("the scan finished before the probe was loaded: %+v", rej)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// The probe serves while the spinners are still loading.
+	if _, err := probeSend(t, r.Get("probe"), "main", "version"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Loading()); n != 4 {
+		t.Fatalf("%d files loading while the probe serves, want the 4 spinners", n)
+	}
+	select {
+	case rej := <-done:
+		t.Fatalf("the scan finished before the spinners' deadline: %+v", rej)
+	default:
+	}
+	rej := <-done
+	if len(rej) != 2 || len(r.Loading()) != 0 {
+		t.Fatalf("rejections %+v, loading %v", rej, r.Loading())
+	}
+	for _, x := range rej {
+		if !strings.Contains(x.Error, "describe") || !strings.Contains(x.Error, "deadline") {
+			t.Errorf("%s: %s", filepath.Base(x.Path), x.Error)
+		}
+	}
+	// The configure spinners load, with their profile disabled and the reason shown.
+	for _, name := range []string{"spinc1", "spinc2"} {
+		p := r.Get(name)
+		if p == nil {
+			t.Fatalf("%s not loaded", name)
+		}
+		if probs := p.Info().Profiles["main"]; len(probs) != 1 || !strings.Contains(probs[0], "deadline") {
+			t.Errorf("%s problems %q", name, probs)
+		}
+	}
+}
+
+// TestSettingsFollowManifestName: a file not named <name>.wasm still gets the operator's
+// settings for the name its manifest declares: limits and egress narrowing.
+func TestSettingsFollowManifestName(t *testing.T) {
+	r := newRuntime(t, map[string]string{"renamed-file.wasm": probeDir}, Config{
+		Env: &Env{Egress: egress.NewClient(egress.Limits{})},
+		Plugins: map[string]Settings{"probe": {
+			Limits:       Limits{CallTimeout: 1234 * time.Millisecond, PoolSize: 3},
+			EgressNarrow: []string{"api.example.com"},
+			Profiles:     map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)},
+		}}})
+	r.Scan(context.Background())
+	p := r.Get("probe")
+	if p == nil {
+		t.Fatal("not loaded")
+	}
+	v := p.current()
+	if v.limits.CallTimeout != 1234*time.Millisecond || v.pool.max[classOut] != 3 {
+		t.Fatalf("limits %+v, pool %v", v.limits, v.pool.max)
+	}
+	// The manifest declares 127.0.0.1; the operator narrowed it away.
+	if _, err := probeSend(t, p, "main", "http http://127.0.0.1:1/x"); abi.CodeOf(err) != abi.CodeDenied {
+		t.Fatalf("narrowed egress: %v", err)
+	}
+}
+
+// TestDeadlineVisibleToGuest: the call's remaining time reaches the plugin, and the SDK's HTTP
+// helper keeps its default timeout inside it: a platform that never answers produces an error
+// the plugin reports, not a call the host has to stop as a crash.
+func TestDeadlineVisibleToGuest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accepts, reads, never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{
+		Env: &Env{Egress: egress.NewClient(egress.Limits{})},
+		Plugins: map[string]Settings{"probe": {Limits: Limits{CallTimeout: 3 * time.Second}, EgressExtra: []string{"127.0.0.1"},
+			Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)}}}})
+	r.Scan(context.Background())
+	p := r.Get("probe")
+	if got, err := probeSend(t, p, "main", "deadline"); err != nil || got != "3" {
+		t.Fatalf("deadline seen by the guest: %s %v", got, err)
+	}
+	start := time.Now()
+	res, err := p.Send(context.Background(), "main", abi.OutboundMessage{ChatID: "1", Text: "http http://" + ln.Addr().String() + "/hang"})
+	if err != nil {
+		t.Fatalf("the HTTP wait outlived the call: %v", err)
+	}
+	if res.Error == nil || res.Error.Code != abi.CodeUncertain || time.Since(start) > 3*time.Second {
+		t.Fatalf("after %v: %+v", time.Since(start), res.Error)
+	}
+}
+
+// TestCancelledCallIsNotACrash: a call the host cancels (a long poll at shutdown) stops the
+// instance, but is neither logged nor counted as a crash.
+func TestCancelledCallIsNotACrash(t *testing.T) {
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{})
+	r.Scan(context.Background())
+	p := r.Get("probe")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "spin"})
+	var crash *CrashError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &crash) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	if n := len(p.current().breaker.times); n != 0 {
+		t.Fatalf("%d crashes counted", n)
+	}
+	if _, err := probeSend(t, p, "main", "version"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOnePlatformOneOwner: a second plugin claiming a platform another plugin owns is rejected
+// with a reason naming the owner; routing goes to the owner only; a new version of the owner may
+// keep or change its platform.
+func TestOnePlatformOneOwner(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, map[string]string{"echo.wasm": echoDir}, Config{Plugins: map[string]Settings{
+		"impostor": {Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)}},
+	}})
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		t.Fatal(rej)
+	}
+	impostor, err := wasmbuild.BuildWith(probeDir, "-X main.name=impostor -X main.platform=echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "a-" sorts before "echo.wasm": the claim does not depend on the order files are read.
+	if err := wasmbuild.CopyFile(impostor, filepath.Join(r.cfg.Dir, "a-impostor.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	rej := r.Scan(ctx)
+	if len(rej) != 1 || !strings.Contains(rej[0].Error, `platform "echo" is already owned by plugin echo`) {
+		t.Fatalf("rejections %+v", rej)
+	}
+	if r.Get("impostor") != nil {
+		t.Fatal("the impostor loaded")
+	}
+	if got := r.Rejections(); len(got) != 1 || !strings.Contains(got[0].Error, "owned by plugin echo") {
+		t.Fatalf("Rejections %+v", got)
+	}
+	if name, ok := r.PluginFor("echo", "main"); !ok || name != "echo" {
+		t.Fatalf("PluginFor = %q %v", name, ok)
+	}
+
+	// The owner unloaded, a fresh claimant loads and owns the platform.
+	os.Remove(filepath.Join(r.cfg.Dir, "echo.wasm"))
+	os.Remove(filepath.Join(r.cfg.Dir, "a-impostor.wasm"))
+	r.Scan(ctx)
+	if _, ok := r.Owner("echo"); ok {
+		t.Fatal("owner survives its plugin")
+	}
+	if err := wasmbuild.CopyFile(impostor, filepath.Join(r.cfg.Dir, "impostor.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if rej := r.Scan(ctx); len(rej) != 0 {
+		t.Fatal(rej)
+	}
+	if name, ok := r.PluginFor("echo", "main"); !ok || name != "impostor" {
+		t.Fatalf("PluginFor after the owner left = %q %v", name, ok)
 	}
 }

@@ -3,17 +3,91 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // moduleInfo is what the host learns from a Wasm binary without compiling or running it.
 type moduleInfo struct {
-	exports map[string]byte // export name → kind (0 func, 1 table, 2 memory, 3 global)
+	exports map[string]byte   // export name → kind (0 func, 1 table, 2 memory, 3 global)
+	index   map[string]uint32 // export name → index in its kind's index space
 	imports []importEntry
+	types   []funcType // the type section
+	funcs   []uint32   // type index of each function the module defines (function section)
 }
 
 type importEntry struct {
 	module, name string
 	kind         byte
+	typeIdx      uint32 // for a function import
+}
+
+// funcType is a function signature: value type bytes (0x7f i32, 0x7e i64, 0x7d f32, 0x7c f64,
+// 0x7b v128, 0x70 funcref, 0x6f externref; a typed reference is shown as "ref").
+type funcType struct {
+	params, results []byte
+}
+
+func (t funcType) String() string {
+	names := func(vs []byte) string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, valTypeName(v))
+		}
+		return "(" + strings.Join(out, ", ") + ")"
+	}
+	return names(t.params) + " -> " + names(t.results)
+}
+
+func valTypeName(v byte) string {
+	switch v {
+	case 0x7f:
+		return "i32"
+	case 0x7e:
+		return "i64"
+	case 0x7d:
+		return "f32"
+	case 0x7c:
+		return "f64"
+	case 0x7b:
+		return "v128"
+	case 0x70:
+		return "funcref"
+	case 0x6f:
+		return "externref"
+	}
+	return "ref"
+}
+
+// funcSig returns the signature of the exported function name, if the module says.
+func (info *moduleInfo) funcSig(name string) (funcType, bool) {
+	idx, ok := info.index[name]
+	if kind, exported := info.exports[name]; !ok || !exported || kind != externFunc {
+		return funcType{}, false
+	}
+	var typeIdx uint32
+	var n uint32
+	found := false
+	for _, im := range info.imports {
+		if im.kind != externFunc {
+			continue
+		}
+		if n == idx {
+			typeIdx, found = im.typeIdx, true
+			break
+		}
+		n++
+	}
+	if !found {
+		local := idx - n
+		if int(local) >= len(info.funcs) {
+			return funcType{}, false
+		}
+		typeIdx = info.funcs[local]
+	}
+	if int(typeIdx) >= len(info.types) {
+		return funcType{}, false
+	}
+	return info.types[typeIdx], true
 }
 
 const (
@@ -35,7 +109,7 @@ func parseModule(b []byte) (*moduleInfo, error) {
 	if b[4] != 1 || b[5] != 0 || b[6] != 0 || b[7] != 0 {
 		return nil, fmt.Errorf("unsupported WebAssembly binary version %x (want 1; components are not supported)", b[4:8])
 	}
-	info := &moduleInfo{exports: map[string]byte{}}
+	info := &moduleInfo{exports: map[string]byte{}, index: map[string]uint32{}}
 	r := reader{b: b, off: 8}
 	seen := map[byte]bool{}
 	for r.off < len(r.b) {
@@ -59,6 +133,21 @@ func parseModule(b []byte) (*moduleInfo, error) {
 			seen[id] = true
 		}
 		switch id {
+		case 1:
+			if err := info.readTypes(&body); err != nil {
+				return nil, fmt.Errorf("type section: %w", err)
+			}
+		case 3:
+			n, err := body.u32()
+			for i := uint32(0); err == nil && i < n; i++ {
+				var t uint32
+				if t, err = body.u32(); err == nil {
+					info.funcs = append(info.funcs, t)
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("function section: %w", err)
+			}
 		case 2:
 			if err := info.readImports(&body); err != nil {
 				return nil, fmt.Errorf("import section: %w", err)
@@ -90,10 +179,11 @@ func (info *moduleInfo) readImports(r *reader) error {
 		if err != nil {
 			return err
 		}
-		// Skip the import's type description.
+		// Read a function's type index; skip other imports' type descriptions.
+		var typeIdx uint32
 		switch kind {
 		case externFunc:
-			_, err = r.u32()
+			typeIdx, err = r.u32()
 		case externTable:
 			if _, err = r.byte(); err == nil {
 				err = r.limits()
@@ -114,7 +204,7 @@ func (info *moduleInfo) readImports(r *reader) error {
 		if err != nil {
 			return err
 		}
-		info.imports = append(info.imports, importEntry{mod, name, kind})
+		info.imports = append(info.imports, importEntry{mod, name, kind, typeIdx})
 	}
 	return nil
 }
@@ -133,15 +223,70 @@ func (info *moduleInfo) readExports(r *reader) error {
 		if err != nil {
 			return err
 		}
-		if _, err := r.u32(); err != nil {
+		idx, err := r.u32()
+		if err != nil {
 			return err
 		}
 		if _, dup := info.exports[name]; dup {
 			return fmt.Errorf("export %q appears twice", name)
 		}
 		info.exports[name] = kind
+		info.index[name] = idx
 	}
 	return nil
+}
+
+func (info *moduleInfo) readTypes(r *reader) error {
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		form, err := r.byte()
+		if err != nil {
+			return err
+		}
+		if form != 0x60 {
+			return fmt.Errorf("type %d: form 0x%02x is not a plain function type (GC types are not supported)", i, form)
+		}
+		var t funcType
+		for _, list := range []*[]byte{&t.params, &t.results} {
+			m, err := r.u32()
+			if err != nil {
+				return err
+			}
+			for j := uint32(0); j < m; j++ {
+				v, err := r.byte()
+				if err != nil {
+					return err
+				}
+				if v == 0x63 || v == 0x64 { // (ref null? heaptype): skip the heap type
+					if _, err := r.s33(); err != nil {
+						return err
+					}
+				}
+				*list = append(*list, v)
+			}
+		}
+		info.types = append(info.types, t)
+	}
+	return nil
+}
+
+// s33 reads a signed LEB128 of at most 5 bytes (a heap type); only its extent matters here.
+func (r *reader) s33() (int64, error) {
+	var v int64
+	for shift := 0; shift < 35; shift += 7 {
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= int64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, nil
+		}
+	}
+	return 0, errors.New("integer encoding too long")
 }
 
 // reader decodes the Wasm binary encoding.

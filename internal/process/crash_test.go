@@ -11,6 +11,9 @@ func TestMain(m *testing.M) {
 	if code, ran := MainFromEnv(); ran {
 		os.Exit(code)
 	}
+	if code, ran := secretHostFromEnv(); ran {
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

@@ -484,6 +484,16 @@ func (r *Registry) lookup(id string) *proc {
 	return r.procs[id]
 }
 
+// Info returns a process's current record, without reading its output or consuming its result.
+func (r *Registry) Info(ctx context.Context, id string) (Info, error) {
+	if p := r.lookup(id); p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.info, nil
+	}
+	return loadRow(ctx, r.db, id)
+}
+
 // Status is what Poll returns.
 type Status struct {
 	Info

@@ -7,7 +7,8 @@
 // # Keys
 //
 // BuildKey is the one constructor and ParseKey the one parser of keys such as
-// agent:main:telegram:dm:123 or agent:work:slack:group:T01:C42:1700000000.1234.
+// agent:main:telegram:dm:123 or agent:work:slack:group:T01:C42:1700000000.1234. Kernel.Key
+// applies chat aliases first (AliasChat: a Telegram supergroup continues the group it was).
 //
 // # The boundary
 //

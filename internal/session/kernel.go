@@ -126,6 +126,9 @@ type Kernel struct {
 
 	stRoute, stRow, stChild, stTouch *sql.Stmt
 
+	aliasMu sync.Mutex                  // serializes AliasChat (writers of aliases)
+	aliases atomic.Pointer[chatAliases] // read by Key without a lock; see alias.go
+
 	// failpoint, when set (tests only), runs at named stages inside transactions; an error aborts
 	// the transaction.
 	failpoint func(stage string) error
@@ -153,6 +156,9 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 		opt.AutoReset.Location = time.UTC
 	}
 	k := &Kernel{db: db, opt: opt, locker: opt.Locker, cache: newRouteCache(opt.CacheSize)}
+	if err := k.loadAliases(ctx); err != nil {
+		return nil, err
+	}
 	var err error
 	prep := func(q string) *sql.Stmt {
 		if err != nil {
@@ -183,8 +189,9 @@ func (k *Kernel) Close() error {
 	return nil
 }
 
-// Key builds the session key of src under the kernel's key options.
-func (k *Kernel) Key(src abi.Source) (string, error) { return BuildKey(src, k.opt.Keys) }
+// Key builds the session key of src under the kernel's key options. A chat that continues
+// another (AliasChat) is keyed with that chat's id.
+func (k *Kernel) Key(src abi.Source) (string, error) { return BuildKey(k.aliased(src), k.opt.Keys) }
 
 // ParseKey parses key under the kernel's key options.
 func (k *Kernel) ParseKey(key string) (Key, error) { return ParseKey(key, k.opt.Keys) }
@@ -217,20 +224,41 @@ type Boundary struct {
 // deadlocking. The SQLite write lock is only ever taken while holding a key lock, never the
 // other way round, and fn's own slow work (a platform send) does not hold any SQLite lock.
 func (k *Kernel) WithBoundary(ctx context.Context, key string, fn func(b *Boundary) error) error {
+	_, err := k.boundary(ctx, key, nil, fn)
+	return err
+}
+
+// TryBoundary is WithBoundary that waits at most wait for the key's lock. If another holder
+// keeps it longer, fn does not run and TryBoundary reports false with no error. The wait bounds
+// only the lock: fn runs under ctx as in WithBoundary.
+func (k *Kernel) TryBoundary(ctx context.Context, key string, wait time.Duration, fn func(b *Boundary) error) (bool, error) {
+	return k.boundary(ctx, key, &wait, fn)
+}
+
+func (k *Kernel) boundary(ctx context.Context, key string, wait *time.Duration, fn func(b *Boundary) error) (bool, error) {
 	if InBoundary(ctx) {
-		return ErrNestedBoundary
+		return false, ErrNestedBoundary
 	}
 	if key == "" {
-		return fmt.Errorf("%w: empty key", ErrMalformedKey)
+		return false, fmt.Errorf("%w: empty key", ErrMalformedKey)
 	}
-	unlock, err := k.locker.Lock(ctx, key)
+	lctx := ctx
+	if wait != nil {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, *wait)
+		defer cancel()
+	}
+	unlock, err := k.locker.Lock(lctx, key)
 	if err != nil {
-		return fmt.Errorf("session: boundary %s: %w", key, err)
+		if wait != nil && ctx.Err() == nil {
+			return false, nil // held by someone else for longer than wait
+		}
+		return false, fmt.Errorf("session: boundary %s: %w", key, err)
 	}
 	defer unlock()
 	b := &Boundary{k: k, key: key, ctx: context.WithValue(ctx, boundaryCtxKey{}, key)}
 	defer b.closed.Store(true)
-	return fn(b)
+	return true, fn(b)
 }
 
 // Key returns the key this boundary locks.

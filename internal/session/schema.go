@@ -46,4 +46,13 @@ var migrations = []string{
 	// agent's structured parts (tool calls, the call a tool result answers) as JSON.
 	`ALTER TABLE session_messages ADD COLUMN turn_id TEXT;
 	ALTER TABLE session_messages ADD COLUMN meta TEXT;`,
+	// 3: chat aliases (alias.go): a chat that continues another's conversations.
+	`CREATE TABLE session_chat_aliases (
+		namespace  TEXT NOT NULL, -- the key namespace (profile) of both chats
+		platform   TEXT NOT NULL,
+		chat_id    TEXT NOT NULL, -- the new chat (a Telegram supergroup)
+		alias_of   TEXT NOT NULL, -- the chat whose keys it uses (the group it was)
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (namespace, platform, chat_id)
+	) WITHOUT ROWID;`,
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -23,8 +24,10 @@ type Options struct {
 }
 
 // Open opens (creating if needed) the database at path with WAL journaling, foreign keys on and
-// a busy timeout. Use ":memory:" only for throwaway tests: each connection would get its own
-// database, so Open limits such a DB to one connection.
+// a busy timeout. The database file is readable by its owner only (mode 0600; SQLite gives its
+// -wal and -shm files the same mode), and a looser existing file is narrowed. Use ":memory:"
+// only for throwaway tests: each connection would get its own database, so Open limits such a
+// DB to one connection.
 func Open(path string, opt Options) (*sql.DB, error) {
 	if opt.BusyTimeout == 0 {
 		opt.BusyTimeout = 5 * time.Second
@@ -33,6 +36,9 @@ func Open(path string, opt Options) (*sql.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("store: create data directory: %w", err)
 		}
+		if err := private(path); err != nil {
+			return nil, err
+		}
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opt.BusyTimeout.Milliseconds()))
@@ -40,7 +46,9 @@ func Open(path string, opt Options) (*sql.DB, error) {
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Add("_txlock", "immediate")
-	dsn := "file:" + path + "?" + q.Encode()
+	// The path goes into a file: URI, where '%', '?' and '#' would be read as an escape, the
+	// query and a fragment: a test's temporary directory "…#00/…" opened another, shared file.
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?" + q.Encode()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -61,6 +69,28 @@ func Open(path string, opt Options) (*sql.DB, error) {
 		return nil, fmt.Errorf("store: create schema_migrations: %w", err)
 	}
 	return db, nil
+}
+
+// private creates the database file with mode 0600 if it does not exist, and narrows the modes
+// of an existing one and its -wal and -shm files to 0600.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return fmt.Errorf("store: narrowing the mode of %s: %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Migrate applies, in order and each in its own transaction, the migrations of component that

@@ -54,6 +54,23 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// Grants says which tools a turn for src gets: shell (start commands) and processes
+	// (inspect and stop the chat's own processes). Nil grants both (tests); the gateway asks
+	// the operator's access policy.
+	Grants func(ctx context.Context, plugin, profile string, src abi.Source) (shell, processes bool)
+	// Typing, if set, shows a chat action while a user's turn runs: first after TypingAfter
+	// (a quick answer needs none), then every TypingEvery, at most once per TypingEvery per
+	// chat. Defaults 1s and 4s (Telegram shows "typing" for up to 5 s).
+	Typing                   Typist
+	TypingAfter, TypingEvery time.Duration
+}
+
+// Typist sends a chat action ("typing") into a chat through the platform plugin, if the plugin
+// declares the typing capability. It is best effort: failures are the implementation's to log.
+// It must not be cancelled mid-call (a plugin call cut short is a crash), so it gets a context
+// without the turn's cancellation.
+type Typist interface {
+	Typing(ctx context.Context, plugin, profile string, target abi.OutboundMessage)
 }
 
 // Engine runs turns.
@@ -67,12 +84,16 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu       sync.Mutex // guards keys, more and lastEdit
+	mu       sync.Mutex // guards keys, more, lastEdit and intake
 	keys     map[string]*keyQueue
 	more     map[string]*pending  // the rest of a key's last cut answer (/more)
 	lastEdit map[string]time.Time // a chat's last streamed post or edit
+	intake   map[string]*intakeQueue
 	wg       sync.WaitGroup
 	ctx      context.Context
+
+	typingMu   sync.Mutex           // guards typingLast (a leaf lock)
+	typingLast map[string]time.Time // chat → when typing was last sent
 }
 
 // keyQueue is one chat's turns. Guarded by Engine.mu.
@@ -132,8 +153,15 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.EditInterval <= 0 {
 		opt.EditInterval = time.Second
 	}
+	if opt.TypingAfter <= 0 {
+		opt.TypingAfter = time.Second
+	}
+	if opt.TypingEvery <= 0 {
+		opt.TypingEvery = 4 * time.Second
+	}
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
-		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{}, ctx: ctx}, nil
+		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
+		intake: map[string]*intakeQueue{}, ctx: ctx, typingLast: map[string]time.Time{}}, nil
 }
 
 func newID(prefix string) string {
@@ -168,6 +196,23 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.enqueue(r.key, it)
 	}
+	// Inbound events recorded but not applied before the stop are applied now, in order.
+	received, err := e.loadReceived(ctx)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	for _, r := range received {
+		q := e.intake[r.key]
+		if q == nil {
+			q = &intakeQueue{}
+			e.intake[r.key] = q
+			e.wg.Add(1)
+			go e.runIntake(r.key, q)
+		}
+		q.rows = append(q.rows, r)
+	}
+	e.mu.Unlock()
 	if e.procs != nil {
 		e.wg.Add(1)
 		go e.consume(ctx)
@@ -178,45 +223,144 @@ func (e *Engine) Start(ctx context.Context) error {
 // Wait blocks until the engine's goroutines have stopped (after ctx is cancelled).
 func (e *Engine) Wait() { e.wg.Wait() }
 
+// IntakeWait is how long Dispatch waits for a busy chat's boundary before leaving the event,
+// already recorded, to be applied in the background. A send to a slow platform holds the
+// boundary up to the plugin's call deadline; an inbound event must not wait for it.
+const IntakeWait = 10 * time.Millisecond
+
 // Dispatch records an inbound event and acts on it: observe, redact and seed at once; a message
 // becomes a turn (or, for /stop, /new and /reset, acts at once). The event's source must
 // already carry the plugin's own platform and profile. Events are deduplicated by ev.ID.
+//
+// The event is recorded durably before the chat's boundary is taken, so Dispatch never waits
+// on a send in progress in that chat: if the boundary does not come free within IntakeWait,
+// the event is applied in the background, after the chat's earlier events, and the reply
+// carries no session. Either way, once Dispatch returns nil the event cannot be lost.
 func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	src := ev.Source
+	// A chat that continues another (a group upgraded to a supergroup): before the event's own
+	// key is built, so that it already lands in the conversation that continues.
+	noted, err := e.migrate(ctx, plugin, profile, ev)
+	if err != nil {
+		return abi.DispatchReply{}, err
+	}
 	key, err := e.k.Key(src)
 	if err != nil {
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "source: %v", err)
 	}
 	kind := ev.Kind
-	if kind == "" {
+	switch kind {
+	case "":
 		kind = abi.EventMessage
+	case abi.EventMessage, abi.EventObserve, abi.EventRedact, abi.EventSeed:
+	default:
+		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "unknown event kind %q", kind)
 	}
-	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src, text: ev.Text, kind: kindMessage}
-	var (
-		reply   abi.DispatchReply
-		submit  *item
-		confirm string
-	)
-	err = e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
-		state := stQueued
-		if kind != abi.EventMessage {
-			row.kind, state = kindRecord, stDone
-		}
-		fresh, err := e.insert(b.Context(), row, state)
+	if noted && kind == abi.EventObserve {
+		// The migration's other service message already recorded it in the transcript; the
+		// reply still names the conversation that continues.
+		r, _, err := e.k.Current(ctx, key)
 		if err != nil {
-			return err
+			return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "reading the session: %v", err)
 		}
-		if !fresh {
-			reply.Duplicate = true
-			return nil
+		return abi.DispatchReply{Session: r.Ref()}, nil
+	}
+	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src,
+		text: ev.Text, kind: kindMessage, eventKind: kind}
+	if kind != abi.EventMessage {
+		row.kind = kindRecord
+	}
+	fresh, err := e.insert(ctx, row, stReceived)
+	if err != nil {
+		return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
+	}
+	if !fresh {
+		return abi.DispatchReply{Duplicate: true}, nil
+	}
+	// Apply now if the chat has no earlier event waiting and its boundary is free soon enough.
+	e.mu.Lock()
+	if q := e.intake[key]; q != nil {
+		q.rows = append(q.rows, row) // behind the chat's earlier events
+		e.mu.Unlock()
+		return abi.DispatchReply{}, nil
+	}
+	q := &intakeQueue{}
+	e.intake[key] = q
+	e.mu.Unlock()
+	ref, applied, err := e.apply(ctx, row, IntakeWait)
+	if err != nil {
+		e.log.Warn("turn: applying an inbound event failed; retrying in the background", "key", key, "id", row.id, "error", err)
+	}
+	e.mu.Lock()
+	if !applied {
+		q.rows = append([]*inboxRow{row}, q.rows...)
+	}
+	if len(q.rows) > 0 {
+		e.wg.Add(1)
+		go e.runIntake(key, q)
+	} else {
+		delete(e.intake, key)
+	}
+	e.mu.Unlock()
+	return abi.DispatchReply{Session: ref}, nil
+}
+
+// intakeQueue holds a chat's recorded inbound events that wait for its boundary. Guarded by
+// Engine.mu; present in Engine.intake while a Dispatch applies an event of the chat or a
+// runIntake goroutine drains the queue, so the chat's events are applied in arrival order.
+type intakeQueue struct {
+	rows []*inboxRow
+}
+
+// runIntake applies key's waiting events in order, each under the boundary (waiting for it as
+// long as it takes), retrying a failure with backoff until the engine stops; what it has not
+// applied then is applied at the next start.
+func (e *Engine) runIntake(key string, q *intakeQueue) {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		if len(q.rows) == 0 || e.ctx.Err() != nil {
+			if e.intake[key] == q {
+				delete(e.intake, key)
+			}
+			e.mu.Unlock()
+			return
 		}
+		row := q.rows[0]
+		q.rows = q.rows[1:]
+		e.mu.Unlock()
+		for retry := 100 * time.Millisecond; ; retry = min(retry*2, 30*time.Second) {
+			_, _, err := e.apply(e.ctx, row, -1)
+			if err == nil || e.ctx.Err() != nil {
+				break
+			}
+			e.log.Error("turn: applying an inbound event failed; retrying", "key", key, "id", row.id, "error", err, "retry", retry)
+			select {
+			case <-e.ctx.Done():
+			case <-time.After(retry):
+			}
+		}
+	}
+}
+
+// apply applies a recorded inbound event inside its key's boundary, waiting at most wait for
+// it (forever if wait < 0), then sends the command's confirmation or queues the turn. applied
+// is false if the boundary stayed busy.
+func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (ref abi.SessionRef, applied bool, err error) {
+	key, src := row.key, row.src
+	var (
+		submit       *item
+		confirm, cmd string
+	)
+	fn := func(b *session.Boundary) error {
 		var res session.Resolution
-		switch kind {
+		var err error
+		switch row.eventKind {
 		case abi.EventObserve:
 			if res, err = b.Resolve(src, session.ResolveOptions{Internal: true}); err != nil {
 				return err
 			}
-			text := ev.Text
+			text := row.text
 			if src.UserName != "" {
 				text = "[" + src.UserName + "] " + text
 			}
@@ -231,14 +375,15 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 			}
 		case abi.EventSeed:
 			res, err = b.Resolve(src, session.ResolveOptions{Internal: true})
-		case abi.EventMessage:
+		default: // abi.EventMessage
 			if res, err = b.Resolve(src, session.ResolveOptions{}); err != nil {
 				return err
 			}
-			if _, err = b.Append(res.SessionID, session.Message{Role: "user", Text: ev.Text, PlatformMessageID: src.MessageID, Turn: row.id}); err != nil {
+			if _, err = b.Append(res.SessionID, session.Message{Role: "user", Text: row.text, PlatformMessageID: src.MessageID, Turn: row.id}); err != nil {
 				return err
 			}
-			cmd, arg := parseCommand(ev.Text)
+			var arg string
+			cmd, arg = parseCommand(row.text)
 			switch cmd {
 			case "stop":
 				e.interrupt(key, true)
@@ -251,31 +396,69 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 			case "status":
 				confirm = e.status(b, key)
 			default:
-				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: plugin, profile: profile, src: src,
-					texts: []string{ev.Text}, msgIDs: []string{src.MessageID}, cmd: cmd, arg: arg}
+				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: row.plugin, profile: row.profile, src: src,
+					texts: []string{row.text}, msgIDs: []string{src.MessageID}, cmd: cmd, arg: arg}
 			}
-			if confirm != "" && err == nil {
-				e.setState(b.Context(), []string{row.id}, stDone, "command /"+cmd)
-			}
-		default:
-			return abi.Errorf(abi.CodeBadRequest, "unknown event kind %q", kind)
 		}
-		reply.Session = res.Ref()
-		return err
-	})
+		if err != nil {
+			return err
+		}
+		state, outcome := stDone, ""
+		switch {
+		case confirm != "":
+			outcome = "command /" + cmd
+		case submit != nil:
+			state = stQueued
+		}
+		e.setState(b.Context(), []string{row.id}, state, outcome)
+		ref = res.Ref()
+		return nil
+	}
+	if wait < 0 {
+		err = e.k.WithBoundary(ctx, key, fn)
+		applied = err == nil
+	} else {
+		applied, err = e.k.TryBoundary(ctx, key, wait, fn)
+		applied = applied && err == nil
+	}
 	if err != nil {
-		if abi.CodeOf(err) != "" {
-			return reply, err
-		}
-		return reply, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
+		return ref, false, err
+	}
+	if !applied {
+		return ref, false, nil
 	}
 	if confirm != "" {
-		e.notice(ctx, plugin, profile, key, src, confirm)
+		e.notice(ctx, row.plugin, row.profile, key, src, confirm)
 	}
 	if submit != nil {
 		e.enqueue(key, submit)
 	}
-	return reply, nil
+	return ref, true, nil
+}
+
+// migrate applies ev's migrate_from_chat_id: the new chat continues the old one's
+// conversations (unless it has its own already) and what is still owed to the old chat goes to
+// the new one. It reports whether the migration had already been recorded with its alias, in
+// which case the event's text is not appended again.
+func (e *Engine) migrate(ctx context.Context, plugin, profile string, ev abi.InboundEvent) (bool, error) {
+	src, from := ev.Source, ev.MigrateFromChatID
+	if from == "" || src.ChatID == "" || from == src.ChatID {
+		return false, nil
+	}
+	was, known := e.k.ChatAlias(src.Platform, src.Profile, src.ChatID)
+	created, err := e.k.AliasChat(ctx, src.Platform, src.Profile, src.ChatID, from)
+	if err != nil {
+		return false, abi.Errorf(abi.CodeUnavailable, "recording the chat migration: %v", err)
+	}
+	if created {
+		e.log.Info("chat migrated; its conversations continue in the new chat", "plugin", plugin, "profile", profile,
+			"from", from, "to", src.ChatID)
+	} else if !known {
+		e.log.Warn("chat migrated, but the new chat already has conversations of its own; they are kept apart",
+			"plugin", plugin, "profile", profile, "from", from, "to", src.ChatID)
+	}
+	e.ledger.MigrateChat(ctx, plugin, profile, from, src.ChatID)
+	return known && was != "", nil
 }
 
 // parseCommand splits "/cmd@bot arg" into ("cmd", "arg"); "" when the text is not a command.
@@ -466,7 +649,7 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 	turnID := it.ids[len(it.ids)-1]
 	t := &agent.Turn{
 		Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
-		History: e.history(ctx, st.SessionID, it.ids), Tools: &tools{e: e, key: key, stamp: st},
+		History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
 	}
 	var stream *streamer
 	if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
@@ -474,7 +657,12 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 		t.OnText = stream.update
 		defer stream.halt()
 	}
+	stopTyping := e.typing(ctx, it)
+	if onText := t.OnText; onText != nil {
+		t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
+	}
 	rep, err := e.agent.Turn(ctx, t)
+	stopTyping()
 	if ctx.Err() != nil {
 		return stInterrupted, "cancelled by /stop or /new"
 	}
@@ -501,6 +689,59 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) (string, 
 		return stDone, "answer not recorded: " + err.Error()
 	}
 	return stDone, "answered " + id
+}
+
+// typing shows "typing" in the turn's chat until the returned stop is called (see
+// Options.Typing). stop does not wait for a chat action in flight: the answer is not held back
+// by a slow platform.
+func (e *Engine) typing(ctx context.Context, it *item) (stop func()) {
+	if e.opt.Typing == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	target := outbound(it.src)
+	chat := it.plugin + "\x00" + it.profile + "\x00" + target.ChatID + "\x00" + target.ThreadID
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		t := time.NewTimer(e.opt.TypingAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if e.typingDue(chat) {
+				e.opt.Typing.Typing(context.WithoutCancel(ctx), it.plugin, it.profile, target)
+			}
+			t.Reset(e.opt.TypingEvery)
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// typingDue reports whether chat may be sent a chat action now (none in the last TypingEvery),
+// and if so notes it as sent.
+func (e *Engine) typingDue(chat string) bool {
+	now := e.opt.Now()
+	e.typingMu.Lock()
+	defer e.typingMu.Unlock()
+	if last, ok := e.typingLast[chat]; ok && now.Sub(last) < e.opt.TypingEvery {
+		return false
+	}
+	if len(e.typingLast) >= 1024 {
+		for c, last := range e.typingLast {
+			if now.Sub(last) >= e.opt.TypingEvery {
+				delete(e.typingLast, c)
+			}
+		}
+	}
+	e.typingLast[chat] = now
+	return true
 }
 
 func outbound(src abi.Source) abi.OutboundMessage {

@@ -46,8 +46,8 @@ func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessag
 	return &abi.SendResult{MessageIDs: []string{fmt.Sprint(len(c.sent))}}, nil
 }
 
-func (c *chatPlatform) Limit(string) (abi.MessageLimit, bool) {
-	return abi.MessageLimit{Max: 4000, Unit: abi.UnitCodePoint}, true
+func (c *chatPlatform) Limit(string) (abi.MessageLimit, error) {
+	return abi.MessageLimit{Max: 4000, Unit: abi.UnitCodePoint}, nil
 }
 
 // waitFor waits until some sent message satisfies match and returns it.

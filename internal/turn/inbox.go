@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -30,10 +31,15 @@ CREATE TABLE turn_inbox (
 );
 CREATE UNIQUE INDEX turn_inbox_dedupe ON turn_inbox (plugin, profile, event_id) WHERE event_id IS NOT NULL;
 CREATE INDEX turn_inbox_open ON turn_inbox (state, created_at) WHERE state IN ('queued', 'running');`,
+	// Inbound events are recorded (state 'received') before the chat's boundary is taken, and
+	// applied under it afterwards; event_kind is what applying needs to know.
+	`ALTER TABLE turn_inbox ADD COLUMN event_kind TEXT NOT NULL DEFAULT '';
+CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'received';`,
 }
 
 // Inbox row states.
 const (
+	stReceived    = "received" // recorded, not yet applied under the boundary
 	stQueued      = "queued"
 	stRunning     = "running"
 	stDone        = "done"
@@ -50,6 +56,7 @@ const (
 
 type inboxRow struct {
 	id, plugin, profile, eventID, kind, key, text string
+	eventKind                                     string // abi.Event* of an inbound event
 	src                                           abi.Source
 	stamp                                         session.Stamp
 	created                                       time.Time
@@ -70,9 +77,9 @@ func (e *Engine) insert(ctx context.Context, r *inboxRow, state string) (bool, e
 	}
 	now := e.opt.Now().UnixMilli()
 	res, err := e.db.ExecContext(ctx, `INSERT OR IGNORE INTO turn_inbox
-		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now)
+		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind)
 	if err != nil {
 		return false, err
 	}
@@ -120,4 +127,28 @@ func (e *Engine) loadOpen(ctx context.Context) ([]inboxRow, []inboxRow, error) {
 		}
 	}
 	return queued, running, rows.Err()
+}
+
+// loadReceived returns the inbound events recorded but not applied when the host stopped, in
+// the order they arrived.
+func (e *Engine) loadReceived(ctx context.Context) ([]*inboxRow, error) {
+	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, event_kind
+		FROM turn_inbox WHERE state = 'received' ORDER BY rowid`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*inboxRow
+	for rows.Next() {
+		r := &inboxRow{}
+		var src string
+		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &r.eventKind); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(src), &r.src); err != nil {
+			return nil, fmt.Errorf("inbox row %s: source: %w", r.id, err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

@@ -168,7 +168,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) (string, s
 	input := batchText(it.texts)
 	rep, err := e.agent.Turn(ctx, &agent.Turn{
 		Key: key, SessionID: v.SessionID, Source: src, Text: input, Synthetic: true,
-		History: e.history(ctx, v.SessionID, nil), Tools: &tools{e: e, key: key, stamp: st, synthetic: true},
+		History: e.history(ctx, v.SessionID, nil), Tools: e.tools(ctx, it, key, st, true),
 	})
 	if ctx.Err() != nil {
 		return stDropped, "cancelled by /stop or /new"

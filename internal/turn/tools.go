@@ -13,21 +13,60 @@ import (
 // ErrReadOnly is returned by the tools of a notification turn for anything with side effects.
 var ErrReadOnly = errors.New("notification turns cannot run or kill commands (approval denied automatically)")
 
+// ErrNotGranted is returned by a tool the operator did not grant this chat's profile.
+var ErrNotGranted = errors.New("that tool is not enabled for this chat (the operator grants tools per profile)")
+
 // tools adapts the process registry to agent.Tools for one turn, bound to the turn's session:
 // every process it starts is stamped with that session, inside the key's boundary, and only if
-// the key is still at the generation the turn started at.
+// the key is still at the generation the turn started at. Process ids resolve only within the
+// turn's session key: another key's process is "not found", as an unknown id is.
 type tools struct {
-	e         *Engine
-	key       string
-	stamp     session.Stamp
-	synthetic bool
+	e                *Engine
+	key              string
+	stamp            session.Stamp
+	synthetic        bool
+	shell, processes bool // what the operator granted
 }
 
 var _ agent.Tools = (*tools)(nil)
 
+// tools returns the tools of a turn for it, or nil when the operator granted none.
+func (e *Engine) tools(ctx context.Context, it *item, key string, st session.Stamp, synthetic bool) agent.Tools {
+	shell, processes := true, true
+	if e.opt.Grants != nil {
+		src := it.src
+		if synthetic && len(it.stamps) > 0 {
+			src = it.stamps[0].Route
+		}
+		shell, processes = e.opt.Grants(ctx, it.plugin, it.profile, src)
+	}
+	if !shell && !processes {
+		return nil
+	}
+	return &tools{e: e, key: key, stamp: st, synthetic: synthetic, shell: shell, processes: processes}
+}
+
+// own checks that id is a process of the turn's key.
+func (t *tools) own(ctx context.Context, id string) error {
+	if !t.processes {
+		return ErrNotGranted
+	}
+	in, err := t.e.procs.Info(ctx, id)
+	if err != nil {
+		return err
+	}
+	if in.Stamp.Key != t.key {
+		return process.ErrNotFound
+	}
+	return nil
+}
+
 func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnResult, error) {
 	if t.synthetic {
 		return agent.SpawnResult{}, ErrReadOnly
+	}
+	if !t.shell {
+		return agent.SpawnResult{}, ErrNotGranted
 	}
 	var res process.SpawnResult
 	err := t.e.k.WithBoundary(ctx, t.key, func(b *session.Boundary) error {
@@ -81,6 +120,9 @@ func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnR
 }
 
 func (t *tools) List(ctx context.Context) ([]agent.ProcessInfo, error) {
+	if !t.processes {
+		return nil, ErrNotGranted
+	}
 	list, err := t.e.procs.List(ctx)
 	if err != nil {
 		return nil, err
@@ -95,6 +137,9 @@ func (t *tools) List(ctx context.Context) ([]agent.ProcessInfo, error) {
 }
 
 func (t *tools) Poll(ctx context.Context, id string) (agent.ProcessInfo, error) {
+	if err := t.own(ctx, id); err != nil {
+		return agent.ProcessInfo{}, err
+	}
 	st, err := t.e.procs.Poll(ctx, id)
 	if err != nil {
 		return agent.ProcessInfo{}, err
@@ -105,6 +150,9 @@ func (t *tools) Poll(ctx context.Context, id string) (agent.ProcessInfo, error) 
 }
 
 func (t *tools) Log(ctx context.Context, id string, offset int64, limit int) (agent.LogChunk, error) {
+	if err := t.own(ctx, id); err != nil {
+		return agent.LogChunk{}, err
+	}
 	c, err := t.e.procs.Log(ctx, id, offset, limit)
 	if err != nil {
 		return agent.LogChunk{}, err
@@ -113,6 +161,9 @@ func (t *tools) Log(ctx context.Context, id string, offset int64, limit int) (ag
 }
 
 func (t *tools) Wait(ctx context.Context, id string, timeout time.Duration) (agent.ProcessInfo, error) {
+	if err := t.own(ctx, id); err != nil {
+		return agent.ProcessInfo{}, err
+	}
 	if t.synthetic {
 		timeout = min(timeout, time.Second) // a notification turn does not block the chat
 	}
@@ -126,6 +177,9 @@ func (t *tools) Wait(ctx context.Context, id string, timeout time.Duration) (age
 func (t *tools) Kill(ctx context.Context, id string) (agent.ProcessInfo, error) {
 	if t.synthetic {
 		return agent.ProcessInfo{}, ErrReadOnly
+	}
+	if err := t.own(ctx, id); err != nil {
+		return agent.ProcessInfo{}, err
 	}
 	in, err := t.e.procs.Kill(ctx, id, process.KillOptions{Reason: "process.kill"})
 	return info(in), err

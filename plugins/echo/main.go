@@ -23,7 +23,7 @@ import (
 type Config struct {
 	OutboxURL string `json:"outbox_url"`       // where send POSTs messages
 	InboxURL  string `json:"inbox_url"`        // where poll fetches messages (optional)
-	Secret    string `json:"secret,omitempty"` // required X-Echo-Secret on webhooks, when set
+	Secret    string `json:"secret,omitempty"` // required X-Echo-Secret on webhooks, and sent with outbox posts, when set
 }
 
 // Message is the wire shape of the echo platform, in both directions.
@@ -57,7 +57,13 @@ func init() {
 			Description:  "loopback reference platform",
 			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapReplies},
 			MessageLimit: abi.MessageLimit{Max: 2000, Unit: abi.UnitCodePoint},
-			Egress:       []string{"127.0.0.1", "localhost"},
+			// Replies are posted only from send; poll only reads the inbox.
+			EgressScopes: []abi.EgressScope{
+				{Name: "post", Host: "127.0.0.1", Exports: []string{abi.ExportSend}, Methods: []string{"POST"}},
+				{Name: "post", Host: "localhost", Exports: []string{abi.ExportSend}, Methods: []string{"POST"}},
+				{Name: "inbox", Host: "127.0.0.1", Exports: []string{abi.ExportPoll}, Methods: []string{"GET"}},
+				{Name: "inbox", Host: "localhost", Exports: []string{abi.ExportPoll}, Methods: []string{"GET"}},
+			},
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,
@@ -201,12 +207,11 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		ChatType: msg.ChatType, ChatID: msg.ChatID, ThreadID: msg.ThreadID, UserID: msg.UserID,
 		Text: msg.Text, ReplyTo: msg.ReplyTo, Part: msg.Part, Parts: msg.Parts, DeliveryID: msg.DeliveryID,
 	})
-	resp, err := c.HTTP(&abi.HTTPRequest{
-		Method:  "POST",
-		URL:     cfg.OutboxURL,
-		Headers: map[string][]string{"Content-Type": {"application/json"}},
-		Body:    body,
-	})
+	headers := map[string][]string{"Content-Type": {"application/json"}}
+	if cfg.Secret != "" {
+		headers["X-Echo-Secret"] = []string{cfg.Secret} // the platform knows the plugin by it
+	}
+	resp, err := c.HTTP(&abi.HTTPRequest{Method: "POST", URL: cfg.OutboxURL, Headers: headers, Body: body})
 	if err != nil {
 		kind := abi.SendRetryable
 		if abi.CodeOf(err) == abi.CodeUncertain {

@@ -23,6 +23,7 @@ type outbox struct {
 	got    []Message
 	status int // answer to the next POST; 0 means 200
 	inbox  []Message
+	secret string // X-Echo-Secret of the last POST
 }
 
 func (o *outbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +44,7 @@ func (o *outbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var m Message
 	json.NewDecoder(r.Body).Decode(&m)
+	o.secret = r.Header.Get("X-Echo-Secret")
 	switch o.status {
 	case 429:
 		w.WriteHeader(429)
@@ -70,7 +72,7 @@ func TestEcho(t *testing.T) {
 	ob := &outbox{inbox: []Message{{ID: "001", ChatID: "5", Text: "one"}, {ID: "002", ChatID: "5", Text: "two"}}}
 	srv := httptest.NewServer(ob)
 	defer srv.Close()
-	opts := sdktest.Options{Profiles: map[string]any{
+	opts := sdktest.Options{EgressExtra: []string{"127.0.0.1"}, Profiles: map[string]any{
 		"main":   map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in", "secret": "s3"},
 		"nosecr": map[string]any{"outbox_url": srv.URL + "/out"},
 	}}
@@ -95,6 +97,11 @@ func TestEcho(t *testing.T) {
 		if err != nil || sr.Error != nil || len(sr.MessageIDs) != 1 {
 			t.Fatalf("send: %+v %v", sr, err)
 		}
+		ob.mu.Lock()
+		if ob.secret != "s3" {
+			t.Fatalf("the outbox post carried secret %q, want the profile's", ob.secret)
+		}
+		ob.mu.Unlock()
 		for status, want := range map[int]abi.SendError{
 			429: {Kind: abi.SendRetryable, RetryAfterMs: 3000},
 			500: {Kind: abi.SendRetryable},
@@ -146,7 +153,7 @@ func TestPollDispatchesBeforeCommitting(t *testing.T) {
 	srv := httptest.NewServer(ob)
 	defer srv.Close()
 	rec := &recorder{fail: true}
-	opts := sdktest.Options{Dispatcher: rec, Profiles: map[string]any{"main": map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in"}}}
+	opts := sdktest.Options{EgressExtra: []string{"127.0.0.1"}, Dispatcher: rec, Profiles: map[string]any{"main": map[string]any{"outbox_url": srv.URL + "/out", "inbox_url": srv.URL + "/in"}}}
 	hosts(t, opts, func(t *testing.T, h sdktest.Host) {
 		rec.mu.Lock()
 		rec.fail, rec.events = true, nil

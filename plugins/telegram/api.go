@@ -32,6 +32,47 @@ type reply struct {
 	} `json:"parameters"`
 }
 
+// Time budgets. The host stops a call at its deadline (call_timeout, 10 s by default; poll gets
+// its wait on top) and counts that as a crash, so every export keeps all of its Bot API
+// requests inside a budget with a margin for what else the call spends: waiting for an
+// instance, host functions, kv writes. A request that would run past the budget is cut short by
+// its own HTTP timeout and answered as a typed result (uncertain, retryable, a back-off).
+const (
+	// sendBudget bounds one send (a sendMessage and its retry without message_thread_id). The
+	// host's deadline also runs while a call waits for a free instance (until the runtime passes
+	// the remaining deadline to the guest), so the margin is wide: 6 s under the default
+	// deadline, about one round of other slow sends. Telegram answers in well under a second.
+	sendBudget = 4 * time.Second
+	// identityBudget bounds getMe in configure and webhook: a slow Telegram accepts the
+	// profile (poll learns the identity later), and a webhook answers 503 (Telegram retries).
+	identityBudget = 4 * time.Second
+	// pollSlack is poll's budget beyond its long-poll wait (the host allows the wait plus
+	// call_timeout): 5 s of margin.
+	pollSlack = 5 * time.Second
+	// minRequest is the least time worth starting a request with.
+	minRequest = 500 * time.Millisecond
+)
+
+// budget is the time left for an export's Bot API requests.
+type budget struct{ until time.Time }
+
+func newBudget(d time.Duration) budget { return budget{until: time.Now().Add(d)} }
+
+// left is the time remaining.
+func (b budget) left() time.Duration { return time.Until(b.until) }
+
+// timeout is the HTTP timeout for a request that wants up to d: d, or what is left if less.
+// ok is false when too little is left to start one.
+func (b budget) timeout(d time.Duration) (time.Duration, bool) {
+	t := min(d, b.left())
+	return t, t >= minRequest
+}
+
+// errNoTime reports a request not started because its export's budget was spent.
+func errNoTime(method string) error {
+	return abi.Errorf(abi.CodeTimeout, "%s: not sent, the call's time budget is spent", method)
+}
+
 // call POSTs params as JSON to method. A transport failure (the host's io, timeout, denied…) is
 // returned as an *abi.Error with the token scrubbed from its message; any HTTP answer is a
 // reply.
@@ -142,25 +183,37 @@ func tokenBotID(token string) int64 {
 	return n
 }
 
-// getMe asks Telegram who the bot is and caches the answer in the kv store under the token's
-// key.
-func (a *api) getMe() (identity, error) {
-	var me identity
-	if err := a.do("getMe", struct{}{}, 10*time.Second, &me); err != nil {
+// getMe asks Telegram who the bot is, within b, and caches the answer in the kv store under
+// the token's key.
+func (a *api) getMe(b budget) (identity, error) {
+	timeout, ok := b.timeout(b.left())
+	if !ok {
+		return identity{}, errNoTime("getMe")
+	}
+	var me struct {
+		identity
+		CanReadAll bool `json:"can_read_all_group_messages"`
+	}
+	if err := a.do("getMe", struct{}{}, timeout, &me); err != nil {
 		return identity{}, err
 	}
 	if me.Username == "" {
 		return identity{}, abi.Errorf(abi.CodeInternal, "getMe answered without a username")
 	}
-	raw, _ := json.Marshal(me)
-	return me, a.c.KVSet(a.meKey(), raw)
+	if !me.CanReadAll {
+		// Said once per token: the answer is cached.
+		a.c.Log(abi.LevelInfo, "the bot's privacy mode is on: in groups Telegram only sends it commands, replies to it "+
+			"and service messages (disable it with @BotFather /setprivacy to observe all group chatter)", "bot", "@"+me.Username)
+	}
+	raw, _ := json.Marshal(me.identity)
+	return me.identity, a.c.KVSet(a.meKey(), raw)
 }
 
 func (a *api) meKey() string { return "me:" + a.cfg.tokenKey() }
 
 // me returns the bot's identity: the configured bot_username (with the id from the token), else
-// the cached getMe answer, else a fresh getMe.
-func (a *api) me() (identity, error) {
+// the cached getMe answer, else a fresh getMe within b.
+func (a *api) me(b budget) (identity, error) {
 	if a.cfg.BotUsername != "" {
 		return identity{ID: tokenBotID(a.cfg.Token), Username: a.cfg.BotUsername}, nil
 	}
@@ -172,5 +225,5 @@ func (a *api) me() (identity, error) {
 	if found && json.Unmarshal(raw, &me) == nil && me.Username != "" {
 		return me, nil
 	}
-	return a.getMe()
+	return a.getMe(b)
 }

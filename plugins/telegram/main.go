@@ -5,12 +5,18 @@
 // pushes on POST /hooks/telegram/{profile} (mode "webhook", authenticated by secret_token).
 // Updates become events with id "update:<update_id>": private chats are "dm", groups "group",
 // forum topics "forum" with the topic as thread_id (only for messages Telegram marks
-// is_topic_message), channels "channel". In groups, messages that do not address the bot (a
-// mention, a reply to it, a command) are observed, not turned, unless require_mention is false.
+// is_topic_message; the General topic is the chat itself), channels "channel". In groups,
+// messages that do not address the bot (a mention, a reply to it, a command) are observed, not
+// turned, unless require_mention is false. The service messages of a group's upgrade to a
+// supergroup become observe events carrying migrate_from_chat_id, so that the host continues
+// the group's conversations in the supergroup.
 //
 // Outbound, send posts plain text with sendMessage (into the topic, replying when asked), edits
-// with editMessageText and shows "typing" with sendChatAction, and maps Telegram's refusals to
-// typed errors for the host, which owns retries.
+// with editMessageText and shows "typing" with sendChatAction, and maps Telegram's answers to
+// typed results for the host, which owns retries: refusals are permanent, 429 retryable, and an
+// answer that may follow the effect (a 5xx, a reset, a timeout) uncertain, never retryable (see
+// sendFailure). Every export keeps its requests inside a time budget under the host's call
+// deadline (api.go).
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o telegram.wasm .
 package main
@@ -38,7 +44,14 @@ func init() {
 			Capabilities: []string{abi.CapPoll, abi.CapWebhook, abi.CapThreads, abi.CapTyping,
 				abi.CapReplies, abi.CapEdit},
 			MessageLimit: abi.MessageLimit{Max: MaxText, Unit: abi.UnitUTF16},
-			Egress:       []string{"api.telegram.org"},
+			// Only send may post; the other exports may read updates and manage the webhook.
+			EgressScopes: []abi.EgressScope{
+				{Name: "post", Host: "api.telegram.org", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
+					Paths: []string{"/bot*/sendMessage", "/bot*/editMessageText", "/bot*/sendChatAction"}},
+				{Name: "read", Host: "api.telegram.org", Exports: []string{abi.ExportConfigure, abi.ExportPoll, abi.ExportWebhook},
+					Methods: []string{"POST"}, Paths: []string{"/bot*/getMe", "/bot*/getUpdates", "/bot*/setWebhook",
+						"/bot*/deleteWebhook", "/bot*/getWebhookInfo"}},
+			},
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,
@@ -52,7 +65,8 @@ func main() {}
 
 // configure validates a profile. Beyond the local checks it asks Telegram who the bot is
 // (getMe), which rejects a revoked token and caches the bot's username for mention gating; when
-// Telegram cannot be reached the profile is accepted and poll learns the identity later.
+// Telegram cannot be reached, or does not answer within identityBudget, the profile is accepted
+// and poll learns the identity later.
 //
 // It never registers a webhook: configure runs at every load, including for a new version that
 // may still fail validation while the old one serves. Webhook mode registers (idempotently)
@@ -69,7 +83,7 @@ func configure(c *sdk.Context) ([]string, error) {
 		return nil, nil
 	}
 	a := &api{c: c, cfg: cfg}
-	_, err = a.getMe()
+	_, err = a.getMe(newBudget(identityBudget))
 	var ae *apiError
 	switch {
 	case err == nil:

@@ -4,6 +4,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -162,6 +163,51 @@ func TestPollDeletesStrayWebhook(t *testing.T) {
 	})
 }
 
+// The operator is told, at warn and once per webhook URL, which webhook poll mode deleted.
+func TestStrayWebhookWarnsOnce(t *testing.T) {
+	tg := tgt.New(t, tgt.WithSecond(fakeSecond))
+	bot := tg.Bot()
+	var logs lockedBuffer
+	h := sdktest.Native(t, sdktest.Options{Profiles: map[string]any{"main": profile(tg, bot.Token())}, EgressExtra: []string{"127.0.0.1"},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	stray := func(u string) {
+		resp, err := tg.Client().PostForm(tg.BotURL(bot.Token())+"/setWebhook", url.Values{"url": {u}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mustPoll(t, h, "main")
+		if bot.WebhookInfo().URL != "" {
+			t.Fatal("webhook not deleted")
+		}
+	}
+	stray("http://127.0.0.1:9/other-deployment")
+	stray("http://127.0.0.1:9/other-deployment")
+	stray("http://127.0.0.1:9/third")
+	out := logs.String()
+	if n := strings.Count(out, "deleted the webhook"); n != 2 || !strings.Contains(out, "level=WARN") ||
+		!strings.Contains(out, "other-deployment") || !strings.Contains(out, "/third") {
+		t.Fatalf("%d warnings:\n%s", n, out)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func TestPollConflictBacksOff(t *testing.T) {
 	for _, mode := range []string{"native", "wasm"} {
 		t.Run(mode, func(t *testing.T) {
@@ -302,10 +348,13 @@ func TestSendErrors(t *testing.T) {
 			{"migrated", tgt.Migrated(-1009999), func(e *abi.SendError) bool {
 				return e.Kind == abi.SendPermanent && e.MigrateToChatID == "-1009999" && e.Code == "migrated"
 			}},
-			{"html 502", tgt.ServerError(502), func(e *abi.SendError) bool { return e.Kind == abi.SendRetryable }},
-			{"malformed json", tgt.MalformedJSON(), func(e *abi.SendError) bool { return e.Kind == abi.SendRetryable }},
+			// A 5xx may follow the effect: the message may be posted, a resend could duplicate it.
+			{"html 502", tgt.ServerError(502), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
+			{"json 500", tgt.APIError(500, "Internal Server Error").AfterEffect(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
 			// The request reached Telegram before the reset: it may have been posted.
 			{"connection reset", tgt.ConnectionReset(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
+			{"reset after the effect", tgt.ConnectionReset().AfterEffect(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
+			{"body cut short", tgt.TruncatedBody().AfterEffect(), func(e *abi.SendError) bool { return e.Kind == abi.SendUncertain }},
 			{"blocked", tgt.APIError(403, "Forbidden: bot was blocked by the user"), func(e *abi.SendError) bool {
 				return e.Kind == abi.SendPermanent && e.Code == "blocked" && strings.Contains(e.Message, "blocked by the user")
 			}},
@@ -324,6 +373,20 @@ func TestSendErrors(t *testing.T) {
 				t.Errorf("%s: token leaked in %q", c.name, e.Message)
 			}
 		}
+		// A 200 whose body is unreadable: Telegram executed it. Success, without an id; posted once.
+		tg.InjectFault("sendMessage", tgt.MalformedJSON().AfterEffect())
+		before := len(tg.Sent(111, 0))
+		if ids := sendOK(t, h, abi.OutboundMessage{ChatID: "111", Text: "cut answer"}); len(ids) != 0 {
+			t.Errorf("ids %v from an unreadable answer", ids)
+		}
+		if n := len(tg.Sent(111, 0)) - before; n != 1 {
+			t.Errorf("%d messages posted, want 1", n)
+		}
+		// An edit or a chat action is harmless to repeat: a 5xx there is retryable.
+		tg.InjectFault("sendChatAction", tgt.ServerError(502))
+		if e := sendErr(t, h, abi.OutboundMessage{ChatID: "111", Action: "typing"}); e.Kind != abi.SendRetryable {
+			t.Errorf("typing under a 502: %+v", e)
+		}
 		// A migrated group, for real: the fake refuses the old id.
 		tg.MigrateGroup(-4005, -1004005)
 		if e := sendErr(t, h, abi.OutboundMessage{ChatID: "-4005", Text: "x"}); e.MigrateToChatID != "-1004005" || e.Kind != abi.SendPermanent {
@@ -334,7 +397,7 @@ func TestSendErrors(t *testing.T) {
 		}
 
 		// UTF-16 limit: 2048 emoji are 4096 units (sent); one more unit is refused unsent.
-		before := count()
+		before = count()
 		sendOK(t, h, abi.OutboundMessage{ChatID: "111", Text: strings.Repeat("😀", 2048)})
 		if e := sendErr(t, h, abi.OutboundMessage{ChatID: "111", Text: strings.Repeat("😀", 2048) + "!"}); e.Kind != abi.SendPermanent || e.Code != "message_too_long" {
 			t.Fatalf("over the limit: %+v", e)

@@ -25,7 +25,7 @@ const (
 	webhookRecheck  = 5 * time.Minute   // webhook mode: how often poll re-checks the registration
 	pollMargin      = 4 * time.Second   // HTTP timeout beyond the long poll's own
 	minPollInterval = time.Second       // never short-poll faster than this
-	shortPollBudget = 10 * time.Second  // a short getUpdates (after deleteWebhook)
+	shortRequest    = 5 * time.Second   // getWebhookInfo, setWebhook, deleteWebhook, a short getUpdates
 	maxLongPoll     = 100 * time.Second // the host's egress allows a request 120 s at most
 )
 
@@ -47,8 +47,10 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		return backoff(backoffRefused), nil
 	}
 	a := &api{c: c, cfg: cfg}
+	wait := min(time.Duration(max(req.WaitMs, 0))*time.Millisecond, maxLongPoll)
+	b := newBudget(wait + pollSlack) // every request of this poll ends within it
 	if cfg.Mode == ModeWebhook {
-		return ensureWebhook(a)
+		return ensureWebhook(a, b)
 	}
 
 	// The host calls poll again only after it has durably recorded the previous batch: that
@@ -57,13 +59,12 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	me, err := a.me()
+	me, err := a.me(b)
 	if err != nil {
 		return failure(a, "cannot learn the bot's identity (getMe)", err), nil
 	}
 
-	wait := min(time.Duration(max(req.WaitMs, 0))*time.Millisecond, maxLongPoll)
-	raw, failed := fetch(a, offset, wait)
+	raw, failed := fetch(a, b, offset, wait)
 	if failed != nil {
 		return failed, nil
 	}
@@ -109,18 +110,17 @@ func dispatchAll(c *sdk.Context, events []abi.InboundEvent) (bool, error) {
 	return len(events) > 0, nil
 }
 
-// fetch long-polls getUpdates from offset for up to wait, deleting a stray webhook (409 "webhook
-// is active") once. On failure it returns the back-off to answer instead.
-func fetch(a *api, offset int64, wait time.Duration) ([]json.RawMessage, *abi.PollResult) {
-	raw, err := getUpdates(a, offset, int64(wait/time.Second), wait+pollMargin)
+// fetch long-polls getUpdates from offset for up to wait (less if b has less left), deleting a
+// stray webhook (409 "webhook is active") once. On failure it returns the back-off to answer
+// instead.
+func fetch(a *api, b budget, offset int64, wait time.Duration) ([]json.RawMessage, *abi.PollResult) {
+	raw, err := getUpdates(a, b, offset, wait)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.r.Status == 409 && ae.r.is("webhook is active") {
-		// A webhook left over from webhook mode (or another deployment) blocks polling.
-		a.c.Log(abi.LevelWarn, "a webhook is set while this profile polls; deleting it")
-		if err := a.do("deleteWebhook", struct{}{}, shortPollBudget, nil); err != nil {
+		if err := deleteStrayWebhook(a, b); err != nil {
 			return nil, failure(a, "deleteWebhook failed", err)
 		}
-		raw, err = getUpdates(a, offset, 0, shortPollBudget)
+		raw, err = getUpdates(a, b, offset, 0)
 	}
 	switch {
 	case errors.As(err, &ae) && ae.r.Status == 409:
@@ -131,6 +131,35 @@ func fetch(a *api, offset int64, wait time.Duration) ([]json.RawMessage, *abi.Po
 		return nil, failure(a, "getUpdates failed", err)
 	}
 	return raw, nil
+}
+
+// deleteStrayWebhook removes a webhook that blocks polling: left over from webhook mode, or set
+// by another deployment of the same bot, which stops receiving updates from now on. The
+// operator is told once per webhook URL, loudly, which URL was removed.
+func deleteStrayWebhook(a *api, b budget) error {
+	var info struct {
+		URL string `json:"url"`
+	}
+	if t, ok := b.timeout(shortRequest); ok {
+		a.do("getWebhookInfo", struct{}{}, t, &info) // only to name it: deleting is what matters
+	}
+	t, ok := b.timeout(shortRequest)
+	if !ok {
+		return errNoTime("deleteWebhook")
+	}
+	if err := a.do("deleteWebhook", struct{}{}, t, nil); err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(info.URL))
+	key := "stray_webhook:" + a.cfg.tokenKey()
+	if told, _, _ := a.c.KVGet(key); string(told) != hex.EncodeToString(sum[:]) {
+		a.c.Log(abi.LevelWarn, "deleted the webhook set on this bot: this profile polls (mode poll), and Telegram "+
+			"refuses getUpdates while a webhook is set; if another deployment receives this bot's updates "+
+			"through that webhook, it no longer does (use mode webhook there, or another bot token here)",
+			"webhook_url", info.URL)
+		a.c.KVSet(key, []byte(hex.EncodeToString(sum[:])))
+	}
+	return nil
 }
 
 // mapBatch maps a getUpdates batch to events, logging what it skips, and returns them with the
@@ -181,26 +210,32 @@ func commitOffset(c *sdk.Context, cfg *Config) (int64, error) {
 	return n, nil
 }
 
-// getUpdates long-polls for up to timeout seconds and returns the raw updates, each decoded
-// separately so that one malformed update does not hide the others.
-func getUpdates(a *api, offset, timeout int64, budget time.Duration) ([]json.RawMessage, error) {
+// getUpdates long-polls for up to wait (whole seconds; shortened to what b leaves after the
+// HTTP margin) and returns the raw updates, each decoded separately so that one malformed update
+// does not hide the others.
+func getUpdates(a *api, b budget, offset int64, wait time.Duration) ([]json.RawMessage, error) {
+	wait = min(wait, b.left()-pollMargin)
+	timeout, ok := b.timeout(max(wait, 0) + pollMargin)
+	if !ok {
+		return nil, errNoTime("getUpdates")
+	}
 	p := struct {
 		Offset         int64    `json:"offset,omitempty"`
 		Limit          int      `json:"limit"`
 		Timeout        int64    `json:"timeout"`
 		AllowedUpdates []string `json:"allowed_updates"`
-	}{offset, 100, timeout, allowedUpdates}
+	}{offset, 100, int64(max(wait, 0) / time.Second), allowedUpdates}
 	var raw []json.RawMessage
-	return raw, a.do("getUpdates", p, budget, &raw)
+	return raw, a.do("getUpdates", p, timeout, &raw)
 }
 
 // ensureWebhook registers the webhook (webhook mode) when Telegram does not have it, or has it
 // with other settings than this configuration's, and asks to be polled again later. The
 // registration is checked with getWebhookInfo at every such poll and remembered (as a digest of
 // URL and secret) in the kv store, so a webhook deleted or replaced elsewhere is restored.
-func ensureWebhook(a *api) (*abi.PollResult, error) {
+func ensureWebhook(a *api, b budget) (*abi.PollResult, error) {
 	cfg := a.cfg
-	if _, err := a.me(); err != nil { // warm the identity cache the webhook export reads
+	if _, err := a.me(b); err != nil { // warm the identity cache the webhook export reads
 		return failure(a, "cannot learn the bot's identity (getMe)", err), nil
 	}
 	sum := sha256.Sum256([]byte(cfg.WebhookURL + "\x00" + cfg.SecretToken))
@@ -213,7 +248,11 @@ func ensureWebhook(a *api) (*abi.PollResult, error) {
 	var info struct {
 		URL string `json:"url"`
 	}
-	if err := a.do("getWebhookInfo", struct{}{}, shortPollBudget, &info); err != nil {
+	t, ok := b.timeout(shortRequest)
+	if !ok {
+		return failure(a, "getWebhookInfo not sent", errNoTime("getWebhookInfo")), nil
+	}
+	if err := a.do("getWebhookInfo", struct{}{}, t, &info); err != nil {
 		return failure(a, "getWebhookInfo failed", err), nil
 	}
 	if info.URL == cfg.WebhookURL && string(stored) == digest {
@@ -224,7 +263,10 @@ func ensureWebhook(a *api) (*abi.PollResult, error) {
 		SecretToken    string   `json:"secret_token"`
 		AllowedUpdates []string `json:"allowed_updates"`
 	}{cfg.WebhookURL, cfg.SecretToken, allowedUpdates}
-	if err := a.do("setWebhook", p, shortPollBudget, nil); err != nil {
+	if t, ok = b.timeout(shortRequest); !ok {
+		return failure(a, "setWebhook not sent", errNoTime("setWebhook")), nil
+	}
+	if err := a.do("setWebhook", p, t, nil); err != nil {
 		return failure(a, "setWebhook failed", err), nil
 	}
 	if err := a.c.KVSet(key, []byte(digest)); err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/sdk"
@@ -16,8 +15,6 @@ const MaxText = 4096
 // generalTopic is the thread id of a forum's General topic: sendMessage refuses it (a message
 // without message_thread_id goes there), sendChatAction accepts it.
 const generalTopic = "1"
-
-const sendTimeout = 20 * time.Second
 
 // replyParameters is sendMessage's reply_parameters.
 type replyParameters struct {
@@ -34,8 +31,9 @@ type sendMessageParams struct {
 	ReplyParameters *replyParameters `json:"reply_parameters,omitempty"`
 }
 
-// send transmits one message, edit or chat action. It never sleeps or retries, except once
-// without message_thread_id when Telegram answers "message thread not found".
+// send transmits one message, edit or chat action, within sendBudget. It never sleeps or
+// retries, except once without message_thread_id when Telegram answers "message thread not
+// found" (and says so in the result's thread_id).
 func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	cfg, err := loadConfig(c)
 	if err != nil {
@@ -45,16 +43,17 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		return failed(abi.SendPermanent, "bad_config", strings.Join(p, "; ")), nil
 	}
 	a := &api{c: c, cfg: cfg}
+	b := newBudget(sendBudget)
 	switch {
 	case msg.Action != "":
-		return sendAction(a, msg), nil
+		return sendAction(a, b, msg), nil
 	case utf16Len(msg.Text) > MaxText:
 		return failed(abi.SendPermanent, "message_too_long", "text of "+strconv.Itoa(utf16Len(msg.Text))+
 			" UTF-16 units exceeds Telegram's "+strconv.Itoa(MaxText)+"; not sent"), nil
 	case strings.TrimSpace(msg.Text) == "":
 		return failed(abi.SendPermanent, "empty_text", "Telegram refuses empty messages; not sent"), nil
 	case msg.EditMessageID != "":
-		return editMessage(a, msg), nil
+		return editMessage(a, b, msg), nil
 	}
 	p := sendMessageParams{ChatID: msg.ChatID, Text: msg.Text}
 	if msg.ThreadID != generalTopic {
@@ -63,26 +62,38 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	if id, err := strconv.ParseInt(msg.ReplyTo, 10, 64); err == nil && id > 0 {
 		p.ReplyParameters = &replyParameters{MessageID: id, AllowSendingWithoutReply: true}
 	}
-	r, err := a.call("sendMessage", p, sendTimeout)
+	r, err := a.within(b, "sendMessage", p)
+	var moved *string
 	if err == nil && !r.OK && p.MessageThreadID != 0 && r.is("message thread not found") {
 		c.Log(abi.LevelWarn, "topic not found; sending without message_thread_id", "chat_id", msg.ChatID, "thread_id", msg.ThreadID)
 		p.MessageThreadID = 0
-		r, err = a.call("sendMessage", p, sendTimeout)
+		none := ""
+		moved = &none // tell the host the message went to the chat itself
+		r, err = a.within(b, "sendMessage", p)
 	}
-	if res := sendFailure(a, r, err); res != nil {
-		if res.Error.Code == abi.CodeUncertain {
-			// Sent, but the answer was lost: Telegram may have posted it, and a resend could
-			// duplicate it in the chat. The host records the outcome as unknown.
-			res.Error.Kind = abi.SendUncertain
-		}
+	if res := sendFailure(a, r, err, true); res != nil {
 		return res, nil
 	}
-	return &abi.SendResult{MessageIDs: sentID(r)}, nil
+	if !r.Envelope {
+		c.Log(abi.LevelWarn, "sendMessage answered "+strconv.Itoa(r.Status)+" with an unreadable body: the message was posted, its id is unknown",
+			"chat_id", msg.ChatID)
+	}
+	return &abi.SendResult{MessageIDs: sentID(r), ThreadID: moved}, nil
+}
+
+// within calls method with what is left of b as its timeout; when too little is left the
+// request is not made and the error is a timeout (nothing sent: retryable).
+func (a *api) within(b budget, method string, params any) (*reply, error) {
+	t, ok := b.timeout(b.left())
+	if !ok {
+		return nil, errNoTime(method)
+	}
+	return a.call(method, params, t)
 }
 
 // sendAction sends a chat action ("typing"). The General topic's id is kept: sendChatAction
 // accepts it.
-func sendAction(a *api, msg *abi.OutboundMessage) *abi.SendResult {
+func sendAction(a *api, b budget, msg *abi.OutboundMessage) *abi.SendResult {
 	if msg.Action != "typing" {
 		return failed(abi.SendPermanent, "unsupported_action", "chat action "+strconv.Quote(msg.Action)+" is not supported")
 	}
@@ -91,12 +102,12 @@ func sendAction(a *api, msg *abi.OutboundMessage) *abi.SendResult {
 		MessageThreadID int64  `json:"message_thread_id,omitempty"`
 		Action          string `json:"action"`
 	}{ChatID: msg.ChatID, MessageThreadID: threadParam(a.c, msg.ThreadID), Action: "typing"}
-	r, err := a.call("sendChatAction", p, sendTimeout)
+	r, err := a.within(b, "sendChatAction", p)
 	if err == nil && !r.OK && p.MessageThreadID != 0 && r.is("message thread not found") {
 		p.MessageThreadID = 0
-		r, err = a.call("sendChatAction", p, sendTimeout)
+		r, err = a.within(b, "sendChatAction", p)
 	}
-	if res := sendFailure(a, r, err); res != nil {
+	if res := sendFailure(a, r, err, false); res != nil {
 		return res
 	}
 	return &abi.SendResult{}
@@ -104,7 +115,7 @@ func sendAction(a *api, msg *abi.OutboundMessage) *abi.SendResult {
 
 // editMessage replaces a message's text. "message is not modified" means the text is already
 // what we want: success.
-func editMessage(a *api, msg *abi.OutboundMessage) *abi.SendResult {
+func editMessage(a *api, b budget, msg *abi.OutboundMessage) *abi.SendResult {
 	id, err := strconv.ParseInt(msg.EditMessageID, 10, 64)
 	if err != nil || id <= 0 {
 		return failed(abi.SendPermanent, "bad_request", "edit_message_id "+strconv.Quote(msg.EditMessageID)+" is not a Telegram message id")
@@ -114,11 +125,11 @@ func editMessage(a *api, msg *abi.OutboundMessage) *abi.SendResult {
 		MessageID int64  `json:"message_id"`
 		Text      string `json:"text"`
 	}{msg.ChatID, id, msg.Text}
-	r, err := a.call("editMessageText", p, sendTimeout)
+	r, err := a.within(b, "editMessageText", p)
 	if err == nil && !r.OK && r.Status == 400 && r.is("message is not modified") {
 		return &abi.SendResult{MessageIDs: []string{msg.EditMessageID}}
 	}
-	if res := sendFailure(a, r, err); res != nil {
+	if res := sendFailure(a, r, err, false); res != nil {
 		return res
 	}
 	return &abi.SendResult{MessageIDs: []string{msg.EditMessageID}}
@@ -149,23 +160,38 @@ func sentID(r *reply) []string {
 	return []string{strconv.FormatInt(m.MessageID, 10)}
 }
 
-// sendFailure maps a failed call to a typed send failure, or returns nil on success:
-//   - transport failures (io, timeout, and uncertain: sent without an answer, which send turns
-//     into SendUncertain for sendMessage, as repeating an action or an edit is harmless), 5xx,
-//     and answers that are not Bot API JSON: retryable;
-//   - 429: retryable after parameters.retry_after;
-//   - parameters.migrate_to_chat_id: permanent, with the new chat id for the host to re-address;
-//   - other 4xx: permanent, with Telegram's description.
-func sendFailure(a *api, r *reply, err error) *abi.SendResult {
+// sendFailure maps a call to a typed send failure, or returns nil when Telegram executed the
+// method. duplicates says whether repeating the request would repeat its effect (a message
+// posted twice), as opposed to an edit to the same text or a chat action. The rule is SPEC
+// 2.6's, "a possible gap is better than a duplicate" (see RATIONALE.md):
+//
+//   - nothing was sent (io, timeout before a connection, a budget spent before the request),
+//     429 (retry after parameters.retry_after): retryable;
+//   - an answer with status 200 (even with an unreadable body): executed, nil;
+//   - sent without an answer (uncertain: a reset, no answer in time, a body cut short), or a
+//     5xx (the front end's or the Bot API's, before or after the effect): uncertain when a
+//     repeat duplicates, else retryable;
+//   - parameters.migrate_to_chat_id: permanent, with the new chat id for the host to
+//     re-address; egress denied, other 4xx: permanent, with Telegram's description;
+//   - any other answer that is not Bot API JSON (a proxy's 4xx page): retryable, it was not
+//     Telegram that answered.
+func sendFailure(a *api, r *reply, err error, duplicates bool) *abi.SendResult {
+	maybe := abi.SendRetryable // what "it may have been executed" becomes
+	if duplicates {
+		maybe = abi.SendUncertain
+	}
 	if err != nil {
 		e := abi.AsError(err)
 		kind := abi.SendRetryable
-		if e.Code == abi.CodeDenied || e.Code == abi.CodeBadRequest {
+		switch e.Code {
+		case abi.CodeDenied, abi.CodeBadRequest:
 			kind = abi.SendPermanent // egress policy or a bad URL: retrying cannot help
+		case abi.CodeUncertain, abi.CodeTooLarge:
+			kind = maybe // the request went out; the answer was lost (or too big to read)
 		}
 		return failed(kind, e.Code, e.Message)
 	}
-	if r.OK {
+	if r.OK || (r.Status >= 200 && r.Status < 300 && !r.Envelope) {
 		return nil
 	}
 	desc := a.scrub(r.describe())
@@ -178,8 +204,10 @@ func sendFailure(a *api, r *reply, err error) *abi.SendResult {
 		res := failed(abi.SendPermanent, "migrated", desc)
 		res.Error.MigrateToChatID = strconv.FormatInt(r.Parameters.MigrateToChatID, 10)
 		return res
-	case r.Status >= 500 || !r.Envelope:
-		return failed(abi.SendRetryable, "server_error", desc)
+	case r.Status >= 500:
+		return failed(maybe, "server_error", desc)
+	case !r.Envelope:
+		return failed(abi.SendRetryable, "not_telegram", desc)
 	}
 	return failed(abi.SendPermanent, errorCode(r), desc)
 }

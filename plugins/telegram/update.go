@@ -69,6 +69,8 @@ type message struct {
 	CaptionEntities   []entity        `json:"caption_entities"`
 	ReplyToMessage    *message        `json:"reply_to_message"`
 	ForumTopicCreated json.RawMessage `json:"forum_topic_created"`
+	MigrateToChatID   int64           `json:"migrate_to_chat_id"`
+	MigrateFromChatID int64           `json:"migrate_from_chat_id"`
 
 	Photo     json.RawMessage `json:"photo"`
 	Video     json.RawMessage `json:"video"`
@@ -147,6 +149,9 @@ func mapUpdate(u *update, o mapOptions) (*abi.InboundEvent, string) {
 	if m.Chat.ID == 0 || m.MessageID <= 0 {
 		return nil, "message without chat id or message id"
 	}
+	if m.MigrateToChatID != 0 || m.MigrateFromChatID != 0 {
+		return migration(u, m)
+	}
 	if m.From != nil && m.From.IsBot && !anonymousAdmin(m) {
 		return nil, "message from a bot"
 	}
@@ -212,6 +217,35 @@ func mapUpdate(u *update, o mapOptions) (*abi.InboundEvent, string) {
 	return ev, ""
 }
 
+// MigrationNote is the transcript's record of a group's upgrade to a supergroup.
+const MigrationNote = "(this group was upgraded to a supergroup; the conversation continues here)"
+
+// migration maps the two service messages of a group's upgrade to a supergroup (migrate_to_chat_id
+// in the old group, migrate_from_chat_id in the new supergroup) to one observe event each, in
+// the new chat and naming the old one, so that the host carries the group's conversations over
+// (it records the move once, whichever of the two arrives first).
+func migration(u *update, m *message) (*abi.InboundEvent, string) {
+	src, ok := source(m)
+	if !ok {
+		return nil, "migration in an unsupported chat type"
+	}
+	from := m.MigrateFromChatID
+	if m.MigrateToChatID != 0 { // said in the old group: the event belongs to the new one
+		from, src.ChatID, src.ChatType, src.ThreadID = m.Chat.ID, strconv.FormatInt(m.MigrateToChatID, 10), abi.ChatGroup, ""
+	}
+	if from == 0 || strconv.FormatInt(from, 10) == src.ChatID {
+		return nil, "migration without two chats"
+	}
+	return &abi.InboundEvent{
+		ID:                "update:" + strconv.FormatInt(u.UpdateID, 10),
+		Kind:              abi.EventObserve,
+		Source:            src,
+		Text:              MigrationNote,
+		UnixMs:            max(m.Date, 0) * 1000,
+		MigrateFromChatID: strconv.FormatInt(from, 10),
+	}, ""
+}
+
 // anonymousAdmin reports a message an anonymous group admin sent "as the group": Telegram sets
 // from to a placeholder bot and sender_chat to the group itself. A person wrote it.
 func anonymousAdmin(m *message) bool {
@@ -220,9 +254,12 @@ func anonymousAdmin(m *message) bool {
 
 // source maps the chat and the sender. A thread id is set only for real topics: a message with
 // is_topic_message (a forum topic, or a topic of a bot's private chat). The message_thread_id of
-// a DM reply chain or of a reply in a forum's General topic is not a topic.
+// a DM reply chain or of a reply in a forum's General topic is not a topic, and neither is the
+// General topic itself (id 1, which some clients flag is_topic_message): its messages belong to
+// the chat, as the unflagged ones do, so both key into one conversation.
 func source(m *message) (abi.Source, bool) {
-	topic := m.IsTopicMessage && m.MessageThreadID > 0
+	topic := m.IsTopicMessage && m.MessageThreadID > 0 &&
+		!(m.Chat.Type == "supergroup" && strconv.FormatInt(m.MessageThreadID, 10) == generalTopic)
 	s := abi.Source{ChatID: strconv.FormatInt(m.Chat.ID, 10), MessageID: strconv.FormatInt(m.MessageID, 10)}
 	switch m.Chat.Type {
 	case "private":

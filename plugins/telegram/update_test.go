@@ -83,6 +83,15 @@ func TestMapChatsAndTopics(t *testing.T) {
 		t.Fatalf("general topic reply: %+v", ev)
 	}
 
+	// The General topic, flagged as a topic (thread 1) or not, is the chat itself: one key.
+	flagged, _ := mapped(t, bot.InjectMessage(tgt.Message{From: &ada, Chat: forum, Text: "@hermes_test_bot general",
+		MessageThreadID: tgt.GeneralTopic, IsTopicMessage: true}), true)
+	plain, _ := mapped(t, bot.InjectMessage(tgt.Message{From: &ada, Chat: forum, Text: "@hermes_test_bot general"}), true)
+	if flagged.Source != (abi.Source{ChatType: abi.ChatGroup, ChatID: plain.Source.ChatID, ChatName: plain.Source.ChatName,
+		UserID: "111", UserName: "ada", MessageID: flagged.Source.MessageID}) || plain.Source.ThreadID != "" || plain.Source.ChatType != abi.ChatGroup {
+		t.Fatalf("General topic: flagged %+v, plain %+v", flagged.Source, plain.Source)
+	}
+
 	// A DM reply chain carries a thread id too: still a plain DM.
 	first := bot.PrivateText(ada, "hello")
 	ev, _ = mapped(t, bot.DMReply(ada, first.Message.MessageID, "again"), true)
@@ -177,11 +186,20 @@ func TestMapSkipsAndEdits(t *testing.T) {
 	if ev.Kind != abi.EventObserve || ev.Text != "(edited) fixed" || ev.Source.MessageID != itoa(orig.Message.MessageID) || ev.ID == "update:"+itoa(orig.UpdateID) {
 		t.Fatalf("edit: %+v", ev)
 	}
+	// Both service messages of a group's upgrade name the new chat and the old one.
 	u1, u2 := bot.Migration(-4000000003, -1004000000003)
 	for _, u := range []tgt.Update{u1, u2} {
-		if ev, _ := mapped(t, u, true); ev != nil {
-			t.Fatalf("service message mapped: %+v", ev)
+		ev, skip := mapped(t, u, true)
+		if ev == nil || ev.Kind != abi.EventObserve || ev.Source.ChatID != "-1004000000003" || ev.Source.ChatType != abi.ChatGroup ||
+			ev.MigrateFromChatID != "-4000000003" || ev.Text != MigrationNote || ev.ID != "update:"+itoa(u.UpdateID) {
+			t.Fatalf("migration service message: %+v %q", ev, skip)
 		}
+	}
+	// Other service messages are skipped.
+	raw0 := `{"update_id": 6, "message": {"message_id": 2, "chat": {"id": -4000000002, "type": "group"}, "from": {"id": 111, "first_name": "Ada"},
+	  "date": 1700000000, "new_chat_title": "renamed"}}`
+	if _, ev, skip, err := parseUpdate([]byte(raw0), mapOptions{Me: me, RequireMention: true}); err != nil || ev != nil || skip == "" {
+		t.Fatalf("title change: %+v %q %v", ev, skip, err)
 	}
 
 	// Media: described, with the caption.

@@ -34,7 +34,7 @@ func webhook(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error
 		return answer(403, "wrong "+SecretHeader), nil
 	}
 	a := &api{c: c, cfg: cfg}
-	me, err := a.me()
+	me, err := a.me(newBudget(identityBudget))
 	if err != nil {
 		// Without the bot's identity mentions cannot be told apart: let Telegram retry later.
 		c.Log(abi.LevelWarn, "webhook: cannot learn the bot's identity (getMe); answering 503", "error", a.scrub(err.Error()))

@@ -15,6 +15,7 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -43,6 +44,9 @@ type Options struct {
 	Profiles map[string]any
 	// EgressExtra grants hosts beyond the manifest's (a loopback fake's 127.0.0.1).
 	EgressExtra []string
+	// EgressAlias maps a loopback fake's address to the declared host it stands in for: the
+	// host's egress scopes then apply to the fake.
+	EgressAlias map[string]string
 	// State is the plugin's durable host-side state (its kv store). Hosts given the same State
 	// share it, so a test can stop one host and start another as a restart would. Nil: a fresh
 	// State for this host.
@@ -55,6 +59,9 @@ type Options struct {
 	Sessions   Sessions
 	Dispatcher Dispatcher
 	Sender     Sender
+	// Logger receives the plugin's hermes_log lines (attributed to plugin and profile); nil
+	// uses slog.Default.
+	Logger *slog.Logger
 }
 
 // State is a plugin's durable host-side state: what the host keeps for it across instances and
@@ -108,7 +115,7 @@ func (o Options) env(t testing.TB) *plugin.Env {
 	}
 	eg := egress.NewClient(egress.Limits{})
 	t.Cleanup(eg.Close)
-	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Clock}
+	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Clock, Logger: o.Logger}
 	if o.Sessions != nil {
 		env.Sessions = sessions{o.Sessions}
 	}
@@ -170,7 +177,7 @@ func Wasm(t testing.TB, path string, o Options) Host {
 	t.Helper()
 	env := o.env(t)
 	rt, p, err := plugin.LoadFile(context.Background(), path, plugin.FileOptions{
-		Profiles: o.profiles(t), Env: env, EgressExtra: o.EgressExtra,
+		Profiles: o.profiles(t), Env: env, EgressExtra: o.EgressExtra, EgressAlias: o.EgressAlias,
 	})
 	if err != nil {
 		t.Fatalf("sdktest: loading %s: %v", path, err)
@@ -209,7 +216,7 @@ func Native(t testing.TB, o Options) Host {
 	if err := json.Unmarshal(out, &h.manifest); err != nil {
 		t.Fatalf("sdktest: describe: %v", err)
 	}
-	h.policy = egress.Policy{Manifest: h.manifest.Egress, Extra: o.EgressExtra}
+	h.policy = egress.Policy{Manifest: h.manifest.Egress, Scopes: h.manifest.EgressScopes, Extra: o.EgressExtra, Alias: o.EgressAlias}
 	sdk.UseTransport(h)
 	t.Cleanup(func() { sdk.UseTransport(nil) })
 	return h
@@ -225,6 +232,7 @@ type nativeHost struct {
 
 	mu      sync.Mutex
 	profile string // the profile of the call in progress
+	export  string // the export of the call in progress
 }
 
 func (h *nativeHost) Manifest() abi.Manifest { return h.manifest }
@@ -232,7 +240,8 @@ func (h *nativeHost) Manifest() abi.Manifest { return h.manifest }
 // HostCall answers the plugin's host-function calls with the host's implementations, bound to
 // the profile of the call in progress, as the Wasm runtime does.
 func (h *nativeHost) HostCall(fn string, req []byte) []byte {
-	c := plugin.Caller{Plugin: h.manifest.Name, Kind: h.manifest.Kind, Platform: h.manifest.Platform, Profile: h.profile, Egress: h.policy}
+	c := plugin.Caller{Plugin: h.manifest.Name, Kind: h.manifest.Kind, Platform: h.manifest.Platform, Profile: h.profile,
+		Export: h.export, Egress: h.policy}
 	out, _ := h.env.Invoke(context.Background(), c, fn, req)
 	return out
 }
@@ -250,8 +259,8 @@ func call[Res any](h *nativeHost, profile, export string, build func(abi.Call) a
 	if err != nil {
 		return nil, err
 	}
-	h.profile = profile
-	defer func() { h.profile = "" }()
+	h.profile, h.export = profile, export
+	defer func() { h.profile, h.export = "", "" }()
 	out, err := sdk.Handle(export, in)
 	if err != nil {
 		return nil, err

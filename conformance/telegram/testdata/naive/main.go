@@ -1,13 +1,17 @@
 // Command naive is a Telegram adapter with the mistakes real adapters made (see the regression
 // checklist of the platform research): its offset lives in instance memory, it echoes every
-// message_thread_id, it starts a turn for every group message, it counts length in code points,
-// it retries a 429 itself, and it accepts webhooks without checking the secret. The conformance
-// profile's tests run against it to show that each of those mistakes fails a check.
+// message_thread_id, it starts a turn for every group message and drops service messages (a
+// group's migration too), it counts length in code points, it retries a 429 itself, it accepts
+// webhooks without checking the secret, and it has the old ambiguous-answer mapping: its HTTP
+// timeout (30 s) outlives the host's call deadline, at configure (getMe) as at send, and a 5xx,
+// a reset or a 200 it cannot read are all "retryable", so the host posts the message twice. The
+// conformance profile's tests run against it to show that each of those mistakes fails a check.
 package main
 
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -44,10 +48,19 @@ func init() {
 		Manifest: abi.Manifest{Name: "telegram", Version: "0.0.1", Kind: abi.KindPlatform, Platform: "telegram",
 			Capabilities: []string{abi.CapPoll, abi.CapWebhook, abi.CapThreads, abi.CapReplies},
 			MessageLimit: abi.MessageLimit{Max: 4096, Unit: abi.UnitUTF16}, Egress: []string{"api.telegram.org"}},
-		Poll:    poll,
-		Webhook: webhook,
-		Send:    send,
+		Configure: configure,
+		Poll:      poll,
+		Webhook:   webhook,
+		Send:      send,
 	})
+}
+
+// configure asks Telegram who the bot is, with a timeout longer than the call deadline.
+func configure(c *sdk.Context) ([]string, error) {
+	if status, _, err := call(c, "getMe", struct{}{}); err != nil || status != 200 {
+		return []string{"getMe failed"}, nil
+	}
+	return nil, nil
 }
 
 func main() {}
@@ -66,7 +79,9 @@ func call(c *sdk.Context, method string, params any) (int, json.RawMessage, erro
 	var env struct {
 		Result json.RawMessage `json:"result"`
 	}
-	json.Unmarshal(resp.Body, &env)
+	if err := json.Unmarshal(resp.Body, &env); err != nil {
+		return 0, nil, err // the old mapping: an unreadable answer is a failure to retry
+	}
 	return resp.Status, env.Result, nil
 }
 
@@ -98,6 +113,11 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		offset = max(offset, u.UpdateID+1)
 		if ev, ok := event(u); ok {
 			out.Events = append(out.Events, ev)
+			if strings.HasPrefix(ev.Text, "/") {
+				// The mistake: acknowledging a command from poll, straight into the chat,
+				// outside the host's guarded send.
+				call(c, "sendMessage", map[string]any{"chat_id": ev.Source.ChatID, "text": "👋 on it"})
+			}
 		}
 	}
 	return out, nil

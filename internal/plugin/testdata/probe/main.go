@@ -5,6 +5,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -12,13 +15,20 @@ import (
 	"github.com/hermes-host/hermes-host/sdk"
 )
 
-// version is replaced by tests that build a second version of the probe (hot reload).
-var version = "1"
+var spins int
+
+// version is replaced by tests that build a second version of the probe (hot reload); name and
+// platform by tests that need a second plugin claiming a platform.
+var (
+	version  = "1"
+	name     = "probe"
+	platform = "probe"
+)
 
 func init() {
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
-			Name: "probe", Version: version, Kind: abi.KindPlatform, Platform: "probe",
+			Name: name, Version: version, Kind: abi.KindPlatform, Platform: platform,
 			Capabilities: []string{abi.CapWebhook, abi.CapPoll},
 			MessageLimit: abi.MessageLimit{Max: 1000, Unit: abi.UnitByte},
 			Egress:       []string{"127.0.0.1"},
@@ -33,9 +43,22 @@ func init() {
 			return nil, nil
 		},
 		Webhook: func(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error) {
+			switch string(req.Body) { // misbehaviours the host must contain
+			case "crash":
+				fmt.Fprintln(os.Stderr, "probe stderr: internal detail /srv/secret")
+				select {} // the Go runtime dies: "fatal error: all goroutines are asleep"
+			case "error":
+				return nil, errors.New("internal detail: /srv/secret/path")
+			case "status":
+				return &abi.WebhookResult{Response: abi.HTTPResponse{Status: 700, Body: []byte("odd")}}, nil
+			case "headers":
+				return &abi.WebhookResult{Response: abi.HTTPResponse{Status: 202, Body: []byte("ok"), Headers: map[string][]string{
+					"content-type": {"text/plain"}, "Set-Cookie": {"s=1"}, "Access-Control-Allow-Origin": {"*"},
+					"Location": {"https://evil.example/"}, "Retry-After": {"3"}}}}, nil
+			}
 			return &abi.WebhookResult{
 				Response: abi.HTTPResponse{Status: 200, Body: []byte("probe " + version + " " + c.Profile)},
-				Events:   []abi.InboundEvent{{ID: "w1", Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
+				Events:   []abi.InboundEvent{{ID: "w:" + string(req.Body), Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
 			}, nil
 		},
 		Poll: poll,
@@ -95,6 +118,8 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		out, err = c.Dispatch(abi.InboundEvent{ID: arg, Source: abi.Source{ChatType: abi.ChatDM, ChatID: "9"}, Text: "hi"})
 	case "sendto":
 		out, err = c.SendTo(&abi.HostSendRequest{Target: abi.Source{Platform: "probe", ChatID: "1"}, Text: "x"})
+	case "deadline": // what the SDK was told: the time left, in whole seconds
+		out = time.Until(c.Deadline).Round(time.Second).Seconds()
 	case "clock":
 		var t time.Time
 		t, err = c.Now()
@@ -124,6 +149,10 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		out = "slept " + arg
 	case "panic":
 		panic("probe was asked to panic")
+	case "spin": // a platform that never answers, as far as the host can tell
+		for {
+			spins++
+		}
 	default:
 		return nil, abi.Errorf(abi.CodeBadRequest, "unknown probe command %q", cmd)
 	}

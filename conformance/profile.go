@@ -1,0 +1,66 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/hermes-host/hermes-host/internal/egress"
+	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// This file holds what platform profiles (conformance/<platform>) share: recording their checks
+// into a Report, and the host environment they load a plugin into.
+
+// Checks records a profile's checks into Report.
+type Checks struct {
+	Report *Report
+}
+
+// Add records a result: passed when err is nil (with detail), failed with err's text otherwise.
+func (c *Checks) Add(name string, start time.Time, err error, detail string) {
+	r := Result{Name: name, Passed: err == nil, Took: time.Since(start)}
+	if err != nil {
+		r.Detail = err.Error()
+	} else {
+		r.Detail = detail
+	}
+	c.Report.Results = append(c.Report.Results, r)
+}
+
+// Run runs one check, turning a panic into its failure, and reports whether it passed.
+func (c *Checks) Run(name string, f func() (detail string, err error)) (ok bool) {
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			c.Add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
+			ok = false
+		}
+	}()
+	detail, err := f()
+	c.Add(name, start, err, detail)
+	return err == nil
+}
+
+// NewEnv is a host environment for a profile, in dir: its own kv store (which outlives a plugin
+// "restart" within the run), an egress client, and d as hermes_dispatch (nil: unavailable). The
+// returned function releases it.
+func NewEnv(ctx context.Context, dir string, d plugin.Dispatcher) (*plugin.Env, func(), error) {
+	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	kvs, err := kv.Open(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	eg := egress.NewClient(egress.Limits{})
+	env := &plugin.Env{KV: kvs, Egress: eg, Dispatcher: d, Logger: slog.New(slog.DiscardHandler)}
+	return env, func() { eg.Close(); db.Close() }, nil
+}

@@ -1,0 +1,318 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// notices records what the gate asked to send (the gateway wires the delivery ledger here; the
+// end-to-end tests check that path).
+type notices struct {
+	mu   sync.Mutex
+	sent []string
+	fail error
+}
+
+func (n *notices) Notice(ctx context.Context, plugin, profile string, src abi.Source, text, origin string) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fail != nil {
+		return "", n.fail
+	}
+	n.sent = append(n.sent, src.ChatID+": "+text)
+	return fmt.Sprintf("dlv_%d", len(n.sent)), nil
+}
+
+func (n *notices) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.sent)
+}
+
+type fixture struct {
+	g   *Gate
+	n   *notices
+	reg *prometheus.Registry
+	now time.Time
+	seq int
+}
+
+func newGate(t *testing.T, policies map[string]map[string]Policy, opt Options) *fixture {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "hermes.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f := &fixture{n: &notices{}, reg: prometheus.NewRegistry(), now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	opt.Policies, opt.Notifier, opt.Registerer = policies, f.n, f.reg
+	opt.Now = func() time.Time { return f.now }
+	opt.Logger = slog.New(slog.DiscardHandler)
+	if f.g, err = Open(context.Background(), db, opt); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// event builds a message event with a fresh id.
+func (f *fixture) event(chatType, chat, user, text string) abi.InboundEvent {
+	f.seq++
+	return abi.InboundEvent{ID: fmt.Sprintf("u%d", f.seq), Text: text,
+		Source: abi.Source{Platform: "telegram", Profile: "main", ChatType: chatType, ChatID: chat, UserID: user, UserName: "n" + user}}
+}
+
+func (f *fixture) admit(t *testing.T, ev abi.InboundEvent) Decision {
+	t.Helper()
+	d, err := f.g.Admit(context.Background(), "telegram", "main", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (f *fixture) refused(reason string) float64 {
+	var m dto.Metric
+	f.g.refused.WithLabelValues("telegram", "main", reason).Write(&m)
+	return m.GetCounter().GetValue()
+}
+
+// TestUnknownDMGetsOnePairingCode: with no policy at all, an unknown user's DM is refused and
+// answered with one pairing code; further messages and a replay of the same event get nothing
+// more; after approval the user is admitted (without tools), after revocation refused again.
+func TestUnknownDMGetsOnePairingCode(t *testing.T) {
+	ctx := context.Background()
+	f := newGate(t, nil, Options{})
+	first := f.event(abi.ChatDM, "111", "111", "sh id")
+	if d := f.admit(t, first); d.Verdict != Refuse || d.Reason != ReasonPairingSent {
+		t.Fatalf("first DM: %+v", d)
+	}
+	if f.n.count() != 1 || !strings.Contains(f.n.sent[0], "pairing code") {
+		t.Fatalf("notices %q", f.n.sent)
+	}
+	f.admit(t, first) // the platform delivers the same update again
+	if d := f.admit(t, f.event(abi.ChatDM, "111", "111", "hello?")); d.Reason != ReasonPairingPending {
+		t.Fatalf("second DM: %+v", d)
+	}
+	if f.n.count() != 1 {
+		t.Fatalf("answered twice: %q", f.n.sent)
+	}
+	if f.refused(ReasonPairingSent) != 1 || f.refused(ReasonPairingPending) != 1 {
+		t.Fatalf("metrics: sent %v pending %v", f.refused(ReasonPairingSent), f.refused(ReasonPairingPending))
+	}
+	entries, err := ListLog(ctx, f.g.db, LogFilter{})
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("log %+v %v", entries, err)
+	}
+	if e := entries[1]; e.Reason != ReasonPairingSent || e.Text != "sh id" || !strings.Contains(e.Detail, "sent as dlv_1") {
+		t.Fatalf("log row %+v", e)
+	}
+
+	pending, _, err := f.g.Pairing(ctx)
+	if err != nil || len(pending) != 1 || pending[0].UserID != "111" {
+		t.Fatalf("pending %+v %v", pending, err)
+	}
+	if _, err := f.g.Approve(ctx, "WRONGCOD"); !errors.Is(err, ErrNoCode) {
+		t.Fatalf("wrong code: %v", err)
+	}
+	a, err := f.g.Approve(ctx, strings.ToLower(pending[0].Code))
+	if err != nil || a.UserID != "111" || a.Source.ChatID != "111" {
+		t.Fatalf("approve %+v %v", a, err)
+	}
+	if f.n.count() != 2 || !strings.Contains(f.n.sent[1], "approved") {
+		t.Fatalf("approval notice %q", f.n.sent)
+	}
+	if d := f.admit(t, f.event(abi.ChatDM, "111", "111", "sh id")); d.Verdict != Allow {
+		t.Fatalf("approved user: %+v", d)
+	}
+	if sh, pr := f.g.Tools(ctx, "telegram", "main", abi.Source{ChatType: abi.ChatDM, ChatID: "111", UserID: "111"}); sh || pr {
+		t.Fatal("tools granted without a policy granting them")
+	}
+	// Approval is per plugin and profile.
+	if d, _ := f.g.Admit(ctx, "telegram", "work", f.event(abi.ChatDM, "111", "111", "x")); d.Verdict != Refuse {
+		t.Fatalf("approved in another profile: %+v", d)
+	}
+	if _, err := f.g.Approve(ctx, pending[0].Code); !errors.Is(err, ErrNoCode) {
+		t.Fatalf("a code works once: %v", err)
+	}
+
+	revoked, err := f.g.Revoke(ctx, "111", "", "")
+	if err != nil || len(revoked) != 1 {
+		t.Fatalf("revoke %+v %v", revoked, err)
+	}
+	if _, err := f.g.Revoke(ctx, "111", "", ""); !errors.Is(err, ErrNotApproved) {
+		t.Fatalf("second revoke: %v", err)
+	}
+	if d := f.admit(t, f.event(abi.ChatDM, "111", "111", "sh id")); d.Verdict != Refuse {
+		t.Fatalf("revoked user: %+v", d)
+	}
+	entries, _ = ListLog(ctx, f.g.db, LogFilter{Limit: 3})
+	var verdicts []string
+	for _, e := range entries {
+		verdicts = append(verdicts, e.Verdict+"/"+e.Reason)
+	}
+	// After revocation the user is a stranger again: a fresh code.
+	if strings.Join(verdicts[:2], " ") != "refuse/pairing_code_sent revoked/operator" {
+		t.Fatalf("log after revoke: %v", verdicts)
+	}
+}
+
+// TestPairingIsRateLimited: one code per user per lifetime, a cap of open codes per profile, and
+// a new code once the old one expired.
+func TestPairingIsRateLimited(t *testing.T) {
+	f := newGate(t, nil, Options{MaxPending: 2, PairingTTL: time.Hour})
+	for _, u := range []string{"1", "2", "3"} {
+		f.admit(t, f.event(abi.ChatDM, u, u, "hi"))
+		f.admit(t, f.event(abi.ChatDM, u, u, "hi again"))
+	}
+	if f.n.count() != 2 || f.refused(ReasonPairingLimit) != 2 || f.refused(ReasonPairingPending) != 2 {
+		t.Fatalf("sent %d, limit %v, pending %v", f.n.count(), f.refused(ReasonPairingLimit), f.refused(ReasonPairingPending))
+	}
+	f.now = f.now.Add(time.Hour)
+	f.admit(t, f.event(abi.ChatDM, "1", "1", "an hour later"))
+	if f.n.count() != 3 {
+		t.Fatalf("no new code after expiry: %d", f.n.count())
+	}
+	// A code that could not be sent is withdrawn, so the next message tries again.
+	f.n.fail = errors.New("ledger down")
+	f.admit(t, f.event(abi.ChatDM, "3", "3", "hi"))
+	f.n.fail = nil
+	f.admit(t, f.event(abi.ChatDM, "3", "3", "hi"))
+	if f.n.count() != 4 {
+		t.Fatalf("a withdrawn code blocked the next one: %d", f.n.count())
+	}
+}
+
+// TestGroups: a group must be listed; in it, only its admitted members start turns (a mention
+// required by default); a user admitted in chat A is not admitted in chat B; members who are not
+// admitted get nothing, or are observed where configured.
+func TestGroups(t *testing.T) {
+	ctx := context.Background()
+	f := newGate(t, map[string]map[string]Policy{"telegram": {"main": {
+		Users: []string{"ann"}, Pairing: true,
+		Groups: map[string]Group{
+			"A": {Users: []string{"ann", "bob"}, RequireMention: true},
+			"B": {Users: []string{"cy"}},
+			"C": {RequireMention: false, Observe: true}, // the profile's users
+		},
+		Shell: true, Processes: true,
+	}}}, Options{})
+	mention := func(ev abi.InboundEvent) abi.InboundEvent { ev.Mentioned = true; return ev }
+	observe := func(ev abi.InboundEvent) abi.InboundEvent { ev.Kind = abi.EventObserve; return ev }
+	for _, tc := range []struct {
+		name   string
+		ev     abi.InboundEvent
+		want   string
+		reason string
+	}{
+		{"member, mentioned", mention(f.event(abi.ChatGroup, "A", "bob", "sh id")), Allow, ""},
+		{"member, not mentioned", f.event(abi.ChatGroup, "A", "bob", "chatter"), Observe, ""},
+		{"member, observed chatter", observe(f.event(abi.ChatGroup, "A", "bob", "chatter")), Allow, ""},
+		{"stranger in A", mention(f.event(abi.ChatGroup, "A", "eve", "sh id")), Refuse, ReasonUnknownUser},
+		{"stranger's chatter in A", observe(f.event(abi.ChatGroup, "A", "eve", "chatter")), Refuse, ReasonUnknownUser},
+		{"ann in B", mention(f.event(abi.ChatGroup, "B", "ann", "sh id")), Refuse, ReasonUnknownUser},
+		{"cy in B", f.event(abi.ChatGroup, "B", "cy", "sh id"), Allow, ""},
+		{"ann in C (profile user)", f.event(abi.ChatGroup, "C", "ann", "sh id"), Allow, ""},
+		{"stranger in C (observed)", f.event(abi.ChatGroup, "C", "eve", "sh id"), Observe, ReasonObserved},
+		{"stranger's chatter in C", observe(f.event(abi.ChatGroup, "C", "eve", "x")), Allow, ""},
+		{"unlisted group", mention(f.event(abi.ChatGroup, "Z", "ann", "sh id")), Refuse, ReasonUnknownChat},
+		{"forum topic of A", mention(f.event(abi.ChatForum, "A", "ann", "sh id")), Allow, ""},
+		{"stranger's DM: no pairing in groups, but a code in DMs", f.event(abi.ChatDM, "eve", "eve", "hi"), Refuse, ReasonPairingSent},
+	} {
+		if d := f.admit(t, tc.ev); d.Verdict != tc.want || d.Reason != tc.reason {
+			t.Errorf("%s: %+v, want %s %s", tc.name, d, tc.want, tc.reason)
+		}
+	}
+	if f.n.count() != 1 {
+		t.Fatalf("group refusals answered: %q", f.n.sent)
+	}
+	if f.refused(ReasonUnknownUser) != 3 || f.refused(ReasonUnknownChat) != 1 || f.refused(ReasonObserved) != 1 {
+		t.Fatalf("metrics %v %v %v", f.refused(ReasonUnknownUser), f.refused(ReasonUnknownChat), f.refused(ReasonObserved))
+	}
+	tools := func(chat, user string) bool {
+		sh, pr := f.g.Tools(ctx, "telegram", "main", abi.Source{ChatType: abi.ChatGroup, ChatID: chat, UserID: user})
+		return sh && pr
+	}
+	if !tools("A", "bob") || tools("B", "ann") || tools("Z", "ann") || tools("C", "eve") {
+		t.Fatal("tools reach a sender who is not admitted there")
+	}
+}
+
+// TestAllowAllIsExplicit: allow_all admits every DM and every group (mention rule kept); a
+// redaction passes everywhere, a seed only where its sender is admitted.
+func TestAllowAllIsExplicit(t *testing.T) {
+	f := newGate(t, map[string]map[string]Policy{"telegram": {"main": {AllowAll: true}, "closed": {}}}, Options{})
+	if d := f.admit(t, f.event(abi.ChatDM, "x", "x", "hi")); d.Verdict != Allow {
+		t.Fatalf("DM %+v", d)
+	}
+	ev := f.event(abi.ChatGroup, "G", "x", "hi")
+	if d := f.admit(t, ev); d.Verdict != Observe {
+		t.Fatalf("unmentioned group message %+v", d)
+	}
+	ev.Mentioned = true
+	if d := f.admit(t, ev); d.Verdict != Allow {
+		t.Fatalf("mentioned group message %+v", d)
+	}
+	ctx := context.Background()
+	seed := f.event(abi.ChatDM, "x", "x", "")
+	seed.Kind = abi.EventSeed
+	if d, _ := f.g.Admit(ctx, "telegram", "closed", seed); d.Verdict != Refuse || f.n.count() != 0 {
+		t.Fatalf("a stranger's seed: %+v (notices %d)", d, f.n.count())
+	}
+	redact := f.event(abi.ChatGroup, "G", "", "")
+	redact.Kind = abi.EventRedact
+	if d, _ := f.g.Admit(ctx, "telegram", "closed", redact); d.Verdict != Allow {
+		t.Fatalf("redact %+v", d)
+	}
+}
+
+// TestConcurrentFirstMessages: many first messages from one unknown user at once produce one
+// code and one notice.
+func TestConcurrentFirstMessages(t *testing.T) {
+	f := newGate(t, nil, Options{})
+	var wg sync.WaitGroup
+	evs := make([]abi.InboundEvent, 8)
+	for i := range evs {
+		evs[i] = f.event(abi.ChatDM, "1", "1", "hi")
+	}
+	for _, ev := range evs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.g.Admit(context.Background(), "telegram", "main", ev); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if f.n.count() != 1 || f.refused(ReasonPairingSent) != 1 || f.refused(ReasonPairingPending) != 7 {
+		t.Fatalf("notices %d, sent %v, pending %v", f.n.count(), f.refused(ReasonPairingSent), f.refused(ReasonPairingPending))
+	}
+}
+
+func TestLogIsBounded(t *testing.T) {
+	f := newGate(t, nil, Options{LogRows: 100})
+	for i := 0; i < 300; i++ {
+		f.admit(t, f.event(abi.ChatGroup, "G", "u", "x"))
+	}
+	var n int
+	f.g.db.QueryRow(`SELECT COUNT(*) FROM auth_log`).Scan(&n)
+	if n > 100+64 {
+		t.Fatalf("%d rows kept", n)
+	}
+	if e, _ := ListLog(context.Background(), f.g.db, LogFilter{Limit: 1 << 30}); len(e) > MaxList {
+		t.Fatalf("unbounded read: %d", len(e))
+	}
+}

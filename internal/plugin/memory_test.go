@@ -1,0 +1,161 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+)
+
+// rss is the test process's resident memory in bytes (Linux).
+func rss(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm:", err)
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// TestMemoryBound states and checks the bound on a plugin's host memory: while calls run, at
+// most PoolSize+InboundPoolSize instances exist, each with two memories (the guest's and
+// Extism's kernel's) capped at MemoryPages, so host memory for a plugin stays under
+// instances × 2 × cap plus a fixed overhead. After its call, an instance that crashed (a memory
+// bomb at its cap) or grew past KeepMemoryPages is discarded and its memory is unmapped at
+// once: resident memory returns to the baseline without waiting for a collection.
+func TestMemoryBound(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("measures /proc/self/statm")
+	}
+	const capMiB, pool = 64, 4
+	const overhead = 48 << 20 // compiled code, per-instance runtime structures, Go heap noise
+	lim := Settings{
+		Limits:   Limits{MemoryPages: capMiB * 16, PoolSize: pool, CallTimeout: 30 * time.Second, MaxOutput: 1 << 20},
+		Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)},
+	}
+	r := newRuntime(t, map[string]string{"membomb.wasm": hostileTD + "membomb", "grower.wasm": hostileTD + "grower"},
+		Config{Plugins: map[string]Settings{"membomb": lim, "grower": lim}})
+	if rej := r.Scan(context.Background()); len(rej) != 0 {
+		t.Fatal(rej)
+	}
+	ctx := context.Background()
+	send := func(name, text string) error {
+		_, err := r.Get(name).Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: text})
+		return err
+	}
+	if err := send("grower", "1"); err != nil {
+		t.Fatal(err)
+	}
+	debug.FreeOSMemory()
+	base := rss(t)
+
+	// Sample resident memory while pool-size calls run at once.
+	var peak atomic.Int64
+	sample := func(stop <-chan struct{}) {
+		for {
+			if n := rss(t); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+	run := func(name, text string) []error {
+		stop := make(chan struct{})
+		go sample(stop)
+		defer close(stop)
+		var wg sync.WaitGroup
+		errs := make([]error, pool)
+		for i := range pool {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = send(name, text) }()
+		}
+		wg.Wait()
+		return errs
+	}
+	bound := int64(pool)*2*capMiB<<20 + overhead
+
+	for _, err := range run("membomb", "") {
+		var crash *CrashError
+		if !errors.As(err, &crash) || !strings.Contains(err.Error(), "out of memory") {
+			t.Fatalf("membomb: %v", err)
+		}
+	}
+	debug.FreeOSMemory()
+	after := rss(t)
+	t.Logf("membomb ×%d: baseline %d MiB, peak %d MiB (+%d), after %d MiB (+%d); bound +%d MiB",
+		pool, base>>20, peak.Load()>>20, (peak.Load()-base)>>20, after>>20, (after-base)>>20, bound>>20)
+	if peak.Load()-base > bound {
+		t.Errorf("peak +%d MiB over the bound of +%d MiB", (peak.Load()-base)>>20, bound>>20)
+	}
+	if after-base > overhead {
+		t.Errorf("after the bombs: +%d MiB resident, over the fixed overhead of %d MiB", (after-base)>>20, overhead>>20)
+	}
+
+	// Healthy calls that leave their instance at 48 MiB: the instances are not kept idle.
+	peak.Store(0)
+	for _, err := range run("grower", "48") {
+		if err != nil {
+			t.Fatalf("grower: %v", err)
+		}
+	}
+	if n := r.Get("grower").Info().Instances; n != 0 {
+		t.Fatalf("%d grown instances kept idle", n)
+	}
+	debug.FreeOSMemory()
+	after = rss(t)
+	t.Logf("grower 48 MiB ×%d: peak +%d MiB, after +%d MiB", pool, (peak.Load()-base)>>20, (after-base)>>20)
+	if after-base > overhead {
+		t.Errorf("after the grown calls: +%d MiB resident, over the fixed overhead of %d MiB", (after-base)>>20, overhead>>20)
+	}
+	// The plugin still serves (on a fresh instance).
+	if err := send("grower", "0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIdleInstancesTrimmed: instances idle past IdleTimeout are closed, all but the most
+// recently used one and the one kept warm for inbound calls (the probe takes webhooks).
+func TestIdleInstancesTrimmed(t *testing.T) {
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{
+		Defaults: Limits{IdleTimeout: 100 * time.Millisecond}})
+	r.Scan(context.Background())
+	v := r.Get("probe").current()
+	var insts []*instance
+	for range 4 {
+		inst, err := v.pool.get(context.Background(), classOut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		insts = append(insts, inst)
+	}
+	for _, inst := range insts {
+		v.pool.put(inst, classOut)
+	}
+	if n := v.pool.size(); n != 5 {
+		t.Fatalf("%d instances, want 4 and the one kept for inbound calls", n)
+	}
+	for deadline := time.Now().Add(5 * time.Second); v.pool.size() != 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d instances still idle after 5 s; want 2", v.pool.size())
+		}
+	}
+	if _, err := probeSend(t, r.Get("probe"), "main", "version"); err != nil {
+		t.Fatal(err)
+	}
+}

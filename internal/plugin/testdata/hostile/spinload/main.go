@@ -1,0 +1,54 @@
+// Command spinload spins while it is being loaded: in _initialize (package init), in describe or
+// in configure, as chosen at build time with -ldflags "-X main.where=init|describe|configure
+// -X main.name=NAME". The load deadline must stop it without delaying any other plugin.
+package main
+
+import "github.com/extism/go-pdk"
+
+var (
+	where = "describe"
+	name  = "spinload"
+	sink  int
+)
+
+func spin() {
+	for i := 0; ; i++ {
+		sink = i
+	}
+}
+
+func init() {
+	if where == "init" {
+		spin()
+	}
+}
+
+//go:wasmexport hermes_abi_v1_0
+func marker() {}
+
+//go:wasmexport describe
+func describe() int32 {
+	if where == "describe" {
+		spin()
+	}
+	pdk.OutputString(`{"name":"` + name + `","version":"1","kind":"platform","platform":"` + name + `",
+	"capabilities":[],"message_limit":{"max":100,"unit":"byte"}}`)
+	return 0
+}
+
+//go:wasmexport configure
+func configure() int32 {
+	if where == "configure" {
+		spin()
+	}
+	pdk.OutputString(`{}`)
+	return 0
+}
+
+//go:wasmexport send
+func send() int32 {
+	pdk.OutputString(`{"message_ids":["1"]}`)
+	return 0
+}
+
+func main() {}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+)
+
+const bot = "U0BOT"
+
+func callback(event string) []byte {
+	return []byte(`{"type":"event_callback","team_id":"T1","api_app_id":"A1","event_id":"Ev1","event_time":1700000000,
+	 "authorizations":[{"team_id":"T1","user_id":"` + bot + `","is_bot":true}],"event":` + event + `}`)
+}
+
+func mapRaw(t *testing.T, raw []byte, o mapOptions) mapped {
+	t.Helper()
+	env, err := parseEnvelope(raw)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	m, err := mapCallback(env, o)
+	if err != nil {
+		t.Fatalf("map: %v", err)
+	}
+	return m
+}
+
+var defaults = mapOptions{RequireMention: true, ReplyInThread: true}
+
+func TestMapMessages(t *testing.T) {
+	for _, c := range []struct {
+		name, event string
+		o           mapOptions
+		kind        string // "" for a skip
+		thread      string
+		text        string
+		follow      bool
+	}{
+		{"mention starts a thread", `{"type":"app_mention","user":"U1","text":"<@U0BOT> hi","ts":"1700000000.000100","channel":"C1"}`,
+			defaults, abi.EventMessage, "1700000000.000100", "hi", true},
+		{"message with the mention, same event", `{"type":"message","user":"U1","text":"<@U0BOT|hermes>: hi","ts":"1700000000.000100","channel":"C1","channel_type":"channel"}`,
+			defaults, abi.EventMessage, "1700000000.000100", "hi", true},
+		{"mention without reply_in_thread", `{"type":"app_mention","user":"U1","text":"<@U0BOT> hi","ts":"1700000000.000100","channel":"C1"}`,
+			mapOptions{RequireMention: true}, abi.EventMessage, "", "hi", false},
+		{"chatter", `{"type":"message","user":"U1","text":"hi all","ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			defaults, abi.EventObserve, "", "hi all", false},
+		{"chatter without require_mention", `{"type":"message","user":"U1","text":"hi all","ts":"1.000001","channel":"C1","channel_type":"group"}`,
+			mapOptions{ReplyInThread: true}, abi.EventMessage, "1.000001", "hi all", false},
+		{"free response channel", `{"type":"message","user":"U1","text":"hi all","ts":"1.000001","channel":"C9","channel_type":"channel"}`,
+			mapOptions{RequireMention: true, FreeResponse: func(c string) bool { return c == "C9" }}, abi.EventMessage, "", "hi all", false},
+		{"thread reply", `{"type":"message","user":"U1","text":"more","ts":"2.000001","thread_ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			defaults, abi.EventObserve, "1.000001", "more", false},
+		{"followed thread reply", `{"type":"message","user":"U1","text":"more","ts":"2.000001","thread_ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			mapOptions{RequireMention: true, Followed: func(team, ch, th string) bool { return team == "T1" && ch == "C1" && th == "1.000001" }},
+			abi.EventMessage, "1.000001", "more", false},
+		{"mention in a thread", `{"type":"message","user":"U1","text":"<@U0BOT> !new","ts":"2.000001","thread_ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			defaults, abi.EventMessage, "1.000001", "/new", true},
+		{"dm", `{"type":"message","user":"U1","text":"&lt;b&gt; &amp; <#C2|ops>","ts":"1.000001","channel":"D1","channel_type":"im"}`,
+			defaults, abi.EventMessage, "", "<b> & #ops", false},
+		{"dm thread", `{"type":"message","user":"U1","text":"x","ts":"2.000001","thread_ts":"1.000001","channel":"D1","channel_type":"im"}`,
+			defaults, abi.EventMessage, "1.000001", "x", false},
+		{"file", `{"type":"message","subtype":"file_share","user":"U1","text":"","files":[{"name":"a.png"}],"ts":"1.000001","channel":"D1","channel_type":"im"}`,
+			defaults, abi.EventMessage, "", "[file: a.png]", false},
+		{"bot", `{"type":"message","bot_id":"B1","user":"U0BOT","text":"echo","ts":"1.000001","channel":"C1"}`, defaults, "", "", "", false},
+		{"own user", `{"type":"message","user":"U0BOT","text":"echo","ts":"1.000001","channel":"C1"}`, defaults, "", "", "", false},
+		{"join", `{"type":"message","subtype":"channel_join","user":"U1","text":"joined","ts":"1.000001","channel":"C1"}`, defaults, "", "", "", false},
+		{"empty", `{"type":"message","user":"U1","text":"<@U0BOT>","ts":"1.000001","channel":"C1"}`, defaults, "", "", "", false},
+		{"reaction", `{"type":"reaction_added","user":"U1"}`, defaults, "", "", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := mapRaw(t, callback(c.event), c.o)
+			if c.kind == "" {
+				if m.Event != nil || m.Skip == "" {
+					t.Fatalf("want a skip, got %+v", m)
+				}
+				return
+			}
+			ev := m.Event
+			if ev == nil {
+				t.Fatalf("skipped: %s", m.Skip)
+			}
+			if ev.Kind != c.kind || ev.Source.ThreadID != c.thread || ev.Text != c.text || ev.Source.ScopeID != "T1" {
+				t.Fatalf("got %+v", ev)
+			}
+			if (m.Follow != nil) != c.follow {
+				t.Fatalf("follow %+v", m.Follow)
+			}
+			wantPrefix := "msg:T1:"
+			if c.kind == abi.EventObserve {
+				wantPrefix = "obs:T1:"
+			}
+			if !strings.HasPrefix(ev.ID, wantPrefix) {
+				t.Fatalf("id %q", ev.ID)
+			}
+		})
+	}
+}
+
+// Without authorizations the bot user comes from the options; the mention is then recognised
+// in a message event too.
+func TestBotUserFallback(t *testing.T) {
+	raw := []byte(`{"type":"event_callback","team_id":"T1","event_id":"Ev2","event":{"type":"message","user":"U1","text":"<@U0BOT> hi","ts":"1.000001","channel":"C1","channel_type":"channel"}}`)
+	if m := mapRaw(t, raw, defaults); m.Event.Kind != abi.EventObserve || m.Event.ID != "obs:T1:C1:1.000001" {
+		t.Fatalf("unknown bot: %+v", m.Event)
+	}
+	o := defaults
+	o.BotUserID = bot
+	if m := mapRaw(t, raw, o); m.Event.Kind != abi.EventMessage || m.Event.Text != "hi" {
+		t.Fatalf("known bot: %+v", m.Event)
+	}
+}
+
+func TestMalformedCallbacks(t *testing.T) {
+	for _, raw := range []string{
+		`{"type":"event_callback","team_id":"T1","event":{}}`,                   // no event_id
+		`{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}`, // no team
+		`{"type":"event_callback","team_id":"T1","event_id":"Ev1","event":[1]}`, // not an object
+	} {
+		env, err := parseEnvelope([]byte(raw))
+		if err != nil {
+			continue
+		}
+		if _, err := mapCallback(env, defaults); err == nil {
+			t.Errorf("%s: accepted", raw)
+		}
+	}
+	if _, err := parseEnvelope([]byte(`{"challenge":"x"}`)); err == nil {
+		t.Error("a payload without type was accepted")
+	}
+}
+
+func TestVerify(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	body := []byte(`{"type":"event_callback"}`)
+	sig := sign("s3cret", "1700000000", body)
+	h := func(ts, sig string) map[string][]string {
+		return map[string][]string{"X-Slack-Request-Timestamp": {ts}, "x-slack-signature": {sig}}
+	}
+	for _, c := range []struct {
+		name string
+		h    map[string][]string
+		body []byte
+		at   time.Time
+		want error
+	}{
+		{"good", h("1700000000", sig), body, now, nil},
+		{"4 min late", h("1700000000", sig), body, now.Add(4 * time.Minute), nil},
+		{"6 min late", h("1700000000", sig), body, now.Add(6 * time.Minute), errStale},
+		{"6 min early", h("1700000000", sig), body, now.Add(-6 * time.Minute), errStale},
+		{"no headers", nil, body, now, errMissingHeaders},
+		{"signed minus sign", h("-1700000000", sig), body, now, errBadTimestamp},
+		{"v1", h("1700000000", "v1="+sig[3:]), body, now, errBadVersion},
+		{"not hex", h("1700000000", "v0=zz"+sig[5:]), body, now, errBadHex},
+		{"short", h("1700000000", sig[:40]), body, now, errBadHex},
+		{"other body", h("1700000000", sig), []byte(`{"type":"event_callback "}`), now, errMismatch},
+		{"other secret", h("1700000000", sign("other", "1700000000", body)), body, now, errMismatch},
+	} {
+		if err := verify(c.h, c.body, "s3cret", c.at); err != c.want {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestSplitEscaped(t *testing.T) {
+	parts := splitEscaped(strings.Repeat("a&b ", 10), 20)
+	var joined string
+	for _, p := range parts {
+		if len([]rune(p)) > 20 {
+			t.Fatalf("part %q over the limit", p)
+		}
+		if strings.Count(p, "&") != strings.Count(p, "&amp;") {
+			t.Fatalf("entity cut in %q", p)
+		}
+		joined += p
+	}
+	if joined != escape(strings.Repeat("a&b ", 10)) {
+		t.Fatalf("parts lose text: %q", joined)
+	}
+	if got := splitEscaped("short", MaxText); len(got) != 1 || got[0] != "short" {
+		t.Fatalf("%q", got)
+	}
+}
