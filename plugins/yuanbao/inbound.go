@@ -90,8 +90,12 @@ func mapPush(p *push, o mapOptions) mapped {
 	if src.ChatType == abi.ChatGroup && !mentioned {
 		// Group messages not addressed to the bot are context, not turns, except the owner's
 		// slash commands (a message of one text element that starts with "/").
+		// The owner's commands count as addressed to the bot, so that the host's mention rule
+		// (access groups' require_mention) agrees.
 		owner := p.OwnerID != "" && p.From == p.OwnerID && texts == 1 && strings.HasPrefix(text, "/")
-		if !owner {
+		if owner {
+			ev.Mentioned = true
+		} else {
 			ev.Kind = abi.EventObserve
 		}
 	}

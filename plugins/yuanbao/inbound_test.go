@@ -21,18 +21,18 @@ func TestMapMessages(t *testing.T) {
 	cases := []struct {
 		name string
 		p    push
-		want abi.InboundEvent // ID, Kind, Text, ReplyTo, Source.ChatType/ChatID/UserID/MessageID
+		want abi.InboundEvent // ID, Kind, Text, ReplyTo, Mentioned, Source.ChatType/ChatID/UserID/MessageID
 		skip string
 	}{
 		{name: "dm", p: push{From: "u1", Nick: "Ann", MsgID: "m1", Time: 10, Body: []element{text("hello")}},
-			want: abi.InboundEvent{ID: "msg:m1", Kind: abi.EventMessage, Text: "hello",
+			want: abi.InboundEvent{ID: "msg:m1", Mentioned: true, Kind: abi.EventMessage, Text: "hello",
 				Source: abi.Source{ChatType: abi.ChatDM, ChatID: "u1", UserID: "u1", MessageID: "m1"}}},
 		{name: "group chatter is observed", p: push{From: "u1", GroupCode: "g1", MsgID: "m2", Body: []element{text("just chatting")}},
 			want: abi.InboundEvent{ID: "msg:m2", Kind: abi.EventObserve, Text: "just chatting",
 				Source: abi.Source{ChatType: abi.ChatGroup, ChatID: "g1", UserID: "u1", MessageID: "m2"}}},
 		{name: "a mention of the bot is a turn, without the mention", p: push{From: "u1", GroupCode: "g1", MsgID: "m3",
 			Body: []element{mention(botID, "@Hermes"), text(" are you there?")}},
-			want: abi.InboundEvent{ID: "msg:m3", Kind: abi.EventMessage, Text: "are you there?",
+			want: abi.InboundEvent{ID: "msg:m3", Mentioned: true, Kind: abi.EventMessage, Text: "are you there?",
 				Source: abi.Source{ChatType: abi.ChatGroup, ChatID: "g1", UserID: "u1", MessageID: "m3"}}},
 		{name: "a mention of someone else is chatter", p: push{From: "u1", GroupCode: "g1", MsgID: "m4",
 			Body: []element{mention("u2", "@Bob"), text(" lunch?")}},
@@ -40,19 +40,19 @@ func TestMapMessages(t *testing.T) {
 				Source: abi.Source{ChatType: abi.ChatGroup, ChatID: "g1", UserID: "u1", MessageID: "m4"}}},
 		{name: "the owner's command needs no mention", p: push{From: "own", OwnerID: "own", GroupCode: "g1", MsgID: "m5",
 			Body: []element{text("／new")}},
-			want: abi.InboundEvent{ID: "msg:m5", Kind: abi.EventMessage, Text: "/new",
+			want: abi.InboundEvent{ID: "msg:m5", Mentioned: true, Kind: abi.EventMessage, Text: "/new",
 				Source: abi.Source{ChatType: abi.ChatGroup, ChatID: "g1", UserID: "own", MessageID: "m5"}}},
 		{name: "someone else's command does", p: push{From: "u1", OwnerID: "own", GroupCode: "g1", MsgID: "m6", Body: []element{text("/new")}},
 			want: abi.InboundEvent{ID: "msg:m6", Kind: abi.EventObserve, Text: "/new",
 				Source: abi.Source{ChatType: abi.ChatGroup, ChatID: "g1", UserID: "u1", MessageID: "m6"}}},
 		{name: "quote", p: push{From: "u1", MsgID: "m7", Body: []element{text("and this?")},
 			CloudCustomData: `{"quote":{"id":"m1","desc":"hello","sender_nickname":"Ann"}}`},
-			want: abi.InboundEvent{ID: "msg:m7", Kind: abi.EventMessage, Text: "[quoting Ann: hello]\nand this?", ReplyTo: "m1",
+			want: abi.InboundEvent{ID: "msg:m7", Mentioned: true, Kind: abi.EventMessage, Text: "[quoting Ann: hello]\nand this?", ReplyTo: "m1",
 				Source: abi.Source{ChatType: abi.ChatDM, ChatID: "u1", UserID: "u1", MessageID: "m7"}}},
 		{name: "media and cards", p: push{From: "u1", MsgKey: "k8", Body: []element{{Type: "TIMImageElem"}, {Type: "TIMFileElem",
 			Content: content{FileName: "a.pdf"}}, {Type: "TIMFaceElem", Content: content{Data: `{"name":"smile"}`}},
 			{Type: "TIMCustomElem", Content: content{Data: `{"elem_type":1010,"title":"T","link":"https://l"}`}}, {Type: "TIMLocationElem"}}},
-			want: abi.InboundEvent{ID: "msg:k8", Kind: abi.EventMessage, Text: "[image] [file: a.pdf] [emoji: smile] [share card: T | https://l] [TIMLocationElem]",
+			want: abi.InboundEvent{ID: "msg:k8", Mentioned: true, Kind: abi.EventMessage, Text: "[image] [file: a.pdf] [emoji: smile] [share card: T | https://l] [TIMLocationElem]",
 				Source: abi.Source{ChatType: abi.ChatDM, ChatID: "u1", UserID: "u1", MessageID: "k8"}}},
 		{name: "self echo", p: push{From: botID, MsgID: "m9", Body: []element{text("my own answer")}}, skip: "own"},
 		{name: "no sender", p: push{MsgID: "m10", Body: []element{text("x")}}, skip: "from_account"},
@@ -71,7 +71,7 @@ func TestMapMessages(t *testing.T) {
 			t.Errorf("%s: skipped: %s", c.name, m.Skip)
 			continue
 		}
-		got := abi.InboundEvent{ID: ev.ID, Kind: ev.Kind, Text: ev.Text, ReplyTo: ev.ReplyTo, Source: abi.Source{
+		got := abi.InboundEvent{ID: ev.ID, Mentioned: ev.Mentioned, Kind: ev.Kind, Text: ev.Text, ReplyTo: ev.ReplyTo, Source: abi.Source{
 			ChatType: ev.Source.ChatType, ChatID: ev.Source.ChatID, UserID: ev.Source.UserID, MessageID: ev.Source.MessageID}}
 		if got != c.want {
 			t.Errorf("%s:\n got  %+v\n want %+v", c.name, got, c.want)

@@ -46,7 +46,15 @@ func init() {
 			Description:  "Yuanbao bots over the host's WebSocket: sign-token, AUTH_BIND, mention gating, recalls",
 			Capabilities: []string{abi.CapPoll, abi.CapReplies, abi.CapTyping},
 			MessageLimit: abi.MessageLimit{Max: MaxText, Unit: abi.UnitCodePoint},
-			Egress:       []string{"bot.yuanbao.tencent.com", "bot-wss.yuanbao.tencent.com"},
+			// Tokens are signed from configure and poll. The gateway connection is opened by
+			// poll and written by poll (AUTH_BIND, pings, acks) and send (messages, typing):
+			// the host does not read frames, so it cannot confine posting to send (SPEC 5.4.1).
+			EgressScopes: []abi.EgressScope{
+				{Name: "sign-token", Host: "bot.yuanbao.tencent.com", Exports: []string{abi.ExportConfigure, abi.ExportPoll},
+					Methods: []string{"POST"}, Paths: []string{signPath}},
+				{Name: "gateway", Host: "bot-wss.yuanbao.tencent.com", Exports: []string{abi.ExportPoll, abi.ExportSend},
+					Paths: []string{"/wss/connection"}},
+			},
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,
