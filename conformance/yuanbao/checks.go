@@ -181,7 +181,11 @@ func (s *suite) checkAcks() (string, error) {
 // --- sending ---
 
 func (s *suite) send(msg abi.OutboundMessage) (*abi.SendResult, error) {
+	start := time.Now()
 	res, err := s.p.Send(s.ctx, profSend, msg)
+	s.sendsMu.Lock()
+	s.sends = append(s.sends, [2]time.Time{start, time.Now()})
+	s.sendsMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("send: %w", err)
 	}
@@ -414,4 +418,40 @@ func (s *suite) checkReload() (string, error) {
 			b.Binds(), b.Connections(), binds, conns)
 	}
 	return "same connection", nil
+}
+
+// fromSendGrace is how long after a send call returns the fake may still time a request the
+// call wrote (the fake stamps a frame when its reader takes it).
+const fromSendGrace = 250 * time.Millisecond
+
+// checkPostsOnlyFromSend: every message request the fake received (send_c2c_message,
+// send_group_message, in every check) arrived while the suite was calling the send export. The
+// host cannot tell frames apart on the connection poll and send share (SPEC 5.4.1), so a message
+// written from poll would reach the chat behind the host's boundary and ledger unseen.
+func (s *suite) checkPostsOnlyFromSend() (string, error) {
+	s.sendsMu.Lock()
+	sends := append([][2]time.Time(nil), s.sends...)
+	s.sendsMu.Unlock()
+	n := 0
+	for _, name := range append(profileNames, profWrong) {
+		b := s.bot(name)
+		for _, f := range append(b.Requests(ybt.CmdSendC2C), b.Requests(ybt.CmdSendGroup)...) {
+			n++
+			inSend := false
+			for _, w := range sends {
+				if !f.At.Before(w[0]) && !f.At.After(w[1].Add(fromSendGrace)) {
+					inSend = true
+					break
+				}
+			}
+			if !inSend {
+				return "", fmt.Errorf("profile %s wrote %s (msg_id %q) at %s, while no send was in progress: messages must go "+
+					"through the host's send", name, f.Head.GetCmd(), f.Head.GetMsgId(), f.At.Format("15:04:05.000"))
+			}
+		}
+	}
+	if n == 0 {
+		return "", errors.New("the fake received no message request at all")
+	}
+	return fmt.Sprintf("%d message requests, each during a send", n), nil
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -77,6 +78,9 @@ type suite struct {
 	rt    *plugin.Runtime
 	p     *plugin.Plugin
 	clock *fakeclock.Ahead // the host clock the plugin sees: the ping check runs it ahead
+
+	sendsMu sync.Mutex
+	sends   [][2]time.Time // when each call to the send export started and ended
 }
 
 // Run checks the Yuanbao adapter at wasmPath against a fake gateway and reports each behaviour
@@ -135,6 +139,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.chk.Run("ping: two missed pongs", s.checkPing)
 	s.chk.Run("close: permanent codes stop", s.checkPermanentClose)
 	s.chk.Run("reload: same connection", s.checkReload)
+	s.chk.Run("egress: messages written only from send", s.checkPostsOnlyFromSend)
 	return s.rep
 }
 

@@ -29,13 +29,14 @@ func TestNaiveAdapterFails(t *testing.T) {
 		failed[r.Name] = !r.Passed
 	}
 	for _, name := range []string{
-		"inbound: DM, gating, owner, quote", // every group message a turn
-		"inbound: ack after recording",      // acknowledged at once
-		"send: late answer uncertain",       // written is not answered
-		"ping: two missed pongs",            // never pings
-		"close: permanent codes stop",       // reconnects after 4013
-		"reload: same connection",           // connection in instance memory
-		"configure: wrong secret refused",   // no configure
+		"inbound: DM, gating, owner, quote",       // every group message a turn
+		"inbound: ack after recording",            // acknowledged at once
+		"send: late answer uncertain",             // written is not answered
+		"ping: two missed pongs",                  // never pings
+		"close: permanent codes stop",             // reconnects after 4013
+		"reload: same connection",                 // connection in instance memory
+		"configure: wrong secret refused",         // no configure
+		"egress: messages written only from send", // commands acknowledged from poll
 	} {
 		if !failed[name] {
 			t.Errorf("check %q did not fail", name)

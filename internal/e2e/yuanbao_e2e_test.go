@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -270,5 +271,15 @@ func TestYuanbaoConnectionOwnedByTheHost(t *testing.T) {
 	}
 	if n := h.count("dm", ybBob.ID, "No processes"); n != 2 {
 		t.Fatalf("%d answers to Bob: the crashed send must not be resent", n)
+	}
+}
+
+// `hermes-host conformance yuanbao.wasm --platform yuanbao` runs the Yuanbao profile against
+// its fake and passes.
+func TestYuanbaoConformanceCommand(t *testing.T) {
+	bin, plugins := buildHost(t)
+	out, err := exec.Command(bin, "conformance", filepath.Join(plugins, "yuanbao.wasm"), "--platform", "yuanbao").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "reload: same connection") || strings.Contains(string(out), "FAIL") {
+		t.Fatalf("yuanbao.wasm --platform yuanbao: %v\n%s", err, out)
 	}
 }

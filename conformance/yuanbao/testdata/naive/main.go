@@ -2,8 +2,9 @@
 // own tests: each mistake must fail its check. It signs correctly and reads pushes (so the suite
 // gets that far), but keeps its connection in instance memory (a reload binds again), answers
 // every group message (no mention gating), acknowledges pushes before the host records them,
-// never pings, reconnects at once after any close (the permanent codes included), and reports
-// a send as delivered as soon as it is written (a late answer looks like a success).
+// never pings, reconnects at once after any close (the permanent codes included), acknowledges
+// slash commands itself from poll (behind the host's boundary and ledger), and reports a send as
+// delivered as soon as it is written (a late answer looks like a success).
 package main
 
 import (
@@ -195,6 +196,10 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 		}
 		// Mistake: every group message is a turn.
 		out.Events = append(out.Events, abi.InboundEvent{ID: "msg:" + msgID, Kind: abi.EventMessage, Source: src, Text: text})
+		if len(text) > 0 && text[0] == '/' {
+			// Mistake: a command is acknowledged from poll, not through the host's send.
+			writeMessage(c, conn, src.ChatType, src.ChatID, "👍 "+text)
+		}
 	}
 	if r.Closed {
 		conns[c.Profile] = ""
@@ -207,24 +212,29 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	if conn == "" {
 		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Message: "not connected"}}, nil
 	}
-	var el, content, req []byte
-	content = str(content, 1, msg.Text)
-	el = str(el, 1, "TIMTextElem")
-	el = protowire.AppendTag(el, 2, protowire.BytesType)
-	el = protowire.AppendBytes(el, content)
-	cmd := "send_c2c_message"
-	if msg.ChatType == abi.ChatGroup {
-		cmd = "send_group_message"
-		req = str(str(str(req, 1, "grp_x"), 2, msg.ChatID), 3, botIDs[c.Profile])
-		req = protowire.AppendTag(req, 6, protowire.BytesType)
-	} else {
-		req = str(str(str(req, 1, "c2c_x"), 2, msg.ChatID), 3, botIDs[c.Profile])
-		req = protowire.AppendTag(req, 5, protowire.BytesType)
-	}
-	req = protowire.AppendBytes(req, el)
-	if err := c.WSSend(conn, abi.WSFrame{Binary: true, Data: frame(0, cmd, "naive", "yuanbao_openclaw_proxy", req)}); err != nil {
+	if err := writeMessage(c, conn, msg.ChatType, msg.ChatID, msg.Text); err != nil {
 		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Message: err.Error()}}, nil
 	}
 	// Mistake: written is not answered.
 	return &abi.SendResult{MessageIDs: []string{"naive"}}, nil
+}
+
+// writeMessage writes a send_c2c_message or send_group_message request.
+func writeMessage(c *sdk.Context, conn, chatType, chatID, text string) error {
+	var el, content, req []byte
+	content = str(content, 1, text)
+	el = str(el, 1, "TIMTextElem")
+	el = protowire.AppendTag(el, 2, protowire.BytesType)
+	el = protowire.AppendBytes(el, content)
+	cmd := "send_c2c_message"
+	if chatType == abi.ChatGroup {
+		cmd = "send_group_message"
+		req = str(str(str(req, 1, "grp_x"), 2, chatID), 3, botIDs[c.Profile])
+		req = protowire.AppendTag(req, 6, protowire.BytesType)
+	} else {
+		req = str(str(str(req, 1, "c2c_x"), 2, chatID), 3, botIDs[c.Profile])
+		req = protowire.AppendTag(req, 5, protowire.BytesType)
+	}
+	req = protowire.AppendBytes(req, el)
+	return c.WSSend(conn, abi.WSFrame{Binary: true, Data: frame(0, cmd, "naive", "yuanbao_openclaw_proxy", req)})
 }
