@@ -32,14 +32,18 @@ vet:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 
-# Tools some tests need beyond Go: npm (the AssemblyScript example). Installed when missing.
+# Tools some tests need beyond Go, installed when missing: npm (the AssemblyScript example) and
+# Debian's chromium (the console's browser tests).
 tools:
 	@command -v npm >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nodejs npm)
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
 
 # Every test, race detector on. Tests build the plugins they load (cached by source hash).
-# HERMES_REQUIRE_TOOLS makes a test whose tool is missing fail instead of skipping.
+# HERMES_REQUIRE_TOOLS makes a test whose tool is missing fail instead of skipping; the browser
+# tests' screenshots go to HERMES_TEST_ARTIFACTS (never committed).
+HERMES_TEST_ARTIFACTS ?= $(CURDIR)/build/test-artifacts
 test: all vet tools
-	HERMES_REQUIRE_TOOLS=1 $(GO) test -race -timeout 30m ./...
+	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) $(GO) test -race -timeout 30m ./...
 
 bench: all
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee build/bench.txt

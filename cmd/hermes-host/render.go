@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/humanize"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -106,16 +107,7 @@ func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tAGE\tMAX AGE\tSESSION KEY\tSPAWNED IN\tNOTICE\tCOMMAND")
 	for _, in := range list {
-		exit := "-"
-		switch {
-		case in.ExitCode != nil:
-			exit = fmt.Sprint(*in.ExitCode)
-		case in.State.Final():
-			exit = "?"
-		}
-		if in.Signal != "" {
-			exit += " (" + in.Signal + ")"
-		}
+		exit := in.ExitStatus()
 		state := string(in.State)
 		if in.Reason != "" && in.Reason != process.ReasonExit {
 			state += ": " + in.Reason
@@ -171,6 +163,11 @@ func writeDeliveries(w io.Writer, rows []delivery.Row, now time.Time) error {
 	}
 	return tw.Flush()
 }
+
+// clip, duration and clock are the humanize forms the console uses too.
+func clip(s string, n int) string     { return humanize.Clip(s, n) }
+func duration(d time.Duration) string { return humanize.Duration(d) }
+func clock(t time.Time) string        { return humanize.Clock(t) }
 
 // writePairing renders `pairing ls`.
 func writePairing(w io.Writer, pending []auth.Request, approved []auth.Approval, now time.Time) error {
@@ -233,46 +230,6 @@ func writeAuthLog(w io.Writer, entries []auth.Entry, now time.Time) error {
 			chat, user, orDash(clip(e.Text, 40)), orDash(clip(e.Detail, 50)))
 	}
 	return tw.Flush()
-}
-
-// clip puts s on one line and shortens it to n characters.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
-// duration renders d in its two largest units: 45s, 3m05s, 2h10m, 3d04h.
-func duration(d time.Duration) string {
-	neg := d < 0
-	if neg {
-		d = -d
-	}
-	var s string
-	switch {
-	case d < time.Minute:
-		s = fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		s = fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
-	case d < 48*time.Hour:
-		s = fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
-	default:
-		s = fmt.Sprintf("%dd%02dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
-
-// clock renders a UTC time, or "-" for none.
-func clock(t time.Time) string {
-	if t.IsZero() || t.UnixMilli() == 0 {
-		return "-"
-	}
-	return t.UTC().Format("2006-01-02 15:04:05")
 }
 
 func orDash(s string) string {

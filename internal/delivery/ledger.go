@@ -501,8 +501,19 @@ func (l *Ledger) observe(r Row) {
 type Filter struct {
 	State     State  // "" for all
 	KeyPrefix string // "" for all
-	Limit     int    // default 100
+	Kind      string // "" for all
+	Origin    string // what produced the rows (Message.Origin), exactly; "" for all
+	// Uncertain selects failed rows the platform may have accepted (the outcome is unknown, so
+	// they were not resent).
+	Uncertain bool
+	Limit     int // default 100
 }
+
+// UncertainMark is the mark in the reason of a failed row whose send may have reached the platform.
+const UncertainMark = "outcome unknown"
+
+// Uncertain reports whether r failed without knowing whether the platform accepted it.
+func (r Row) Uncertain() bool { return r.State == Failed && strings.Contains(r.Reason, UncertainMark) }
 
 // List returns ledger rows, newest first.
 func (l *Ledger) List(ctx context.Context, f Filter) ([]Row, error) { return List(ctx, l.db, f) }
@@ -518,6 +529,18 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
 	if f.KeyPrefix != "" {
 		where = append(where, "substr(session_key, 1, ?) = ?")
 		args = append(args, len(f.KeyPrefix), f.KeyPrefix)
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	if f.Origin != "" {
+		where = append(where, "origin = ?")
+		args = append(args, f.Origin)
+	}
+	if f.Uncertain {
+		where = append(where, "state = ? AND instr(reason, ?) > 0")
+		args = append(args, string(Failed), UncertainMark)
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100

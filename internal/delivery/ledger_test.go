@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -462,6 +463,59 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestListFilters: the operator's filters (uncertain, kind, origin) pick exactly their rows.
+func TestListFilters(t *testing.T) {
+	p := &platform{}
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return nil, fmt.Errorf("%w: plugin crashed mid-send", ErrOutcomeUnknown)
+	}, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Code: "blocked", Message: "the bot was blocked"}}, nil
+	})
+	f := newFixture(t, p, Options{})
+	st := f.stamp()
+	uncertain, _ := f.l.Enqueue(context.Background(), f.msg(st, "maybe sent", GuardNone))
+	f.waitFinal(uncertain)
+	refused, _ := f.l.Enqueue(context.Background(), f.msg(st, "refused", GuardNone))
+	f.waitFinal(refused)
+	notice := f.msg(st, "proc notice", GuardLineage)
+	notice.Kind, notice.Origin = KindNotification, "proc_0123456789ab"
+	dropped, err := f.l.Record(context.Background(), notice, Dropped, "stale: user_boundary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(f Filter, l *Ledger) []string {
+		rows, err := l.List(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.Group)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		f    Filter
+		want []string
+	}{
+		"uncertain": {Filter{Uncertain: true}, []string{uncertain}},
+		"failed":    {Filter{State: Failed}, []string{refused, uncertain}},
+		"kind":      {Filter{Kind: KindNotification}, []string{dropped}},
+		"origin":    {Filter{Origin: "proc_0123456789ab"}, []string{dropped}},
+		"no origin": {Filter{Origin: "proc_0123456789"}, nil},
+	} {
+		if got := ids(tc.f, f.l); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+	rows, _ := f.l.List(context.Background(), Filter{State: Failed})
+	for _, r := range rows {
+		if r.Uncertain() != (r.Group == uncertain) {
+			t.Errorf("%s (%s): Uncertain() = %v", r.Group, r.Reason, r.Uncertain())
+		}
+	}
 }
 
 // A send refused because the group became a supergroup: the message follows the chat, and the

@@ -16,7 +16,7 @@ import (
 // ErrOutcomeUnknown wraps a transport failure after which the platform may or may not have
 // accepted the message (the plugin crashed or ran past its deadline mid-send). Such a part is
 // failed, not retried: retrying could duplicate it.
-var ErrOutcomeUnknown = errors.New("delivery: outcome unknown")
+var ErrOutcomeUnknown = errors.New("delivery: " + UncertainMark)
 
 // ErrPluginStarting is wrapped by a Transport's Limit while the host is still loading plugins:
 // the plugin may yet appear, so waiting for it does not use up the message's attempts.

@@ -1,10 +1,11 @@
 // Package demo is the loopback demo platform the embedded defaults set up: one profile of the
 // echo plugin, served only on the admin listener. The operator posts a message to /demo/inbox
-// (with the admin token); the host hands it to the echo plugin's webhook with the demo secret,
-// and from there it takes the path of any inbound message (the door, a turn, the agent). The
-// echo plugin POSTs its replies to /demo/outbox with the same secret, and GET /demo/outbox shows
-// them. It lets a new user watch the whole flow (webhook in, agent turn, background process,
-// notification out) with curl.
+// (with the admin token) or types it in the console's chat; the host hands it to the echo
+// plugin's webhook with the demo secret, and from there it takes the path of any inbound message
+// (the door, a turn, the agent). The echo plugin POSTs its replies to /demo/outbox with the same
+// secret, and GET /demo/outbox shows them; Chat is the same conversation as the console shows it.
+// It lets a new user watch the whole flow (webhook in, agent turn, background process,
+// notification out) in the browser or with curl.
 package demo
 
 import (
@@ -32,6 +33,8 @@ const (
 type Outbox struct {
 	// Secret must accompany every POST (SecretHeader): only the demo profile's plugin posts here.
 	Secret string
+	// Chat, when set, also gets the messages for its chat (the console shows them).
+	Chat *Chat
 
 	mu    sync.Mutex
 	msgs  []stored
@@ -81,6 +84,7 @@ func (o *Outbox) post(w http.ResponseWriter, r *http.Request) {
 		o.msgs = o.msgs[1:]
 	}
 	o.mu.Unlock()
+	o.Chat.sent(m)
 	httpjson.Write(w, http.StatusOK, map[string]any{"ok": true, "message_id": strconv.Itoa(id)})
 }
 

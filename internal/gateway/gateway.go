@@ -1,8 +1,8 @@
 // Package gateway assembles the host: it opens the store, loads the plugins, runs the poll and
 // tick loops, serves the two HTTP listeners (the public one: webhooks only; the admin one:
-// health, metrics, admin API and the demo platform, behind a token), and connects inbound events
-// through the authorization door to sessions and turns, and outbound messages to the delivery
-// ledger.
+// health, metrics, admin API, the demo platform and the console, behind a token), and connects
+// inbound events through the authorization door to sessions and turns, and outbound messages to
+// the delivery ledger.
 package gateway
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/config"
+	"github.com/hermes-host/hermes-host/internal/console"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
 	"github.com/hermes-host/hermes-host/internal/egress"
@@ -65,6 +66,7 @@ type Gateway struct {
 	gate     *auth.Gate
 	door     *inbound.Door
 	loops    *loop.Supervisor
+	console  *console.Console
 	// running is set by Run: from then on, each plugin load reconciles the loops at once.
 	running  atomic.Bool
 	refusals *httpguard.Refusals
@@ -327,11 +329,11 @@ func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 }
 
 // Run serves until ctx is cancelled. It opens the public listener (cfg.Listen: webhooks) and
-// the admin listener (cfg.AdminListen: health, the admin API, the demo) first, starts the core
-// (process recovery, ledger, turn engine), then loads the plugins in parallel: each plugin
-// serves, and its loops start, as soon as it has loaded, whatever the other files do. Then it
-// watches the plugins directory for changes. ready, if not nil, is called with both addresses
-// once the servers accept connections.
+// the admin listener (cfg.AdminListen: health, the admin API, the demo, the console) first,
+// starts the core (process recovery, ledger, turn engine), then loads the plugins in parallel:
+// each plugin serves, and its loops start, as soon as it has loaded, whatever the other files
+// do. Then it watches the plugins directory for changes. ready, if not nil, is called with both
+// addresses once the servers accept connections.
 func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
 	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
@@ -357,6 +359,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 		return err
 	}
 	public, admin := httpguard.NewServer(g.Handler()), httpguard.NewServer(g.AdminHandler(token))
+	admin.RegisterOnShutdown(g.console.Close) // the console's event streams end when the server stops
 	errc := make(chan error, 2)
 	go func() { errc <- public.Serve(ln) }()
 	go func() { errc <- admin.Serve(aln) }()
@@ -369,6 +372,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
 	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
+	g.log.Info("console: open http://"+aln.Addr().String()+"/ and log in with the admin token", "token_file", tokenFile)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -452,24 +456,50 @@ func (g *Gateway) Handler() http.Handler {
 	return httpguard.NoBrowsers(mux, g.refusals)
 }
 
-// AdminHandler is the admin listener: health, metrics, the admin API and the demo platform,
-// behind the bearer token, the Host allow-list and the cross-site checks.
+// AdminHandler is the admin listener: health, metrics, the admin API, the demo platform and the
+// console, behind the Host allow-list and the cross-site checks. The API and the demo take the
+// bearer token; the console takes the same token on its login page and keeps a session cookie.
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
 		Metrics: g.registry, Ping: g.db.PingContext}
 	api.Register(mux)
+	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
+		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
 		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log}
-		(&demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}).Register(mux)
+		inbox := &demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}
+		inbox.Register(mux)
+		g.demoChat(inbox)
 	}
+	g.console.Register(mux)
 	guard := &httpguard.Admin{Token: token, Hosts: g.cfg.AdminHosts, Refusals: g.refusals,
-		Open: func(r *http.Request) bool { return adminapi.IsOpen(r) || demo.IsPluginPost(r) }}
+		Open: func(r *http.Request) bool { return adminapi.IsOpen(r) || demo.IsPluginPost(r) || console.Owns(r) }}
 	return guard.Wrap(mux)
 }
 
 // isDemo reports the demo platform's plugin profile.
 func (g *Gateway) isDemo(plugin, profile string) bool {
 	return g.demoSecret != "" && plugin == g.cfg.Demo.Plugin && profile == g.cfg.Demo.Profile
+}
+
+// The console chats on the demo platform as user "me" in chat 42 (the README's curl examples use
+// the same chat).
+const demoChatID, demoUserID = "42", "me"
+
+// demoChat connects the console's chat to the demo platform through inbox, the path
+// /demo/inbox takes. The chat's session key uses the plugin's name as its platform (the echo
+// plugin's platform is "echo"): the plugin may not be loaded yet.
+func (g *Gateway) demoChat(inbox *demo.Inbox) {
+	key, err := g.kernel.Key(abi.Source{Platform: inbox.Plugin, Profile: inbox.Profile, ChatType: abi.ChatDM,
+		ChatID: demoChatID, UserID: demoUserID})
+	if err != nil {
+		g.log.Warn("console: no demo chat", "error", err)
+		return
+	}
+	chat := &demo.Chat{ChatID: demoChatID, UserID: demoUserID, Hook: inbox}
+	g.demo.Chat = chat
+	g.console.Chat, g.console.ChatKey = chat, key
+	g.console.ChatName = "chat " + demoChatID + " on " + inbox.Plugin + "/" + inbox.Profile
 }

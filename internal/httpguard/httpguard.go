@@ -85,7 +85,7 @@ func (a *Admin) Wrap(h http.Handler) http.Handler {
 				"this listener does not answer for that Host (add it to admin_hosts)")
 			return
 		}
-		if why := crossSite(r); why != "" {
+		if why := CrossSite(r); why != "" {
 			a.Refusals.refuse(w, "admin", why, http.StatusForbidden, "cross-site requests are refused")
 			return
 		}
@@ -118,11 +118,11 @@ func (a *Admin) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(a.Token)) == 1
 }
 
-// crossSite reports why r looks like a request another page made, or "". Browsers send
+// CrossSite reports why r looks like a request another page made, or "". Browsers send
 // Sec-Fetch-Site on every request and Origin on every cross-origin POST; curl, platforms and
 // plugins send neither. A page is same-origin only if its Origin names this very host and port
 // (the Host itself was checked against the allow-list).
-func crossSite(r *http.Request) string {
+func CrossSite(r *http.Request) string {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 	default:

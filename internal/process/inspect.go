@@ -17,13 +17,31 @@ import (
 // completion (Info.Notice, Info.NoticeOutcome). For a running process OutputBytes is the current
 // size of its log file.
 func ListProcesses(ctx context.Context, db *sql.DB, dataDir string) ([]Info, error) {
+	return inspect(ctx, db, dataDir, "")
+}
+
+// InspectProcess returns one process as ListProcesses does, or ErrNotFound.
+func InspectProcess(ctx context.Context, db *sql.DB, dataDir, id string) (Info, error) {
+	list, err := inspect(ctx, db, dataDir, id)
+	if err != nil {
+		return Info{}, err
+	}
+	if len(list) == 0 {
+		return Info{}, ErrNotFound
+	}
+	return list[0], nil
+}
+
+// inspect lists the processes (id == ""), or the one with id.
+func inspect(ctx context.Context, db *sql.DB, dataDir, id string) ([]Info, error) {
 	if err := Migrate(ctx, db); err != nil {
 		return nil, err
 	}
 	cols := "p." + strings.ReplaceAll(strings.Join(strings.Fields(rowColumns), " "), ", ", ", p.")
 	rows, err := db.QueryContext(ctx, `SELECT `+cols+`, COALESCE(e.state, ''), COALESCE(e.outcome, '')
 		FROM processes p LEFT JOIN process_events e ON e.proc_id = p.id AND e.kind = 'completion'
-		ORDER BY p.started_at DESC, p.id`)
+		WHERE ? = '' OR p.id = ?
+		ORDER BY p.started_at DESC, p.id`, id, id)
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +79,11 @@ func (r *Registry) List(ctx context.Context) ([]Info, error) {
 	return ListProcesses(ctx, r.db, r.opt.DataDir)
 }
 
+// Inspect is InspectProcess on this registry's database and data directory.
+func (r *Registry) Inspect(ctx context.Context, id string) (Info, error) {
+	return InspectProcess(ctx, r.db, r.opt.DataDir, id)
+}
+
 // ReadLog reads up to limit bytes of a process's output from its log file, from offset
 // (negative: the last limit bytes). It does not consume the result.
 func ReadLog(ctx context.Context, db *sql.DB, dataDir, id string, offset int64, limit int) (LogChunk, error) {
@@ -77,4 +100,10 @@ func ReadLog(ctx context.Context, db *sql.DB, dataDir, id string, offset int64, 
 	ch, err := readLogFile(filepath.Join(dataDir, "proc", id+".log"), offset, limit)
 	ch.Ended = in.State.Final()
 	return ch, err
+}
+
+// ReadLog is ReadLog on this registry's database and data directory: it reads output without
+// consuming the result, for the operator's views.
+func (r *Registry) ReadLog(ctx context.Context, id string, offset int64, limit int) (LogChunk, error) {
+	return ReadLog(ctx, r.db, r.opt.DataDir, id, offset, limit)
 }

@@ -3,6 +3,7 @@ package process
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -277,6 +278,16 @@ func TestListAndLogFromSeparateReader(t *testing.T) {
 	}
 	if d := byID[done.ID]; d.State != StateExited || d.Stamp.SessionID != "S2" || d.Command != "echo bye; exit 1" || d.Notice != "pending" {
 		t.Errorf("ended entry %+v", d)
+	}
+	// One process, as the listing has it.
+	if one, err := InspectProcess(ctx, db2, e.dir, done.ID); err != nil || one.ID != done.ID || one.Notice != "pending" || one.State != StateExited {
+		t.Errorf("inspect %+v %v", one, err)
+	}
+	if one, err := e.r.Inspect(ctx, run.ID); err != nil || one.State != StateRunning || one.OutputBytes == 0 {
+		t.Errorf("inspect running %+v %v", one, err)
+	}
+	if _, err := InspectProcess(ctx, db2, e.dir, "proc_000000000000"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("inspect unknown: %v", err)
 	}
 	if ch, err := ReadLog(ctx, db2, e.dir, run.ID, 0, 0); err != nil || string(ch.Data) != "hello\n" {
 		t.Fatalf("log %q %v", ch.Data, err)

@@ -2,6 +2,7 @@ package process
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -83,6 +84,22 @@ func (i Info) Age(now time.Time) time.Duration {
 		return i.EndedAt.Sub(i.StartedAt)
 	}
 	return now.Sub(i.StartedAt)
+}
+
+// ExitStatus is the exit status as people read it: "0", "143 (SIGTERM)", "?" when the process
+// ended with its status unknown, "-" while it runs.
+func (i Info) ExitStatus() string {
+	exit := "-"
+	switch {
+	case i.ExitCode != nil:
+		exit = strconv.Itoa(*i.ExitCode)
+	case i.State.Final():
+		exit = "?"
+	}
+	if i.Signal != "" {
+		exit += " (" + i.Signal + ")"
+	}
+	return exit
 }
 
 // EventKind names what an event reports.

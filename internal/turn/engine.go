@@ -751,10 +751,14 @@ func outbound(src abi.Source) abi.OutboundMessage {
 // recordDropped writes a notification that will not be delivered to the ledger as dropped, with
 // its text and the reason: a dropped notification is never silent.
 func (e *Engine) recordDropped(ctx context.Context, key string, it *item, reason string) {
+	origin := ""
+	if len(it.ids) > 0 {
+		origin = "notify:" + it.ids[0] // as the answer would have been (synthetic)
+	}
 	for _, st := range it.stamps {
 		if _, err := e.ledger.Record(context.WithoutCancel(ctx), delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key,
 			Target: outbound(st.Route), Text: batchText(it.texts), Kind: delivery.KindNotification,
-			Guard: delivery.GuardLineage, Stamp: st}, delivery.Dropped, reason); err != nil {
+			Guard: delivery.GuardLineage, Stamp: st, Origin: origin}, delivery.Dropped, reason); err != nil {
 			e.log.Error("turn: recording a dropped notification failed", "key", key, "error", err)
 		}
 	}

@@ -3,8 +3,8 @@
 // writes the plugin's answer, so a platform that sees a 2xx can rely on the events not being lost.
 //
 // The answer is the plugin's, within limits: only a safe set of response headers passes, a
-// status outside 100-599 (or an informational 1xx, which is no answer) is a plugin error, and an
-// error is answered with a fixed text and an id to find the details in the host's log, never
+// status outside 200-599 (a missing status, or an informational 1xx, is no answer) is a plugin
+// error, and an error is answered with a fixed text and an id to find the details in the host's log, never
 // with internal error text or the guest's stderr.
 package webhook
 
