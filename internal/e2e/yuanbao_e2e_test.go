@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +89,39 @@ func (h *ybHost) api(path string, v any) {
 	if code := adminRequest(h.t, "GET", h.admin, h.data, path, "", v); code != 200 {
 		h.t.Fatalf("GET %s: status %d", path, code)
 	}
+}
+
+// console logs in to the operator console with the admin token, as a browser does (the login
+// form's cookie, then the token), and returns the page at /console/<page>.
+func (h *ybHost) console(page string) string {
+	h.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	cl := &http.Client{Jar: jar}
+	base := "http://" + h.admin + "/console/"
+	resp, err := cl.Get(base + "login")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	u, _ := url.Parse(base)
+	form := ""
+	for _, c := range jar.Cookies(u) {
+		if c.Name == "hermes_console_login" {
+			form = c.Value
+		}
+	}
+	token, _ := os.ReadFile(filepath.Join(h.data, "admin.token"))
+	resp, err = cl.PostForm(base+"login", url.Values{"form": {form}, "token": {strings.TrimSpace(string(token))},
+		"next": {"/console/" + page}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Request.URL.Path != "/console/"+page {
+		h.t.Fatalf("console %s: status %d at %s:\n%s", page, resp.StatusCode, resp.Request.URL, b)
+	}
+	return string(b)
 }
 
 func (h *ybHost) count(chatType, chatID, sub string) int {
@@ -210,6 +247,9 @@ func TestYuanbaoReconnectRecallAndStop(t *testing.T) {
 	})
 	if !strings.Contains(got.Message, "4013") || !strings.Contains(got.Message, "bot disabled") {
 		t.Fatalf("status %+v", got)
+	}
+	if page := h.console("plugins"); !strings.Contains(page, `<span class="badge bad">stopped</span>`) || !strings.Contains(page, "4013") {
+		t.Fatalf("the console's plugins page does not show the stop:\n%s", page)
 	}
 	binds, conns := bot.Binds(), bot.Connections()
 	time.Sleep(5 * time.Second) // the back-off would have reconnected within 1 s
