@@ -10,6 +10,7 @@ const (
 	ExportPoll      = "poll"      // PollRequest → PollResult; capability "poll"
 	ExportSend      = "send"      // SendRequest → SendResult; required of platform plugins
 	ExportTick      = "tick"      // TickRequest → TickResult; required of scheduler plugins
+	ExportJobs      = "jobs"      // JobsRequest → JobsResult; capability "jobs" (ABI 1.1)
 )
 
 // HostNamespace is the Wasm import module that holds every host function. It is Extism's user
@@ -40,6 +41,7 @@ const (
 	HostSessionSeed    = "hermes_session_seed"    // SeedRequest → SessionRef
 	HostDispatch       = "hermes_dispatch"        // DispatchRequest → DispatchReply
 	HostSend           = "hermes_send"            // HostSendRequest → HostSendReply
+	HostAgent          = "hermes_agent"           // AgentRequest → AgentReply (ABI 1.1)
 )
 
 // HostFunctions returns every host function of this ABI version, in a stable order. Each call
@@ -51,8 +53,20 @@ func HostFunctions() []string {
 		HostHTTP,
 		HostWSOpen, HostWSSend, HostWSRecv, HostWSClose,
 		HostSessionResolve, HostSessionObserve, HostSessionRedact, HostSessionSeed,
-		HostDispatch, HostSend,
+		HostDispatch, HostSend, HostAgent,
 	}
+}
+
+// Since returns the ABI version that introduced a host function, export or capability (1.0 for
+// everything that is not listed as newer). A plugin that declares an older version than the
+// name's may not use it: the host rejects it at load, so a plugin's marker always tells the
+// truth about what it needs.
+func Since(name string) Version {
+	switch name {
+	case HostAgent, ExportJobs: // CapJobs shares the export's name
+		return Version{1, 1}
+	}
+	return Version{1, 0}
 }
 
 // IsHostFunction reports whether name is a host function of this ABI version.
@@ -80,6 +94,7 @@ const (
 	CapEdit    = "edit"    // OutboundMessage.EditMessageID is honoured
 	CapTyping  = "typing"  // OutboundMessage.Action "typing" is honoured
 	CapReplies = "replies" // OutboundMessage.ReplyTo is honoured
+	CapJobs    = "jobs"    // schedulers: the jobs export lists and changes jobs (ABI 1.1)
 )
 
 // Length units a manifest may declare for MessageLimit.

@@ -55,7 +55,7 @@ func (m Manifest) Has(c string) bool {
 // The host splits longer text into numbered parts before calling send.
 type MessageLimit struct {
 	Max  int    `json:"max"`
-	Unit string `json:"unit" jsonschema:"enum=utf16,enum=codepoint,enum=byte"` // UnitUTF16, UnitCodePoint or UnitByte
+	Unit string `json:"unit" jsonschema:"enum=utf16,enum=codepoint,enum=byte,enum="` // UnitUTF16, UnitCodePoint or UnitByte; "" for a scheduler
 }
 
 // Chat types of a Source.
@@ -436,9 +436,115 @@ type HostSendRequest struct {
 	Seed         string `json:"seed,omitempty"`
 }
 
-// HostSendReply reports the delivery's ledger id and state.
+// HostSendReply reports the delivery's ledger id and state: "delivered", "failed" (Reason says
+// why), or "pending" when the outcome was not final within the host's wait (the ledger keeps
+// trying; DeliveryID finds it in the ledger).
 type HostSendReply struct {
 	DeliveryID string   `json:"delivery_id"`
 	State      string   `json:"state"`
 	MessageIDs []string `json:"message_ids,omitempty"`
+	Reason     string   `json:"reason,omitempty"` // ABI 1.1: why a delivery failed
+}
+
+// --- ABI 1.1: scheduler jobs and agent turns ---
+
+// Operations of the jobs export (JobsRequest.Op).
+const (
+	JobsList   = "list"    // the jobs in scope
+	JobsAdd    = "add"     // create JobsRequest.Job
+	JobsRemove = "remove"  // delete job ID
+	JobsPause  = "pause"   // stop running job ID until resumed
+	JobsResume = "resume"  // run job ID again from its next slot (missed slots are not caught up)
+	JobsRunNow = "run_now" // run job ID once at the next tick, outside its schedule
+)
+
+// JobsRequest asks a scheduler plugin to list or change its jobs (export "jobs", capability
+// "jobs"). The host calls it for the operator (CLI, admin API, with no Scope) and for chat users
+// (/cron, scoped to their chat). The host never runs a tick and a jobs call other than list for
+// the same profile at once, nor two such jobs calls.
+type JobsRequest struct {
+	Call
+	Op  string   `json:"op"`
+	ID  string   `json:"id,omitempty"`  // remove, pause, resume, run_now
+	Job *JobSpec `json:"job,omitempty"` // add
+	// Scope, when set, limits the call to jobs created in that chat (same platform and chat_id):
+	// a chat user sees and changes only their chat's jobs. Nil: every job (the operator).
+	Scope *Source `json:"scope,omitempty"`
+	// ScopeSessionID is the scope chat's current session. Resume re-pins a pinned job to it:
+	// resuming from the chat attaches the job to the conversation the user is in now.
+	ScopeSessionID string `json:"scope_session_id,omitempty"`
+	// By says who asks, for the job's record: "operator", or "<platform>:<user_id>".
+	By string `json:"by,omitempty"`
+}
+
+// JobSpec is a job as a user writes it. The plugin interprets Schedule and Deliver (the
+// first-party cron plugin's syntax is in plugins/cron/README.md) and answers bad_request for what
+// it cannot parse, with a message the user can act on.
+type JobSpec struct {
+	Name     string `json:"name,omitempty"`
+	Schedule string `json:"schedule"`
+	// Text is sent as is; Prompt instead runs an agent turn (hermes_agent) and sends its answer.
+	// Exactly one of them is set.
+	Text   string `json:"text,omitempty"`
+	Prompt string `json:"prompt,omitempty"`
+	// Deliver lists targets; empty means "origin" when Origin is set.
+	Deliver  []string `json:"deliver,omitempty"`
+	TimeZone string   `json:"timezone,omitempty"` // IANA name; empty: the profile's
+	// CatchUp says what happens to slots missed while the host was down: "once" runs the job
+	// once for the latest of them, "skip" waits for the next slot. Empty: the profile's.
+	CatchUp string `json:"catch_up,omitempty"`
+	// Pin delivers to the origin chat only while OriginSessionID (or its compression
+	// continuation) owns it: after /new the run is recorded as stale instead. Nil: pinned when
+	// the job was created from a chat.
+	Pin *bool `json:"pin,omitempty"`
+	// Seed appends the delivered text to the target's session, so a reply continues from it.
+	Seed bool `json:"seed,omitempty"`
+	// Origin is the chat the job was created from, and OriginSessionID that chat's session at
+	// the time; the host sets both for jobs created from a chat.
+	Origin          *Source `json:"origin,omitempty"`
+	OriginSessionID string  `json:"origin_session_id,omitempty"`
+}
+
+// Job is a job and its state, as the scheduler reports it.
+type Job struct {
+	ID string `json:"id"`
+	JobSpec
+	CreatedBy    string `json:"created_by,omitempty"` // JobsRequest.By, or "config"
+	CreatedMs    int64  `json:"created_ms,omitempty"`
+	State        string `json:"state"` // "scheduled", "paused", "completed"; "running" while a run is claimed
+	PausedReason string `json:"paused_reason,omitempty"`
+	// Display is the schedule as the plugin understood it (a cron expression, an interval, a
+	// time with its zone).
+	Display   string `json:"display,omitempty"`
+	NextRunMs int64  `json:"next_run_ms,omitempty"`
+	LastRunMs int64  `json:"last_run_ms,omitempty"`
+	// LastStatus is the outcome of the last run: "ok", "silent" (the output asked not to be
+	// sent), "pending" (handed to the ledger, not final yet), "error" (no output), "delivery_failed",
+	// "stale" (the pinned conversation ended), "interrupted" (the host stopped mid-run; not
+	// repeated), "missed" (skipped after downtime).
+	LastStatus    string `json:"last_status,omitempty"`
+	LastError     string `json:"last_error,omitempty"`
+	FailureStreak int    `json:"failure_streak,omitempty"`
+	Runs          int    `json:"runs,omitempty"`
+}
+
+// JobsResult is the jobs export's reply: the jobs listed, or the job the operation changed.
+type JobsResult struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// AgentRequest asks the host for one agent turn with Prompt (hermes_agent; scheduler plugins).
+// The turn has no history and no tools: it cannot start processes. It runs within the calling
+// export's deadline.
+type AgentRequest struct {
+	Prompt string `json:"prompt"`
+	// Source is the chat the answer is for, given to the agent as context (Platform required
+	// when set; the profile is forced to the caller's).
+	Source *Source `json:"source,omitempty"`
+	Name   string  `json:"name,omitempty"` // what asks (a job's name), for the host's log
+}
+
+// AgentReply is the agent's answer (it may be empty).
+type AgentReply struct {
+	Text string `json:"text"`
 }

@@ -79,15 +79,7 @@ type Options struct {
 // Run runs the contract checks against the plugin file at path.
 func Run(ctx context.Context, path string, opt Options) *Report {
 	rep := &Report{File: path}
-	add := func(name string, start time.Time, err error, detail string) {
-		r := Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-		if err != nil {
-			r.Detail = err.Error()
-		} else {
-			r.Detail = detail
-		}
-		rep.Results = append(rep.Results, r)
-	}
+	add := (&Checks{Report: rep}).Add
 	start := time.Now()
 	// The breaker is off: a plugin that crashes on one bad input is reported for that input,
 	// and the next checks still run against a fresh instance.
@@ -112,6 +104,9 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 	}
 	if info.Manifest.Kind == abi.KindScheduler {
 		exports = []string{abi.ExportConfigure, abi.ExportTick}
+		if info.Manifest.Has(abi.CapJobs) {
+			exports = append(exports, abi.ExportJobs)
+		}
 	}
 	// A megabyte of unterminated JSON reaches the plugin; a payload over the host's input cap is
 	// refused by the host before the plugin runs.

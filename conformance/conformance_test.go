@@ -11,7 +11,7 @@ import (
 )
 
 func TestFirstPartyPluginsConform(t *testing.T) {
-	for _, dir := range []string{"../plugins/echo", "../plugins/telegram"} {
+	for _, dir := range []string{"../plugins/echo", "../plugins/telegram", "../plugins/cron"} {
 		t.Run(dir, func(t *testing.T) {
 			rep := Run(context.Background(), wasmbuild.MustBuild(t, dir), Options{})
 			var out bytes.Buffer

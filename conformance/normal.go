@@ -141,6 +141,11 @@ func normalPath(ctx context.Context, p *plugin.Plugin, m abi.Manifest, config js
 		start = time.Now()
 		out, err = call(abi.ExportTick, abi.TickRequest{Call: abi.Call{Profile: profileName, Config: config}, UnixMs: time.Now().UnixMilli()})
 		answered("normal/tick", abi.ExportTick, "TickResult", start, out, err, nil)
+		if m.Has(abi.CapJobs) {
+			start = time.Now()
+			out, err = call(abi.ExportJobs, abi.JobsRequest{Call: abi.Call{Profile: profileName, Config: config}, Op: abi.JobsList})
+			answered("normal/jobs", abi.ExportJobs, "JobsResult", start, out, err, nil)
+		}
 		return
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"time"
@@ -47,20 +48,27 @@ func (c *Checks) Run(name string, f func() (detail string, err error)) (ok bool)
 	return err == nil
 }
 
-// NewEnv is a host environment for a profile, in dir: its own kv store (which outlives a plugin
-// "restart" within the run), an egress client, and d as hermes_dispatch (nil: unavailable). The
-// returned function releases it.
-func NewEnv(ctx context.Context, dir string, d plugin.Dispatcher) (*plugin.Env, func(), error) {
+// NewEnv is a host environment for the profile named profile, in a temporary directory of its
+// own: a kv store (which outlives a plugin "restart" within the run), an egress client, and d
+// as hermes_dispatch (nil: unavailable). The returned function releases it and removes the
+// directory.
+func NewEnv(ctx context.Context, profile string, d plugin.Dispatcher) (*plugin.Env, func(), error) {
+	dir, err := os.MkdirTemp("", "hermes-conformance-"+profile+"-")
+	if err != nil {
+		return nil, nil, err
+	}
 	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, nil, err
 	}
 	kvs, err := kv.Open(ctx, db)
 	if err != nil {
 		db.Close()
+		os.RemoveAll(dir)
 		return nil, nil, err
 	}
 	eg := egress.NewClient(egress.Limits{})
 	env := &plugin.Env{KV: kvs, Egress: eg, Dispatcher: d, Logger: slog.New(slog.DiscardHandler)}
-	return env, func() { eg.Close(); db.Close() }, nil
+	return env, func() { eg.Close(); db.Close(); os.RemoveAll(dir) }, nil
 }

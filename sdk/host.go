@@ -192,3 +192,14 @@ func (c *Context) SendTo(req *abi.HostSendRequest) (*abi.HostSendReply, error) {
 	}
 	return &r, nil
 }
+
+// Agent asks the host for one agent turn with req.Prompt (scheduler plugins) and returns the
+// answer. The turn has no history and no tools, and must finish within the calling export's
+// deadline.
+func (c *Context) Agent(req *abi.AgentRequest) (string, error) {
+	var r abi.AgentReply
+	if err := call(abi.HostAgent, req, &r); err != nil {
+		return "", err
+	}
+	return r.Text, nil
+}

@@ -14,7 +14,7 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o echo.wasm .
 //
-// The SDK provides the exports (describe, configure, webhook, poll, send, tick and the ABI
+// The SDK provides the exports (describe, configure, webhook, poll, send, tick, jobs and the ABI
 // version marker), decodes requests, encodes replies and maps errors, so a plugin only writes
 // handlers. Handlers reach the world only through the host functions wrapped by Context.
 //
@@ -42,6 +42,8 @@ type Plugin struct {
 	Poll      func(c *Context, req *abi.PollRequest) (*abi.PollResult, error)
 	Send      func(c *Context, msg *abi.OutboundMessage) (*abi.SendResult, error)
 	Tick      func(c *Context, req *abi.TickRequest) (*abi.TickResult, error)
+	// Jobs lists and changes a scheduler's jobs (capability "jobs").
+	Jobs func(c *Context, req *abi.JobsRequest) (*abi.JobsResult, error)
 }
 
 var registered *Plugin
@@ -129,6 +131,16 @@ func Handle(export string, input []byte) (out []byte, err error) {
 			return nil, err
 		}
 		return reply(p.Tick(c, &req))
+	case abi.ExportJobs:
+		if p.Jobs == nil {
+			return nil, unsupported(export)
+		}
+		var req abi.JobsRequest
+		c, err := decode(input, &req, &req.Call)
+		if err != nil {
+			return nil, err
+		}
+		return reply(p.Jobs(c, &req))
 	}
 	return nil, abi.Errorf(abi.CodeUnsupported, "unknown export %q", export)
 }

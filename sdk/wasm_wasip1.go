@@ -32,6 +32,9 @@ func exportSend() int32 { return run(abi.ExportSend) }
 //go:wasmexport tick
 func exportTick() int32 { return run(abi.ExportTick) }
 
+//go:wasmexport jobs
+func exportJobs() int32 { return run(abi.ExportJobs) }
+
 // run adapts Handle to Extism's calling convention: input in, output or error_set out.
 func run(export string) int32 {
 	out, err := Handle(export, pdk.Input())
@@ -77,6 +80,7 @@ var imports = map[string]func(uint64) uint64{
 	abi.HostSessionSeed:    hostSessionSeed,
 	abi.HostDispatch:       hostDispatch,
 	abi.HostSend:           hostSend,
+	abi.HostAgent:          hostAgent,
 }
 
 //go:wasmimport extism:host/user hermes_log
@@ -126,3 +130,6 @@ func hostDispatch(uint64) uint64
 
 //go:wasmimport extism:host/user hermes_send
 func hostSend(uint64) uint64
+
+//go:wasmimport extism:host/user hermes_agent
+func hostAgent(uint64) uint64

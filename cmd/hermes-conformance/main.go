@@ -1,7 +1,7 @@
 // Command hermes-conformance runs the plugin contract suite against a plugin, and optionally a
 // platform's behavioural profile against a loopback fake of that platform:
 //
-//	hermes-conformance FILE.wasm [--platform telegram|slack|yuanbao] [--config profile.json] [--json]
+//	hermes-conformance FILE.wasm [--platform telegram|slack|cron|yuanbao] [--config profile.json] [--json]
 //
 // It exits 0 when every check passes, 1 when one fails and 2 on a usage error. It is a binary
 // of its own so that the platform fakes (loopback HTTP and WebSocket servers) are not linked into
@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/conformance"
+	cronconf "github.com/hermes-host/hermes-host/conformance/cron"
 	slackconf "github.com/hermes-host/hermes-host/conformance/slack"
 	telegramconf "github.com/hermes-host/hermes-host/conformance/telegram"
 	yuanbaoconf "github.com/hermes-host/hermes-host/conformance/yuanbao"
@@ -31,6 +32,10 @@ import (
 var profiles = map[string]func(ctx context.Context, file string) []conformance.Result{
 	"telegram": func(ctx context.Context, file string) []conformance.Result {
 		return telegramconf.Run(ctx, file, telegramconf.Options{}).Results
+	},
+	// Schedulers: the cron job syntax, with an injected clock.
+	"cron": func(ctx context.Context, file string) []conformance.Result {
+		return cronconf.Run(ctx, file, cronconf.Options{}).Results
 	},
 	"slack": func(ctx context.Context, file string) []conformance.Result {
 		return slackconf.Run(ctx, file, slackconf.Options{}).Results

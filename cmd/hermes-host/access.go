@@ -142,7 +142,8 @@ func (g *globals) withAuthDB(ctx context.Context, fn func(*sql.DB) error) error 
 }
 
 // adminPost POSTs body as JSON with the admin token and decodes a 200 answer into out; any other
-// answer is an error carrying the host's message.
+// answer is an error carrying the host's message. It waits up to 3 minutes: a jobs call waits for
+// the scheduler's tick in progress, which may be running an agent turn.
 func adminPost(ctx context.Context, url, token string, body, out any) error {
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(b))
@@ -151,7 +152,7 @@ func adminPost(ctx context.Context, url, token string, body, out any) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
 	if err != nil {
 		return err
 	}

@@ -287,3 +287,33 @@ func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejectio
 	}
 	return nil
 }
+
+// writeJobs renders jobs as a table, failures included, for the operator.
+func writeJobs(w io.Writer, jobs []abi.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tSTATE\tNEXT RUN\tRUNS\tLAST\tSTREAK\tTARGETS\tBY\tERROR")
+	for _, j := range jobs {
+		next := "-"
+		if j.State == "scheduled" {
+			next = clock(time.UnixMilli(j.NextRunMs))
+		}
+		targets := strings.Join(j.Deliver, ",")
+		if targets == "" && j.Origin != nil {
+			targets = "origin"
+		}
+		if j.Origin != nil {
+			targets += " (from " + j.Origin.Platform + ":" + j.Origin.ChatID
+			if j.Origin.ThreadID != "" {
+				targets += ":" + j.Origin.ThreadID
+			}
+			targets += ")"
+		}
+		state := j.State
+		if j.PausedReason != "" {
+			state += ": " + clip(j.PausedReason, 40)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", j.ID, clip(j.Name, 24), j.Display, state, next,
+			j.Runs, orDash(j.LastStatus), j.FailureStreak, targets, j.CreatedBy, clip(j.LastError, 80))
+	}
+	return tw.Flush()
+}

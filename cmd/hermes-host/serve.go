@@ -9,7 +9,8 @@ import (
 )
 
 func serveCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var testClock string
+	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway: load plugins, serve webhooks and the admin API, run turns",
 		Args:  cobra.NoArgs,
@@ -18,6 +19,7 @@ func serveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.TestClock = testClock
 			if err := os.MkdirAll(cfg.PluginsDir, 0o755); err != nil {
 				return err
 			}
@@ -30,4 +32,9 @@ func serveCmd(g *globals) *cobra.Command {
 			return gw.Run(ctx, nil)
 		},
 	}
+	// For end-to-end tests only: plugins (hermes_clock, scheduler ticks) see the time written in
+	// this file (Unix milliseconds or RFC 3339), so a test can drive schedules without waiting.
+	cmd.Flags().StringVar(&testClock, "test-clock", "", "tests only: read the plugins' clock from this file")
+	cmd.Flags().MarkHidden("test-clock")
+	return cmd
 }

@@ -21,7 +21,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -102,13 +101,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	defer hs.Close()
 	s.slack.SetRequestURL(hs.URL + "/hooks/slack/" + profEvents)
 
-	dir, err := os.MkdirTemp("", "hermes-conformance-slack-")
-	if err != nil {
-		s.checks.Add("load", time.Now(), err, "")
-		return s.rep
-	}
-	defer os.RemoveAll(dir)
-	env, closeEnv, err := conformance.NewEnv(ctx, dir, s.record)
+	env, closeEnv, err := conformance.NewEnv(ctx, "slack", s.record)
 	if err != nil {
 		s.checks.Add("load", time.Now(), err, "")
 		return s.rep

@@ -18,14 +18,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path"
-	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,10 +31,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
-	"github.com/hermes-host/hermes-host/internal/egress"
-	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/plugin"
-	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Options tune a run.
@@ -101,6 +94,7 @@ type suite struct {
 	opts    Options
 	path    string
 	rep     *conformance.Report
+	checks  conformance.Checks
 	tg      *tgt.Server
 	tgLive  *tgt.Server // real-time seconds, for profConflict
 	env     *plugin.Env
@@ -124,6 +118,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	s := &suite{ctx: ctx, opts: opts, path: wasmPath, rep: &conformance.Report{File: wasmPath},
 		sendTokens: map[int64]string{}}
+	s.checks = conformance.Checks{Report: s.rep}
 	var tgOpts []tgt.Option
 	tgOpts = append(tgOpts, tgt.WithoutDefaultBot(), tgt.WithSecond(fakeSecond))
 	for _, name := range sortedProfiles() {
@@ -138,15 +133,9 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	defer hs.Close()
 	s.hookURL = hs.URL + "/hooks/telegram/" + profHook
 
-	dir, err := os.MkdirTemp("", "hermes-conformance-telegram-")
+	env, closeEnv, err := conformance.NewEnv(ctx, "telegram", nil)
 	if err != nil {
-		s.add("load", time.Now(), err, "")
-		return s.rep
-	}
-	defer os.RemoveAll(dir)
-	env, closeEnv, err := newEnv(ctx, dir)
-	if err != nil {
-		s.add("load", time.Now(), err, "")
+		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
 	defer closeEnv()
@@ -235,47 +224,8 @@ func sortedProfiles() []string {
 	return out
 }
 
-// newEnv is a host environment with its own kv store (which outlives a plugin "restart") and
-// egress client.
-func newEnv(ctx context.Context, dir string) (*plugin.Env, func(), error) {
-	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	kvs, err := kv.Open(ctx, db)
-	if err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	eg := egress.NewClient(egress.Limits{})
-	env := &plugin.Env{KV: kvs, Egress: eg, Logger: slog.New(slog.DiscardHandler)}
-	return env, func() { eg.Close(); db.Close() }, nil
-}
-
-// add records a result.
-func (s *suite) add(name string, start time.Time, err error, detail string) {
-	r := conformance.Result{Name: name, Passed: err == nil, Took: time.Since(start)}
-	if err != nil {
-		r.Detail = err.Error()
-	} else {
-		r.Detail = detail
-	}
-	s.rep.Results = append(s.rep.Results, r)
-}
-
-// check runs one check, turning a panic into its failure, and reports whether it passed.
-func (s *suite) check(name string, f func() (string, error)) (ok bool) {
-	start := time.Now()
-	defer func() {
-		if r := recover(); r != nil {
-			s.add(name, start, fmt.Errorf("check panicked: %v\n%s", r, debug.Stack()), "")
-			ok = false
-		}
-	}()
-	detail, err := f()
-	s.add(name, start, err, detail)
-	return err == nil
-}
+// check runs one check and records it in the report.
+func (s *suite) check(name string, f func() (string, error)) bool { return s.checks.Run(name, f) }
 
 // profiles are the configurations the adapter is loaded with.
 func (s *suite) profiles() map[string]json.RawMessage {

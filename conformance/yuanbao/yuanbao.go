@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -98,15 +97,9 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.yb = ybt.New(nil, fakeOpts...)
 	defer s.yb.Close()
 
-	dir, err := os.MkdirTemp("", "hermes-conformance-yuanbao-")
-	if err != nil {
-		s.chk.Add("load", time.Now(), err, "")
-		return s.rep
-	}
-	defer os.RemoveAll(dir)
 	// The kv store outlives a plugin reload, and the egress client owns the WebSocket
 	// connections across reloads, as serve's does.
-	env, closeEnv, err := conformance.NewEnv(ctx, dir, nil)
+	env, closeEnv, err := conformance.NewEnv(ctx, "yuanbao", nil)
 	if err != nil {
 		s.chk.Add("load", time.Now(), err, "")
 		return s.rep

@@ -24,6 +24,7 @@ func Types() []any {
 		abi.Manifest{}, abi.ConfigureRequest{}, abi.ConfigureResult{},
 		abi.WebhookRequest{}, abi.WebhookResult{}, abi.PollRequest{}, abi.PollResult{},
 		abi.SendRequest{}, abi.SendResult{}, abi.TickRequest{}, abi.TickResult{},
+		abi.JobsRequest{}, abi.JobsResult{},
 		abi.Error{},
 		// Host functions: requests the plugin sends and replies the host returns.
 		abi.LogRequest{}, abi.ClockReply{},
@@ -32,6 +33,7 @@ func Types() []any {
 		abi.WSOpenRequest{}, abi.WSOpenReply{}, abi.WSSendRequest{}, abi.WSRecvRequest{}, abi.WSRecvReply{}, abi.WSCloseRequest{},
 		abi.SessionRequest{}, abi.SessionRef{}, abi.ObserveRequest{}, abi.RedactRequest{}, abi.RedactReply{}, abi.SeedRequest{},
 		abi.DispatchRequest{}, abi.DispatchReply{}, abi.HostSendRequest{}, abi.HostSendReply{},
+		abi.AgentRequest{}, abi.AgentReply{},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -33,6 +34,14 @@ type API struct {
 	Metrics   *prometheus.Registry
 	// Ping checks the store.
 	Ping func(context.Context) error
+	// Jobs hands job requests to scheduler plugins (nil: /api/cron answers 404).
+	Jobs Jobs
+}
+
+// Jobs routes a jobs request to the scheduler plugin (name, or the only one) serving profile
+// (internal/scheduler's Service).
+type Jobs interface {
+	Jobs(ctx context.Context, plugin, profile string, req abi.JobsRequest) (string, *abi.JobsResult, error)
 }
 
 // MaxLimit caps every ?limit=; DefaultLimit is used without one.
@@ -53,6 +62,10 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/pairing/approve", a.approve)
 	mux.HandleFunc("POST /api/pairing/revoke", a.revoke)
 	mux.HandleFunc("GET /api/auth/log", a.authLog)
+	if a.Jobs != nil {
+		mux.HandleFunc("GET /api/cron", a.cron)
+		mux.HandleFunc("POST /api/cron", a.cron)
+	}
 }
 
 // IsOpen reports the requests that need no token: the health check (for probes).
@@ -65,6 +78,53 @@ func limit(r *http.Request) int {
 		return DefaultLimit
 	}
 	return min(n, MaxLimit)
+}
+
+// jobStatus is the HTTP status of a jobs call's error code.
+var jobStatus = map[string]int{
+	abi.CodeBadRequest: http.StatusBadRequest, abi.CodeNotFound: http.StatusNotFound,
+	abi.CodeConflict: http.StatusConflict, abi.CodeTooLarge: http.StatusRequestEntityTooLarge,
+	abi.CodeUnsupported: http.StatusNotImplemented, abi.CodeTimeout: http.StatusGatewayTimeout,
+}
+
+// cron lists a scheduler's jobs (GET /api/cron?profile=main&plugin=cron) or hands it a change
+// as the operator (POST /api/cron with {"plugin", "profile", "op", "id", "job"}; see
+// abi.JobsRequest). plugin may be omitted when one scheduler serves the profile.
+func (a *API) cron(w http.ResponseWriter, r *http.Request) {
+	var req abi.JobsRequest
+	var target struct {
+		Plugin string `json:"plugin"`
+	}
+	if r.Method == http.MethodGet {
+		q := r.URL.Query()
+		req.Op, req.Profile, target.Plugin = abi.JobsList, q.Get("profile"), q.Get("plugin")
+	} else {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err == nil {
+			err = json.Unmarshal(body, &req)
+		}
+		if err == nil {
+			err = json.Unmarshal(body, &target)
+		}
+		if err != nil {
+			httpjson.Write(w, http.StatusBadRequest, abi.Errorf(abi.CodeBadRequest, "malformed request: %v", err))
+			return
+		}
+	}
+	if req.Profile == "" {
+		req.Profile = "main"
+	}
+	req.Config, req.By = nil, "operator"
+	name, res, err := a.Jobs.Jobs(r.Context(), target.Plugin, req.Profile, req)
+	if err != nil {
+		status, ok := jobStatus[abi.CodeOf(err)]
+		if !ok {
+			status = http.StatusInternalServerError
+		}
+		httpjson.Write(w, status, abi.AsError(err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"plugin": name, "profile": req.Profile, "jobs": res.Jobs})
 }
 
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {

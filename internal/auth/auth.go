@@ -40,8 +40,8 @@ type Policy struct {
 	// Groups are the group chats admitted, by chat id; "*" matches any group.
 	Groups map[string]Group
 	// Shell and Processes are the tools admitted senders get: starting commands, and inspecting
-	// and stopping their own chat's processes.
-	Shell, Processes bool
+	// and stopping their own chat's processes. Cron lets them manage their chat's scheduled jobs.
+	Shell, Processes, Cron bool
 }
 
 // Group is the rule of one group chat.
@@ -269,9 +269,22 @@ func (g *Gate) admitted(ctx context.Context, plugin, profile string, pol Policy,
 // admitted there (an approval revoked after the message was queued takes the tools away too).
 func (g *Gate) Tools(ctx context.Context, plugin, profile string, src abi.Source) (shell, processes bool) {
 	pol := g.policy(plugin, profile)
-	if !pol.Shell && !pol.Processes {
+	if !pol.Shell && !pol.Processes || !g.grantable(ctx, plugin, profile, pol, src) {
 		return false, false
 	}
+	return pol.Shell, pol.Processes
+}
+
+// MayManageJobs reports whether src's sender may manage their chat's scheduled jobs (/cron): the
+// profile grants the cron tool and the sender is admitted there.
+func (g *Gate) MayManageJobs(ctx context.Context, plugin, profile string, src abi.Source) bool {
+	pol := g.policy(plugin, profile)
+	return pol.Cron && g.grantable(ctx, plugin, profile, pol, src)
+}
+
+// grantable reports whether src's sender is admitted in src's chat under pol, so the profile's
+// grants apply to them.
+func (g *Gate) grantable(ctx context.Context, plugin, profile string, pol Policy, src abi.Source) bool {
 	var grp *Group
 	if src.ChatType != abi.ChatDM {
 		gr, ok := pol.Groups[src.ChatID]
@@ -279,15 +292,12 @@ func (g *Gate) Tools(ctx context.Context, plugin, profile string, src abi.Source
 			gr, ok = pol.Groups["*"]
 		}
 		if !ok && !pol.AllowAll {
-			return false, false
+			return false
 		}
 		grp = &gr
 	}
 	ok, err := g.admitted(ctx, plugin, profile, pol, grp, src.UserID)
-	if err != nil || !ok {
-		return false, false
-	}
-	return pol.Shell, pol.Processes
+	return err == nil && ok
 }
 
 // refuse records and counts a refusal (once per event id).

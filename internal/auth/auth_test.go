@@ -250,6 +250,31 @@ func TestGroups(t *testing.T) {
 	}
 }
 
+// TestCronGrant: /cron is a grant like the tools: only where the profile lists it, and only for
+// senders admitted in the chat they use it from.
+func TestCronGrant(t *testing.T) {
+	ctx := context.Background()
+	f := newGate(t, map[string]map[string]Policy{"telegram": {
+		"main": {Users: []string{"ann"}, Groups: map[string]Group{"A": {Users: []string{"bob"}}}, Cron: true},
+		"work": {AllowAll: true, Shell: true, Processes: true},
+	}}, Options{})
+	may := func(profile, chatType, chat, user string) bool {
+		return f.g.MayManageJobs(ctx, "telegram", profile, abi.Source{ChatType: chatType, ChatID: chat, UserID: user})
+	}
+	if !may("main", abi.ChatDM, "ann", "ann") || !may("main", abi.ChatGroup, "A", "bob") {
+		t.Fatal("admitted senders of a profile granting cron may not manage jobs")
+	}
+	if may("main", abi.ChatDM, "eve", "eve") || may("main", abi.ChatGroup, "A", "ann") || may("main", abi.ChatGroup, "Z", "bob") {
+		t.Fatal("cron reaches a sender who is not admitted there")
+	}
+	if may("work", abi.ChatDM, "ann", "ann") {
+		t.Fatal("cron granted by a profile that lists only shell and processes")
+	}
+	if sh, pr := f.g.Tools(ctx, "telegram", "main", abi.Source{ChatType: abi.ChatDM, ChatID: "ann", UserID: "ann"}); sh || pr {
+		t.Fatal("the cron grant gave tools")
+	}
+}
+
 // TestAllowAllIsExplicit: allow_all admits every DM and every group (mention rule kept); a
 // redaction passes everywhere, a seed only where its sender is admitted.
 func TestAllowAllIsExplicit(t *testing.T) {

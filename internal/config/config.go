@@ -43,6 +43,10 @@ type Config struct {
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
 
+	// TestClock is a file holding the time plugins see (serve --test-clock, tests only); never
+	// read from a config file.
+	TestClock string `yaml:"-" json:"-"`
+
 	// EnvRefs are the environment variables the config file referenced (${NAME}): secrets, as a
 	// rule. Background processes do not inherit them.
 	EnvRefs []string `yaml:"-" json:"-"`
@@ -116,9 +120,9 @@ type Access struct {
 	// Groups are the group chats (groups, channels, forums) the agent listens in, by chat id;
 	// "*" is any group. None by default.
 	Groups map[string]Group `yaml:"groups" json:"groups,omitempty"`
-	// Tools are the agent tools granted to admitted senders: "shell" (sh, run, watch; the
-	// terminal tool) and "processes" (ps, poll, log, wait, kill; the process tool). None by
-	// default.
+	// Tools are the capabilities granted to admitted senders: "shell" (sh, run, watch; the
+	// terminal tool), "processes" (ps, poll, log, wait, kill; the process tool) and "cron" (the
+	// /cron command: their chat's scheduled jobs). None by default.
 	Tools []string `yaml:"tools" json:"tools,omitempty"`
 }
 
@@ -140,6 +144,7 @@ type Group struct {
 const (
 	ToolShell     = "shell"
 	ToolProcesses = "processes"
+	ToolCron      = "cron"
 )
 
 // Demo names the plugin profile that is the loopback demo platform: served on the admin
@@ -289,8 +294,8 @@ func (c *Config) validate() error {
 	for name, p := range c.Plugins {
 		for profile, a := range p.Access {
 			for _, tool := range a.Tools {
-				if tool != ToolShell && tool != ToolProcesses {
-					return fmt.Errorf("config: plugins.%s.access.%s.tools: %q: want %s or %s", name, profile, tool, ToolShell, ToolProcesses)
+				if tool != ToolShell && tool != ToolProcesses && tool != ToolCron {
+					return fmt.Errorf("config: plugins.%s.access.%s.tools: %q: want %s, %s or %s", name, profile, tool, ToolShell, ToolProcesses, ToolCron)
 				}
 			}
 		}

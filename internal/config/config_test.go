@@ -122,7 +122,7 @@ func TestAccessDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	echo := c.Plugins["echo"].Access["main"]
-	if !echo.AllowAll || strings.Join(echo.Tools, ",") != "shell,processes" || c.Demo.Plugin != "echo" {
+	if !echo.AllowAll || strings.Join(echo.Tools, ",") != "shell,processes,cron" || c.Demo.Plugin != "echo" {
 		t.Fatalf("demo access %+v %+v", echo, c.Demo)
 	}
 	path := filepath.Join(t.TempDir(), "bad.yaml")

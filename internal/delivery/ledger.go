@@ -92,7 +92,11 @@ type Message struct {
 	TranscriptRole string
 	// Parts, when set, are the message's parts as the caller split them (see Split); Text is
 	// still what the transcript records.
-	Parts  []string
+	Parts []string
+	// Seed, when set, is appended as a user message to the session the verdict names (created
+	// if the key has none) in the same critical section as the first part's successful send: a
+	// scheduled message's record in the transcript, so a reply continues with it as context.
+	Seed   string
 	Origin string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
 }
 
@@ -121,6 +125,7 @@ type Row struct {
 	NextAttempt time.Time           `json:"next_attempt,omitempty"`
 	transcript  string
 	tRole       string
+	seed        string
 }
 
 var migrations = []string{`
@@ -165,6 +170,8 @@ CREATE TABLE chat_migrations (
 	`CREATE INDEX deliveries_lane ON deliveries (lane, state);`,
 	// The role the transcript records the message with ('' is assistant).
 	`ALTER TABLE deliveries ADD COLUMN transcript_role TEXT NOT NULL DEFAULT '';`,
+	// A scheduled message's seed for the transcript ('' for none).
+	`ALTER TABLE deliveries ADD COLUMN seed TEXT NOT NULL DEFAULT '';`,
 }
 
 // Transport sends one message through a platform plugin.
@@ -363,19 +370,22 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 				t.Part, t.Parts = 0, 0
 			}
 			tb, _ := json.Marshal(t)
-			transcript := ""
+			transcript, seed := "", ""
 			if m.Transcript && i == 0 {
 				transcript = m.Text
+			}
+			if i == 0 {
+				seed = m.Seed
 			}
 			if _, err := l.exec(ctx, tx, qInsert,
 				id, group, i+1, len(parts), m.Plugin, m.Profile, laneOf(m.Plugin, m.Profile, m.Target.ChatID),
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
-				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole); err != nil {
+				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed); err != nil {
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: t, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole})
+				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed})
 		}
 		return nil
 	}
@@ -401,8 +411,8 @@ func (l *Ledger) insert(ctx context.Context, m Message, parts []string, state St
 
 const (
 	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
-		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNextDue = `SELECT ` + rowColumns + ` FROM deliveries d INDEXED BY deliveries_lane WHERE lane = ? AND state = 'pending' AND next_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
 		ORDER BY d.rowid LIMIT 1`
@@ -558,7 +568,7 @@ func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, er
 }
 
 const rowColumns = `id, grp, part, parts, plugin, profile, session_key, target, kind, guard, stamp, generation,
-	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role`
+	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed`
 
 func queryRows(ctx context.Context, db *sql.DB, tail string, args ...any) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+rowColumns+` FROM deliveries `+tail, args...)
@@ -587,7 +597,7 @@ func scanRow(s scanner) (Row, error) {
 		created, updated, nextAt  int64
 	)
 	if err := s.Scan(&r.ID, &r.Group, &r.Part, &r.Parts, &r.Plugin, &r.Profile, &r.Key, &target, &r.Kind, &guard, &stamp,
-		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole); err != nil {
+		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed); err != nil {
 		return r, err
 	}
 	r.Guard, r.State = GuardMode(guard), State(state)

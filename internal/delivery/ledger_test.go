@@ -465,6 +465,162 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// A seed lands in the session the send delivered to, in the send's critical section: in a fresh
+// chat the session is created; a pinned (owned) send that is stale seeds nothing; a failed send
+// seeds nothing.
+func TestSeedFollowsTheDelivery(t *testing.T) {
+	p := &platform{}
+	f := newFixture(t, p, Options{MaxAttempts: 1})
+	key, _ := f.k.Key(chat)
+	seeded := func(text string) Message {
+		return Message{Plugin: "echo", Profile: "main", Key: key, Kind: KindScheduled, Text: text, Seed: "[Cron delivery] " + text,
+			Target: abi.OutboundMessage{ChatType: chat.ChatType, ChatID: chat.ChatID, UserID: chat.UserID}}
+	}
+	// No session yet: the seed creates it.
+	id, _ := f.l.Enqueue(context.Background(), seeded("first"))
+	r := f.waitFinal(id)
+	if r.State != Delivered || r.SessionID == "" {
+		t.Fatalf("row %+v", r)
+	}
+	if got := f.transcript(r.SessionID); len(got) != 1 || got[0] != "user:[Cron delivery] first" {
+		t.Fatalf("transcript %q", got)
+	}
+	// Pinned to that session, after /new: dropped, and neither session gets the seed.
+	st := f.stamp()
+	if _, err := f.k.Reset(context.Background(), key, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := seeded("pinned")
+	m.Guard, m.Stamp = GuardOwned, st
+	id, _ = f.l.Enqueue(context.Background(), m)
+	if r := f.waitFinal(id); r.State != Dropped {
+		t.Fatalf("pinned after /new: %+v", r)
+	}
+	cur, _, _ := f.k.Current(context.Background(), key)
+	if got := f.transcript(cur.SessionID); len(got) != 0 {
+		t.Fatalf("the new session got %q", got)
+	}
+	if got := f.transcript(st.SessionID); len(got) != 1 {
+		t.Fatalf("the old session got %q", got)
+	}
+	// A refused send seeds nothing.
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Message: "chat not found"}}, nil
+	})
+	id, _ = f.l.Enqueue(context.Background(), seeded("refused"))
+	if r := f.waitFinal(id); r.State != Failed {
+		t.Fatalf("refused: %+v", r)
+	}
+	if got := f.transcript(cur.SessionID); len(got) != 0 {
+		t.Fatalf("a refused send seeded %q", got)
+	}
+}
+
+// The cron seed (a pinned scheduler send with a seed) racing a guarded delivery (a process
+// notification stamped with the same session) and a /new, in both orders, under
+// testing/synctest: synctest.Wait returns only when every goroutine of the bubble is blocked,
+// so "the /new is parked on the boundary lock" and "the lane is parked on it" are barriers, not
+// sleeps. The invariant, whatever the order: the seed is in a session exactly when the cron
+// message was delivered, and then in the session the ledger delivered it to; the conversation
+// /new started never holds the seed or the notification; nothing is sent twice.
+func TestCronSeedRacingGuardedDeliveryAndNew(t *testing.T) {
+	const seed = "[Cron delivery: standup]\nstand up"
+	type outcome struct{ cron, notification State }
+	for name, want := range map[string]outcome{
+		"cron-sending-then-new":   {cron: Delivered, notification: Dropped},
+		"new-then-cron":           {cron: Dropped, notification: Dropped},
+		"notice-sending-then-new": {cron: Dropped, notification: Delivered},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := &platform{block: make(chan chan struct{})}
+				f := newFixture(t, p, Options{})
+				st := f.stamp()
+				cronMsg := Message{Plugin: "echo", Profile: "main", Key: st.Key, Kind: KindScheduled, Text: "stand up", Seed: seed,
+					Target: abi.OutboundMessage{ChatType: chat.ChatType, ChatID: chat.ChatID, UserID: chat.UserID},
+					Guard:  GuardOwned, Stamp: st}
+				notice := f.msg(st, "build finished", GuardLineage)
+				reset := func() {
+					if _, err := f.k.Reset(context.Background(), st.Key, ""); err != nil {
+						t.Error(err)
+					}
+				}
+				var cronID, noticeID string
+				switch name {
+				case "cron-sending-then-new":
+					cronID, _ = f.l.Enqueue(context.Background(), cronMsg)
+					release := <-p.block // the cron send holds the boundary
+					go reset()
+					noticeID, _ = f.l.Enqueue(context.Background(), notice)
+					synctest.Wait() // /new is parked on the boundary lock, before the notification
+					close(release)
+				case "new-then-cron":
+					inReset, finish := make(chan struct{}), make(chan struct{})
+					go f.k.WithBoundary(context.Background(), st.Key, func(b *session.Boundary) error {
+						close(inReset)
+						<-finish
+						_, err := b.Reset("")
+						return err
+					})
+					<-inReset
+					cronID, _ = f.l.Enqueue(context.Background(), cronMsg)
+					noticeID, _ = f.l.Enqueue(context.Background(), notice)
+					synctest.Wait() // the lane is parked on the lock /new holds
+					close(finish)
+				case "notice-sending-then-new":
+					noticeID, _ = f.l.Enqueue(context.Background(), notice)
+					release := <-p.block // the notification's send holds the boundary
+					cronID, _ = f.l.Enqueue(context.Background(), cronMsg)
+					go reset()
+					synctest.Wait() // /new is parked on the lock; the cron row waits in the lane
+					close(release)
+				}
+				cronRow, noticeRow := f.waitFinal(cronID), f.waitFinal(noticeID)
+				if cronRow.State != want.cron || noticeRow.State != want.notification {
+					t.Fatalf("cron %s (%s), notification %s (%s); want %s, %s", cronRow.State, cronRow.Reason,
+						noticeRow.State, noticeRow.Reason, want.cron, want.notification)
+				}
+				cur, _, _ := f.k.Current(context.Background(), st.Key)
+				if cur.SessionID == st.SessionID {
+					t.Fatal("/new did not happen")
+				}
+				// The invariant.
+				seeded := map[string]bool{}
+				for _, id := range []string{st.SessionID, cur.SessionID} {
+					for _, m := range f.transcript(id) {
+						if m == "user:"+seed {
+							seeded[id] = true
+						}
+						if id == cur.SessionID {
+							t.Errorf("the conversation /new started holds %q", m)
+						}
+					}
+				}
+				switch {
+				case cronRow.State == Delivered && (!seeded[cronRow.SessionID] || len(seeded) != 1 || cronRow.SessionID != st.SessionID):
+					t.Errorf("delivered to %s, seeded in %v", cronRow.SessionID, seeded)
+				case cronRow.State != Delivered && len(seeded) != 0:
+					t.Errorf("not delivered, yet seeded in %v", seeded)
+				}
+				sent := map[string]int{}
+				for _, s := range p.texts() {
+					sent[s]++
+				}
+				if sent["stand up"] != boolInt(want.cron == Delivered) || sent["build finished"] != boolInt(want.notification == Delivered) {
+					t.Errorf("sent %v", sent)
+				}
+			})
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // TestListFilters: the operator's filters (uncertain, kind, origin) pick exactly their rows.
 func TestListFilters(t *testing.T) {
 	p := &platform{}

@@ -272,6 +272,9 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 				r.Target.ThreadID = *res.ThreadID
 				l.setTarget(ctx, r)
 			}
+			if r.seed != "" {
+				l.seedSession(b, r, &v)
+			}
 			if r.transcript != "" && v.SessionID != "" {
 				role := r.tRole
 				if role == "" {
@@ -297,6 +300,33 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		// The boundary or the store failed before the send: try again later.
 		l.log.Warn("delivery attempt could not run", "id", r.ID, "key", r.Key, "error", err)
 		l.retry(context.WithoutCancel(ctx), ln, r, 0, "store: "+err.Error())
+	}
+}
+
+// seedSession appends r's seed to the session the verdict names, inside the send's boundary.
+// A key with no session yet (an unguarded send into a chat the host has not seen) gets one, so
+// the user's reply finds the seed. A failed seed is logged; the message was delivered.
+func (l *Ledger) seedSession(b *session.Boundary, r Row, v *session.Verdict) {
+	if v.SessionID == "" {
+		k, err := l.kernel.ParseKey(r.Key)
+		if err == nil {
+			// The key names the platform and profile; the target has the routing fields (a key
+			// alone cannot tell a participant from a shared thread).
+			t := r.Target
+			src := abi.Source{Platform: k.Platform, Profile: k.Profile, ChatType: t.ChatType, ChatID: t.ChatID,
+				ThreadID: t.ThreadID, UserID: t.UserID, ScopeID: t.ScopeID}
+			var res session.Resolution
+			if res, err = b.Resolve(src, session.ResolveOptions{Internal: true}); err == nil {
+				v.SessionID = res.SessionID
+			}
+		}
+		if err != nil {
+			l.log.Warn("delivered, but the seed's session could not be resolved", "id", r.ID, "key", r.Key, "error", err)
+			return
+		}
+	}
+	if _, err := b.Append(v.SessionID, session.Message{Role: "user", Text: r.seed}); err != nil {
+		l.log.Warn("delivered, but the seed append failed", "id", r.ID, "session", v.SessionID, "error", err)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/auth"
+	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/console"
 	"github.com/hermes-host/hermes-host/internal/delivery"
@@ -41,6 +42,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/loop"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/scheduler"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/turn"
@@ -72,6 +74,8 @@ type Gateway struct {
 	refusals *httpguard.Refusals
 	// demoSecret is the demo platform's secret (empty: no demo).
 	demoSecret string
+	sched      *scheduler.Service
+	clock      clock.Clock // what plugins see (hermes_clock, tick times): real unless --test-clock
 }
 
 // Files the host keeps in its data directory besides the database.
@@ -94,7 +98,16 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}}
+	if cfg.TestClock != "" {
+		fc, err := clock.NewFile(cfg.TestClock)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		g.clock = fc
+		log.Warn("plugins see a test clock read from a file (--test-clock); for tests only", "file", cfg.TestClock)
+	}
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.refusals = httpguard.NewRefusals(g.registry)
 	if g.demoSecret, err = demoSecret(cfg); err != nil {
@@ -107,7 +120,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		return nil, err
 	}
 	g.egress = egress.NewClient(egress.Limits{})
-	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress}
+	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress, Now: g.clock.Now}
 	g.runtime, err = plugin.New(plugin.Config{
 		Dir:          cfg.PluginsDir,
 		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
@@ -137,7 +150,9 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel, Gate: g.gate}
 	g.env.Dispatcher = g.door
 	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
+	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
+	g.loops.Clock = g.clock
 	return g, nil
 }
 
@@ -194,7 +209,7 @@ func policies(cfg *config.Config) map[string]map[string]auth.Policy {
 		for profile, a := range p.Access {
 			pol := auth.Policy{AllowAll: a.AllowAll, Users: a.Users, Pairing: a.Pairing == nil || *a.Pairing,
 				Groups: map[string]auth.Group{}, Shell: slices.Contains(a.Tools, config.ToolShell),
-				Processes: slices.Contains(a.Tools, config.ToolProcesses)}
+				Processes: slices.Contains(a.Tools, config.ToolProcesses), Cron: slices.Contains(a.Tools, config.ToolCron)}
 			for chat, gr := range a.Groups {
 				pol.Groups[chat] = auth.Group{AllowAll: gr.AllowAll, Users: gr.Users, Observe: gr.Observe,
 					RequireMention: gr.RequireMention == nil || *gr.RequireMention}
@@ -247,9 +262,14 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// /cron is kept apart from the engine's own commands: it reaches the scheduler plugin (the
+	// loops are created after the engine, hence the indirection), and only for senders of the
+	// profiles whose access grants the cron tool.
+	g.sched = scheduler.New(g.runtime, func(plugin, profile string) { g.loops.Kick(plugin, profile) })
+	commands := map[string]turn.Command{"cron": g.sched.Command(g.gate)}
 	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
 	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, turn.Options{Logger: g.log,
-		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages,
+		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
@@ -395,6 +415,9 @@ func loopback(a net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
+// Scheduler is the job service of scheduler plugins.
+func (g *Gateway) Scheduler() *scheduler.Service { return g.sched }
+
 // startCore recovers background processes, reconciles the ledger and starts the turn engine.
 // It runs before the plugins load: a pending delivery whose plugin is still loading waits for it
 // without using up an attempt (see transport.Limit).
@@ -462,7 +485,7 @@ func (g *Gateway) Handler() http.Handler {
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
-		Metrics: g.registry, Ping: g.db.PingContext}
+		Metrics: g.registry, Ping: g.db.PingContext, Jobs: g.sched}
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
 		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log}

@@ -7,9 +7,11 @@ package hostcall
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/plugin"
@@ -138,15 +140,69 @@ type Sender struct {
 	Wait time.Duration
 }
 
+// complete fills in what a target written as platform:chat[:thread] (a job's explicit target or
+// a home channel) leaves out, from the sessions the host already has for that chat (in that
+// thread, if it has any there), the most recently active: the chat type, so a seed lands in the key the users'
+// replies use, and the workspace (scope) of platforms that key by one, so a Slack target needs no
+// team id. A chat the host has not seen is a "dm", the one type whose key needs nothing more; on
+// a platform keyed by workspace that is an error, since the workspace cannot be guessed.
+func (s Sender) complete(ctx context.Context, target abi.Source) (abi.Source, error) {
+	scoped := s.Kernel.Scoped(target.Platform)
+	if target.ChatType != "" && (target.ScopeID != "" || !scoped) {
+		return target, nil
+	}
+	keys, err := s.Kernel.ChatKeys(ctx, target.Platform, target.Profile, target.ChatID)
+	if err != nil {
+		return target, abi.Errorf(abi.CodeBadRequest, "target: %v", err)
+	}
+	// The keys of that very thread first; else any of the chat's (a topic the host has not seen
+	// yet is still in a forum).
+	var best, inThread *session.ChatKey
+	for i, k := range keys {
+		if (target.ChatType != "" && k.Parsed.ChatType != target.ChatType) ||
+			(target.ScopeID != "" && k.Parsed.Scope != target.ScopeID) {
+			continue
+		}
+		if best == nil || k.Info.UpdatedAt.After(best.Info.UpdatedAt) {
+			best = &keys[i]
+		}
+		// A key with one part after the chat id parses as a participant, but may be a shared
+		// thread (session.ParseKey): it matches the target's thread either way.
+		if target.ThreadID != "" && (k.Parsed.ThreadID == target.ThreadID || (k.Parsed.ThreadID == "" && k.Parsed.UserID == target.ThreadID)) &&
+			(inThread == nil || k.Info.UpdatedAt.After(inThread.Info.UpdatedAt)) {
+			inThread = &keys[i]
+		}
+	}
+	if inThread != nil {
+		best = inThread
+	}
+	switch {
+	case best != nil:
+		if target.ChatType == "" {
+			target.ChatType = best.Parsed.ChatType
+		}
+		if target.ScopeID == "" {
+			target.ScopeID = best.Parsed.Scope
+		}
+	case scoped && target.ScopeID == "":
+		return target, abi.Errorf(abi.CodeNotFound, "%s chat %s: the host has had no conversation there, so it does not know the chat's workspace; create the job from that chat (its origin) or let the bot talk there first",
+			target.Platform, target.ChatID)
+	case target.ChatType == "":
+		target.ChatType = abi.ChatDM
+	}
+	return target, nil
+}
+
 // HostSend records and delivers one message from a scheduler.
 func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	target := req.Target
 	target.Profile = c.Profile
-	if target.ChatType == "" {
-		target.ChatType = abi.ChatDM
-	}
 	if target.ChatID == "" {
 		return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "target.chat_id is required")
+	}
+	target, err := s.complete(ctx, target)
+	if err != nil {
+		return abi.HostSendReply{}, err
 	}
 	name, ok := s.Route(target.Platform, c.Profile)
 	if !ok {
@@ -164,11 +220,9 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 		msg.Stamp = session.Stamp{Key: key, SessionID: req.PinSessionID, Profile: c.Profile, Route: target}
 	}
 	if req.Seed != "" {
-		// The seed and its transcript entry land in one critical section of the key.
-		if _, err := s.Kernel.Observe(ctx, target, session.ResolveOptions{Internal: true},
-			session.Message{Role: "user", Text: req.Seed}); err != nil {
-			return abi.HostSendReply{}, Err(err)
-		}
+		// The seed lands in the same critical section as the send, in the session the guard
+		// delivered to: never in a conversation the message did not reach.
+		msg.Seed = req.Seed
 	}
 	group, err := s.Ledger.Enqueue(ctx, msg)
 	if err != nil {
@@ -187,5 +241,35 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 	if row.State == delivery.Dropped {
 		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: row.Reason}
 	}
-	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs}, nil
+	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs, Reason: row.Reason}, nil
+}
+
+// Agents implements a scheduler plugin's hermes_agent: one turn of the configured agent with the
+// prompt as the message, no history and no tools (it cannot start processes).
+type Agents struct {
+	Agent agent.Agent
+	Log   *slog.Logger
+}
+
+// AgentTurn runs the turn within ctx (the calling export's deadline).
+func (a Agents) AgentTurn(ctx context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+	t := &agent.Turn{Text: req.Prompt}
+	if req.Source != nil {
+		t.Source = *req.Source
+	}
+	start := time.Now()
+	rep, err := a.Agent.Turn(ctx, t)
+	if err != nil {
+		code := abi.CodeIO
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			code = abi.CodeTimeout
+		}
+		a.Log.Warn("scheduled agent turn failed", "plugin", c.Plugin, "profile", c.Profile, "job", req.Name, "error", err)
+		return abi.AgentReply{}, abi.Errorf(code, "%s", agent.UserMessage(err))
+	}
+	a.Log.Info("scheduled agent turn", "plugin", c.Plugin, "profile", c.Profile, "job", req.Name, "took", time.Since(start).Round(time.Millisecond))
+	if rep == nil {
+		return abi.AgentReply{}, nil
+	}
+	return abi.AgentReply{Text: rep.Text}, nil
 }

@@ -1,9 +1,15 @@
 package hostcall
 
 import (
+	"context"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // A plugin writes what people and the bot said, never the host's own system or notification
@@ -18,5 +24,67 @@ func TestPluginRoles(t *testing.T) {
 		if _, err := role(in); abi.CodeOf(err) != abi.CodeBadRequest {
 			t.Errorf("role(%q): %v; want bad_request", in, err)
 		}
+	}
+}
+
+// A scheduler's target written as platform:chat[:thread] has no chat type (nor, on Slack, a
+// workspace); the host takes them from the sessions it has for that chat, the most recently
+// active (so a seed lands in the key the users' replies use), a migrated chat included. An unseen
+// chat is a "dm"; an unseen Slack channel is an error naming what is missing.
+func TestTargetCompletedFromKnownSessions(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
+	k, err := session.Open(ctx, db, session.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []abi.Source{
+		{Platform: "telegram", Profile: "main", ChatType: abi.ChatForum, ChatID: "-1001", ThreadID: "42", UserID: "111"},
+		{Platform: "telegram", Profile: "main", ChatType: abi.ChatGroup, ChatID: "-2002", UserID: "111"}, // per-user key
+		{Platform: "slack", Profile: "main", ChatType: abi.ChatGroup, ScopeID: "T1", ChatID: "C9", UserID: "U1"},
+		{Platform: "slack", Profile: "main", ChatType: abi.ChatDM, ScopeID: "T1", ChatID: "D5", UserID: "U1"},
+		{Platform: "slack", Profile: "main", ChatType: abi.ChatGroup, ScopeID: "T2", ChatID: "C9", UserID: "U2"}, // later: wins
+	} {
+		now = now.Add(time.Minute)
+		if _, err := k.Resolve(ctx, src, session.ResolveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := k.AliasChat(ctx, "telegram", "main", "-1003", "-2002"); err != nil { // -2002 became -1003
+		t.Fatal(err)
+	}
+	s := Sender{Kernel: k}
+	type want struct{ chatType, scope string }
+	for target, w := range map[abi.Source]want{
+		{Platform: "telegram", Profile: "main", ChatID: "-1001", ThreadID: "42"}:  {abi.ChatForum, ""},
+		{Platform: "telegram", Profile: "main", ChatID: "-1001"}:                  {abi.ChatForum, ""},
+		{Platform: "telegram", Profile: "main", ChatID: "-1001", ThreadID: "7"}:   {abi.ChatForum, ""}, // a topic not seen yet
+		{Platform: "telegram", Profile: "main", ChatID: "-2002", ThreadID: "111"}: {abi.ChatGroup, ""},
+		{Platform: "telegram", Profile: "main", ChatID: "-2002"}:                  {abi.ChatGroup, ""},
+		{Platform: "telegram", Profile: "main", ChatID: "-1003"}:                  {abi.ChatGroup, ""}, // the migrated group
+		{Platform: "telegram", Profile: "main", ChatID: "-200"}:                   {abi.ChatDM, ""},    // a prefix of -2002 is another chat
+		{Platform: "telegram", Profile: "main", ChatID: "555"}:                    {abi.ChatDM, ""},
+		{Platform: "telegram", Profile: "work", ChatID: "-1001"}:                  {abi.ChatDM, ""}, // another profile's sessions
+		{Platform: "slack", Profile: "main", ChatID: "C9"}:                        {abi.ChatGroup, "T2"},
+		{Platform: "slack", Profile: "main", ChatID: "C9", ScopeID: "T1"}:         {abi.ChatGroup, "T1"},
+		{Platform: "slack", Profile: "main", ChatID: "D5"}:                        {abi.ChatDM, "T1"},
+	} {
+		got, err := s.complete(ctx, target)
+		if err != nil || got.ChatType != w.chatType || got.ScopeID != w.scope || got.ChatID != target.ChatID {
+			t.Errorf("%+v: %+v %v, want %s in %q", target, got, err, w.chatType, w.scope)
+		}
+	}
+	given := abi.Source{Platform: "telegram", Profile: "main", ChatType: abi.ChatChannel, ChatID: "-1001"}
+	if got, err := s.complete(ctx, given); err != nil || got != given {
+		t.Fatalf("a target with its chat type changed: %+v %v", got, err)
+	}
+	_, err = s.complete(ctx, abi.Source{Platform: "slack", Profile: "main", ChatID: "C404"})
+	if abi.CodeOf(err) != abi.CodeNotFound || !strings.Contains(err.Error(), "workspace") {
+		t.Fatalf("an unseen Slack channel: %v", err)
 	}
 }

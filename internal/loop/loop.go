@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/inbound"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 )
@@ -26,6 +27,7 @@ type key struct{ plugin, profile string }
 type running struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	kick   chan struct{} // buffered(1): tick now (a scheduler's jobs changed)
 }
 
 // Supervisor owns the loops. Its methods are safe for concurrent use.
@@ -33,6 +35,9 @@ type Supervisor struct {
 	plugins *plugin.Runtime
 	door    *inbound.Door
 	log     *slog.Logger
+	// Clock is what schedulers are ticked with and what tick loops sleep on (default the real
+	// clock; a test clock makes schedules run without waiting). Set it before Reconcile.
+	Clock clock.Clock
 
 	mu    sync.Mutex
 	loops map[key]*running
@@ -40,7 +45,7 @@ type Supervisor struct {
 
 // New returns a supervisor of the loops of rt's plugins; polled events go through door.
 func New(rt *plugin.Runtime, door *inbound.Door, log *slog.Logger) *Supervisor {
-	return &Supervisor{plugins: rt, door: door, log: log, loops: map[key]*running{}}
+	return &Supervisor{plugins: rt, door: door, log: log, loops: map[key]*running{}, Clock: clock.Real{}}
 }
 
 // Reconcile starts the loops that loaded plugins need and stops those whose plugin or profile is
@@ -72,7 +77,7 @@ func (s *Supervisor) Reconcile(ctx context.Context) {
 			continue
 		}
 		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		l := &running{cancel: cancel, done: make(chan struct{})}
+		l := &running{cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 		s.loops[k] = l
 		go func() {
 			defer close(l.done)
@@ -86,7 +91,7 @@ func (s *Supervisor) Reconcile(ctx context.Context) {
 				s.mu.Unlock()
 			}()
 			if p.Manifest().Kind == abi.KindScheduler {
-				s.tick(lctx, k.plugin, k.profile)
+				s.tick(lctx, k.plugin, k.profile, l.kick)
 			} else {
 				s.poll(lctx, k.plugin, k.profile)
 			}
@@ -156,15 +161,29 @@ func (s *Supervisor) poll(ctx context.Context, name, profile string) {
 	}
 }
 
-// tick wakes a scheduler plugin when it asks to be woken (default every minute).
-func (s *Supervisor) tick(ctx context.Context, name, profile string) {
+// Kick makes a scheduler profile's tick loop tick now (its jobs changed).
+func (s *Supervisor) Kick(plugin, profile string) {
+	s.mu.Lock()
+	l := s.loops[key{plugin, profile}]
+	s.mu.Unlock()
+	if l != nil {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// tick wakes a scheduler plugin when it asks to be woken (default every minute), or when kicked.
+func (s *Supervisor) tick(ctx context.Context, name, profile string, kick <-chan struct{}) {
 	for ctx.Err() == nil {
 		p := s.plugins.Get(name)
 		if p == nil {
 			return
 		}
 		next := DefaultTick
-		res, err := p.Tick(ctx, profile, time.Now())
+		now := s.Clock.Now()
+		res, err := p.Tick(ctx, profile, now)
 		var failed *plugin.FailedError
 		switch {
 		case errors.As(err, &failed) || errors.Is(err, plugin.ErrUnloaded):
@@ -175,9 +194,7 @@ func (s *Supervisor) tick(ctx context.Context, name, profile string) {
 		case res.NextTickMs > 0:
 			next = time.Duration(res.NextTickMs) * time.Millisecond
 		}
-		if !sleep(ctx, max(next, 100*time.Millisecond)) {
-			return
-		}
+		s.Clock.Wait(ctx, now.Add(max(next, 100*time.Millisecond)), kick)
 	}
 }
 

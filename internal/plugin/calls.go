@@ -158,11 +158,57 @@ func (p *Plugin) Send(ctx context.Context, profile string, msg abi.OutboundMessa
 	})
 }
 
-// Tick wakes a scheduler plugin.
+// Tick wakes a scheduler plugin. Ticks of one profile never overlap each other or a jobs call
+// that changes jobs.
 func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.TickResult, error) {
+	unlock, err := p.exclusive(ctx, profile)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	return typedCall[abi.TickResult](ctx, p, profile, abi.ExportTick, 0, func(c abi.Call) any {
 		return abi.TickRequest{Call: c, UnixMs: now.UnixMilli()}
 	})
+}
+
+// Jobs lists or changes a scheduler's jobs (capability "jobs", ABI 1.1). A call that changes
+// jobs waits for the profile's tick in progress, so the plugin never has two writers.
+func (p *Plugin) Jobs(ctx context.Context, profile string, req abi.JobsRequest) (*abi.JobsResult, error) {
+	if !p.Manifest().Has(abi.CapJobs) {
+		return nil, abi.Errorf(abi.CodeUnsupported, "plugin %s does not manage jobs (no capability %q)", p.name, abi.CapJobs)
+	}
+	if req.Op != abi.JobsList {
+		unlock, err := p.exclusive(ctx, profile)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	return typedCall[abi.JobsResult](ctx, p, profile, abi.ExportJobs, 0, func(c abi.Call) any {
+		req.Call = c
+		return req
+	})
+}
+
+// exclusive takes the profile's scheduler lock (a one-slot channel, so waiting honours ctx) and
+// returns its release.
+func (p *Plugin) exclusive(ctx context.Context, profile string) (func(), error) {
+	p.schedMu.Lock()
+	if p.sched == nil {
+		p.sched = map[string]chan struct{}{}
+	}
+	ch := p.sched[profile]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		p.sched[profile] = ch
+	}
+	p.schedMu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, abi.Errorf(abi.CodeTimeout, "plugin %s profile %s: waiting for the scheduler's call in progress: %v", p.name, profile, ctx.Err())
+	}
 }
 
 // Active reports whether the plugin is loaded and its breaker has not tripped. It is cheap

@@ -45,6 +45,11 @@ type Sender interface {
 	HostSend(ctx context.Context, c Caller, req abi.HostSendRequest) (abi.HostSendReply, error)
 }
 
+// Agents runs one agent turn for a scheduler plugin (hermes_agent): no history, no tools.
+type Agents interface {
+	AgentTurn(ctx context.Context, c Caller, req abi.AgentRequest) (abi.AgentReply, error)
+}
+
 // Env is everything host functions act on. A nil service makes its functions answer
 // abi.CodeUnavailable, so a host can run with only the parts it needs.
 type Env struct {
@@ -54,6 +59,7 @@ type Env struct {
 	Sessions   Sessions
 	Dispatcher Dispatcher
 	Sender     Sender
+	Agents     Agents
 	Now        func() time.Time // default time.Now
 	// MaxRequest caps a host function's JSON request read from guest memory. Default 8 MiB.
 	MaxRequest int
@@ -210,6 +216,8 @@ func (e *Env) table(fn string) hostFunc {
 		return e.hostDispatch
 	case abi.HostSend:
 		return e.hostSend
+	case abi.HostAgent:
+		return e.hostAgent
 	}
 	return nil
 }
@@ -475,4 +483,32 @@ func (e *Env) hostSend(ctx context.Context, c *Caller, b []byte) (any, error) {
 		return nil, abi.Errorf(abi.CodeBadRequest, "%s: target.platform is required", abi.HostSend)
 	}
 	return e.Sender.HostSend(ctx, *c, *req)
+}
+
+func (e *Env) hostAgent(ctx context.Context, c *Caller, b []byte) (any, error) {
+	if err := needProfile(abi.HostAgent, c); err != nil {
+		return nil, err
+	}
+	if err := needKind(abi.HostAgent, c, abi.KindScheduler); err != nil {
+		return nil, err
+	}
+	if e.Agents == nil {
+		return nil, unavailable(abi.HostAgent)
+	}
+	req, err := decodeReq[abi.AgentRequest](abi.HostAgent, b)
+	if err != nil {
+		return nil, err
+	}
+	if req.Prompt == "" {
+		return nil, abi.Errorf(abi.CodeBadRequest, "%s: prompt is required", abi.HostAgent)
+	}
+	if req.Source != nil {
+		if req.Source.Platform == "" {
+			return nil, abi.Errorf(abi.CodeBadRequest, "%s: source.platform is required", abi.HostAgent)
+		}
+		src := *req.Source
+		src.Profile = c.Profile
+		req.Source = &src
+	}
+	return e.Agents.AgentTurn(ctx, *c, *req)
 }

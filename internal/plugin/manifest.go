@@ -33,7 +33,7 @@ var disabledKernel = map[string][2]string{
 	"get_log_level":    {"Extism log", "use hermes_log, which the host attributes to the plugin"},
 }
 
-var knownCaps = []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapEdit, abi.CapTyping, abi.CapReplies}
+var knownCaps = []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapEdit, abi.CapTyping, abi.CapReplies, abi.CapJobs}
 
 // checkStatic validates what can be read from the binary without running it: the ABI marker,
 // the required exports, and that every host import is one this host provides.
@@ -77,7 +77,7 @@ func checkStatic(info *moduleInfo, host abi.Version) (abi.Version, error) {
 	}
 	// Every export the host calls takes nothing and returns an i32 (SPEC 1): a different
 	// signature would crash on every call, so it is refused now.
-	for _, name := range []string{abi.ExportDescribe, abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick} {
+	for _, name := range []string{abi.ExportDescribe, abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick, abi.ExportJobs} {
 		if kind, ok := info.exports[name]; !ok || kind != externFunc {
 			continue
 		}
@@ -100,6 +100,9 @@ func checkStatic(info *moduleInfo, host abi.Version) (abi.Version, error) {
 			if !abi.IsHostFunction(im.name) {
 				return guest, fmt.Errorf("imports unknown host function %s.%s (built for a newer host?)", im.module, im.name)
 			}
+			if since := abi.Since(im.name); guest.Minor < since.Minor {
+				return guest, fmt.Errorf("imports %s, which ABI %s added, but declares ABI %s: rebuild it with a newer SDK", im.name, since, guest)
+			}
 		default:
 			return guest, fmt.Errorf("imports %s.%s from module %q, which this host does not provide", im.module, im.name, im.module)
 		}
@@ -107,8 +110,8 @@ func checkStatic(info *moduleInfo, host abi.Version) (abi.Version, error) {
 	return guest, nil
 }
 
-// checkManifest validates a plugin's describe output against its exports.
-func checkManifest(m *abi.Manifest, info *moduleInfo) error {
+// checkManifest validates a plugin's describe output against its exports and its ABI version.
+func checkManifest(m *abi.Manifest, info *moduleInfo, guest abi.Version) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !nameRE.MatchString(m.Name) {
@@ -143,8 +146,11 @@ func checkManifest(m *abi.Manifest, info *moduleInfo) error {
 		bad("kind %q: want %q or %q", m.Kind, abi.KindPlatform, abi.KindScheduler)
 	}
 	for _, c := range m.Capabilities {
-		if !slices.Contains(knownCaps, c) {
+		switch {
+		case !slices.Contains(knownCaps, c):
 			bad("unknown capability %q", c)
+		case guest.Minor < abi.Since(c).Minor:
+			bad("capability %q needs ABI %s; the plugin declares %s", c, abi.Since(c), guest)
 		}
 	}
 	if m.Has(abi.CapWebhook) && !has(abi.ExportWebhook) {
@@ -153,12 +159,15 @@ func checkManifest(m *abi.Manifest, info *moduleInfo) error {
 	if m.Has(abi.CapPoll) && !has(abi.ExportPoll) {
 		bad("declares capability %q but does not export it", abi.CapPoll)
 	}
+	if m.Has(abi.CapJobs) && (m.Kind != abi.KindScheduler || !has(abi.ExportJobs)) {
+		bad("capability %q is for scheduler plugins that export %q", abi.CapJobs, abi.ExportJobs)
+	}
 	for _, p := range m.Egress {
 		if err := egress.ValidatePattern(p); err != nil {
 			bad("%v", err)
 		}
 	}
-	exports := []string{abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick}
+	exports := []string{abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick, abi.ExportJobs}
 	for i, s := range m.EgressScopes {
 		if err := egress.ValidatePattern(s.Host); err != nil {
 			bad("egress_scopes[%d]: %v", i, err)

@@ -16,7 +16,7 @@ func TestEgressScopesValidated(t *testing.T) {
 			{Host: "api.x.example"},
 			{Host: "api.x.example", Exports: []string{"sned"}, Methods: []string{"post"}, Paths: []string{"bot[/x"}},
 		}}
-	err := checkManifest(&m, info)
+	err := checkManifest(&m, info, abi.Current())
 	for _, want := range []string{"public suffix", "exports is empty", `unknown export "sned"`, `method "post"`, `path "bot[/x"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in %v", want, err)

@@ -634,7 +634,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		v.close()
 		return nil, fmt.Errorf("describe returned malformed JSON: %v", err)
 	}
-	if err := checkManifest(&v.manifest, info); err != nil {
+	if err := checkManifest(&v.manifest, info, guestABI); err != nil {
 		v.close()
 		return nil, err
 	}
@@ -694,6 +694,9 @@ type Plugin struct {
 
 	statusMu sync.Mutex                   // guards status
 	status   map[string]abi.ProfileStatus // by profile: what the last poll reported (ABI 1.1)
+
+	schedMu sync.Mutex               // guards sched
+	sched   map[string]chan struct{} // scheduler profile → its one-call lock (see exclusive)
 }
 
 // Name is the plugin's manifest name.

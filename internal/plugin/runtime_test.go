@@ -98,7 +98,7 @@ func TestLoadValidatesAndServes(t *testing.T) {
 	}
 	p := r.Get("probe")
 	info := p.Info()
-	if info.State != "active" || info.ABI != abi.Current().String() || info.Instances != 1 || info.Manifest.Platform != "probe" {
+	if info.State != "active" || info.ABI != "1.1" || info.Instances != 1 || info.Manifest.Platform != "probe" {
 		t.Fatalf("info %+v", info)
 	}
 	if got, err := probeSend(t, p, "main", "profile"); err != nil || got != `"main:t-main"` {
@@ -727,6 +727,31 @@ func TestCancelledCallIsNotACrash(t *testing.T) {
 	}
 	if _, err := probeSend(t, p, "main", "version"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ABI 1.1 is a minor version: a scheduler built for 1.0 still loads and ticks (and is never
+// asked for jobs), while a plugin that declares 1.0 but imports a 1.1 host function is rejected
+// before it runs.
+func TestABI10PluginsStillLoad(t *testing.T) {
+	r := newRuntime(t, map[string]string{
+		"abi10.wasm":      "testdata/abi10/scheduler",
+		"abi10agent.wasm": "testdata/abi10/agent",
+	}, Config{Plugins: map[string]Settings{"abi10": {Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)}}}})
+	rej := r.Scan(context.Background())
+	if len(rej) != 1 || !strings.Contains(rej[0].Error, "imports hermes_agent, which ABI 1.1 added, but declares ABI 1.0") {
+		t.Fatalf("rejections %+v", rej)
+	}
+	p := r.Get("abi10")
+	if p == nil || p.Info().ABI != "1.0" {
+		t.Fatalf("the 1.0 scheduler did not load: %+v", r.Rejections())
+	}
+	res, err := p.Tick(context.Background(), "main", time.Now())
+	if err != nil || res.NextTickMs != 1234 {
+		t.Fatalf("tick: %+v %v", res, err)
+	}
+	if _, err := p.Jobs(context.Background(), "main", abi.JobsRequest{Op: abi.JobsList}); abi.CodeOf(err) != abi.CodeUnsupported {
+		t.Fatalf("jobs on a 1.0 scheduler: %v", err)
 	}
 }
 

@@ -228,3 +228,36 @@ func (k *Kernel) Show(ctx context.Context, keyOrID string, tail int) (*SessionVi
 	}
 	return v, nil
 }
+
+// ChatKey is one session key of a chat: taken apart, and with its current session.
+type ChatKey struct {
+	Parsed Key
+	Info   KeyInfo
+}
+
+// ChatKeys lists the keys of one chat of platform for profile, whatever their chat type,
+// workspace, thread or participant: what the host knows of a chat given only by its id (a
+// scheduled job's target). A chat that continues another (an alias) is found under the old id
+// its keys use.
+func (k *Kernel) ChatKeys(ctx context.Context, platform, profile, chatID string) ([]ChatKey, error) {
+	ns, err := k.opt.Keys.namespace(profile)
+	if err != nil {
+		return nil, err
+	}
+	chatID = k.aliased(abi.Source{Platform: platform, Profile: profile, ChatID: chatID}).ChatID
+	infos, err := k.List(ctx, keyPrefix+":"+ns+":"+platform+":")
+	if err != nil {
+		return nil, err
+	}
+	var out []ChatKey
+	for _, ki := range infos {
+		key, err := k.ParseKey(ki.Key)
+		if err == nil && key.Platform == platform && key.ChatID == chatID {
+			out = append(out, ChatKey{Parsed: key, Info: ki})
+		}
+	}
+	return out, nil
+}
+
+// Scoped reports whether platform's keys carry a workspace (Source.ScopeID) before the chat id.
+func (k *Kernel) Scoped(platform string) bool { return k.opt.Keys.scoped(platform) }

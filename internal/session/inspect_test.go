@@ -203,3 +203,45 @@ func TestObserveAndGenerationHelpers(t *testing.T) {
 		t.Fatalf("foreign source: %v", err)
 	}
 }
+
+// ChatKeys finds every key of one chat, whatever its type, workspace, thread or participant,
+// and no other chat's (not one whose id the chat's is a prefix of); an alias leads to the old
+// chat's keys.
+func TestChatKeys(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.resolve(abi.Source{Platform: "telegram", ChatType: abi.ChatForum, ChatID: "-1001", ThreadID: "42", UserID: "111"})
+	e.resolve(groupMsg("-1001", "222"))
+	e.resolve(groupMsg("-10012", "111"))
+	e.resolve(abi.Source{Platform: "slack", ChatType: abi.ChatGroup, ScopeID: "T1", ChatID: "C9", UserID: "U1"})
+	keys := func(platform, chat string) []string {
+		t.Helper()
+		got, err := e.k.ChatKeys(e.ctx, platform, "", chat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, k := range got {
+			if k.Parsed.ChatID != chat && k.Parsed.ChatID != "-1001" {
+				t.Errorf("%s: key %s of chat %s", chat, k.Info.Key, k.Parsed.ChatID)
+			}
+			out = append(out, k.Parsed.ChatType+"/"+k.Parsed.Scope)
+		}
+		return out
+	}
+	if got := keys("telegram", "-1001"); len(got) != 2 {
+		t.Fatalf("-1001: %v", got)
+	}
+	if got := keys("slack", "C9"); len(got) != 1 || got[0] != "group/T1" {
+		t.Fatalf("C9: %v", got)
+	}
+	if got := keys("slack", "-1001"); len(got) != 0 {
+		t.Fatalf("another platform's chat: %v", got)
+	}
+	e.alias("telegram", "", "-1009", "-1001")
+	if got := keys("telegram", "-1009"); len(got) != 2 {
+		t.Fatalf("the alias: %v", got)
+	}
+	if !e.k.Scoped("slack") || e.k.Scoped("telegram") {
+		t.Fatal("Scoped")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -24,6 +25,12 @@ func (e *Engine) history(ctx context.Context, sessionID string, exclude []string
 	if err != nil {
 		e.log.Warn("turn: reading the transcript failed; the turn has no history", "session", sessionID, "error", err)
 		return nil
+	}
+	if len(e.opt.Commands) > 0 { // extension commands (/cron) are not conversation either
+		msgs = slices.DeleteFunc(msgs, func(m session.Message) bool {
+			cmd, _ := e.parseCommand(m.Text)
+			return m.Role == agent.RoleUser && e.opt.Commands[cmd] != nil
+		})
 	}
 	return assemble(msgs, exclude, e.opt.HistoryLimit)
 }

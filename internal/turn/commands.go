@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -160,4 +161,49 @@ func (e *Engine) status(b *session.Boundary, key string) string {
 		}
 	}
 	return s.String()
+}
+
+// Command is a slash command implemented outside the engine (such as /cron). It runs as a
+// queued item of its chat, after the turns before it and outside the boundary lock; its answer
+// is sent to the chat as a notice. Authorization beyond the engine's is the command's own.
+type Command interface {
+	Run(ctx context.Context, call CommandCall) string
+}
+
+// CommandCall is one invocation of a Command.
+type CommandCall struct {
+	Plugin, Profile string
+	Key             string     // the chat's session key
+	Source          abi.Source // who sent it, and where
+	SessionID       string     // the chat's current session when the command ran
+	Arg             string     // the text after the command word
+}
+
+// CommandFunc adapts a function to Command.
+type CommandFunc func(ctx context.Context, call CommandCall) string
+
+// Run calls f.
+func (f CommandFunc) Run(ctx context.Context, call CommandCall) string { return f(ctx, call) }
+
+// extension runs an extension command: the chat's current session is read inside the
+// boundary, the command runs outside it.
+func (e *Engine) extension(ctx context.Context, key string, it *item, c Command) (string, string) {
+	call := CommandCall{Plugin: it.plugin, Profile: it.profile, Key: key, Source: it.src, Arg: it.arg}
+	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
+		route, ok, err := b.Current()
+		if ok {
+			call.SessionID = route.SessionID
+		}
+		return err
+	})
+	text := ""
+	if err != nil {
+		text = fmt.Sprintf("⚠️ /%s failed: %v", it.cmd, err)
+	} else {
+		text = c.Run(ctx, call)
+	}
+	if text != "" {
+		e.notice(ctx, it.plugin, it.profile, key, it.src, text)
+	}
+	return stDone, "command /" + it.cmd
 }

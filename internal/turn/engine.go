@@ -54,6 +54,8 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// Commands are slash commands implemented outside the engine (/cron), by name.
+	Commands map[string]Command
 	// Grants says which tools a turn for src gets: shell (start commands) and processes
 	// (inspect and stop the chat's own processes). Nil grants both (tests); the gateway asks
 	// the operator's access policy.
@@ -192,7 +194,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		if r.kind == kindNotification {
 			it.stamps = []session.Stamp{r.stamp}
 		} else {
-			it.cmd, it.arg = parseCommand(r.text)
+			it.cmd, it.arg = e.parseCommand(r.text)
 		}
 		e.enqueue(r.key, it)
 	}
@@ -383,7 +385,7 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				return err
 			}
 			var arg string
-			cmd, arg = parseCommand(row.text)
+			cmd, arg = e.parseCommand(row.text)
 			switch cmd {
 			case "stop":
 				e.interrupt(key, true)
@@ -461,18 +463,36 @@ func (e *Engine) migrate(ctx context.Context, plugin, profile string, ev abi.Inb
 	return known && was != "", nil
 }
 
-// parseCommand splits "/cmd@bot arg" into ("cmd", "arg"); "" when the text is not a command.
-func parseCommand(text string) (string, string) {
+// parseCommand is parseCommand that also knows the engine's extension commands.
+func (e *Engine) parseCommand(text string) (string, string) {
+	if cmd, arg := parseCommand(text); cmd != "" {
+		return cmd, arg
+	}
+	word, arg := splitCommand(text)
+	if _, ok := e.opt.Commands[word]; ok {
+		return word, arg
+	}
+	return "", ""
+}
+
+// splitCommand splits "/cmd@bot arg" into ("cmd", "arg"), whatever the command.
+func splitCommand(text string) (string, string) {
 	text = strings.TrimSpace(text)
 	if !strings.HasPrefix(text, "/") {
 		return "", ""
 	}
 	word, arg, _ := strings.Cut(text[1:], " ")
 	word, _, _ = strings.Cut(word, "@")
-	word = strings.ToLower(word)
+	return strings.ToLower(word), strings.TrimSpace(arg)
+}
+
+// parseCommand splits "/cmd@bot arg" into ("cmd", "arg") for the engine's own commands; "" when
+// the text is not one.
+func parseCommand(text string) (string, string) {
+	word, arg := splitCommand(text)
 	switch word {
 	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more":
-		return word, strings.TrimSpace(arg)
+		return word, arg
 	}
 	return "", ""
 }
@@ -624,6 +644,8 @@ func (e *Engine) run(ctx context.Context, key string, it *item) (string, string)
 	switch {
 	case it.kind == kindNotification:
 		return e.synthetic(ctx, key, it)
+	case e.opt.Commands[it.cmd] != nil:
+		return e.extension(ctx, key, it, e.opt.Commands[it.cmd])
 	case it.cmd != "":
 		return e.command(ctx, key, it)
 	}

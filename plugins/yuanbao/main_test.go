@@ -367,7 +367,7 @@ func TestMissedPongsReconnect(t *testing.T) {
 	bot := yb.Bot()
 	clock := &fakeclock.Ahead{} // the host clock runs ahead, so that pings fall due without waiting
 	advance := clock.Advance
-	h := newHost(t, "native", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.Clock = clock.Now })
+	h := newHost(t, "native", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.Now = clock.Now })
 	pollUntil(t, h, "main", connected)
 	bot.SkipPongs(2)
 	pings := func() int { return len(bot.Requests("ping")) }

@@ -36,6 +36,7 @@ type Host interface {
 	Poll(profile string, wait time.Duration) (*abi.PollResult, error)
 	Send(profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
 	Tick(profile string, now time.Time) (*abi.TickResult, error)
+	Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error)
 }
 
 // Options configure the host a plugin runs against.
@@ -51,14 +52,14 @@ type Options struct {
 	// share it, so a test can stop one host and start another as a restart would. Nil: a fresh
 	// State for this host.
 	State *State
-	// Clock is the host's clock, as hermes_clock answers it (a test can run it ahead to reach
-	// a timer without waiting). Nil: the real clock.
-	Clock func() time.Time
-	// Sessions, Dispatcher and Sender answer the session, dispatch and send host functions; nil
-	// answers "unavailable", as a host without those services would.
+	// Sessions, Dispatcher, Sender and Agents answer the session, dispatch, send and agent host
+	// functions; nil answers "unavailable", as a host without those services would.
 	Sessions   Sessions
 	Dispatcher Dispatcher
 	Sender     Sender
+	Agents     Agents
+	// Now is the host clock the plugin reads (hermes_clock); nil: the real clock.
+	Now func() time.Time
 	// Logger receives the plugin's hermes_log lines (attributed to plugin and profile); nil
 	// uses slog.Default.
 	Logger *slog.Logger
@@ -108,6 +109,11 @@ type Sender interface {
 	HostSend(ctx context.Context, c Caller, req abi.HostSendRequest) (abi.HostSendReply, error)
 }
 
+// Agents answers hermes_agent (scheduler plugins).
+type Agents interface {
+	AgentTurn(ctx context.Context, c Caller, req abi.AgentRequest) (abi.AgentReply, error)
+}
+
 func (o Options) env(t testing.TB) *plugin.Env {
 	st := o.State
 	if st == nil {
@@ -115,7 +121,7 @@ func (o Options) env(t testing.TB) *plugin.Env {
 	}
 	eg := egress.NewClient(egress.Limits{})
 	t.Cleanup(eg.Close)
-	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Clock, Logger: o.Logger}
+	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Now, Logger: o.Logger}
 	if o.Sessions != nil {
 		env.Sessions = sessions{o.Sessions}
 	}
@@ -124,6 +130,9 @@ func (o Options) env(t testing.TB) *plugin.Env {
 	}
 	if o.Sender != nil {
 		env.Sender = sender{o.Sender}
+	}
+	if o.Agents != nil {
+		env.Agents = agents{o.Agents}
 	}
 	return env
 }
@@ -158,6 +167,12 @@ type sender struct{ s Sender }
 
 func (a sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	return a.s.HostSend(ctx, caller(c), req)
+}
+
+type agents struct{ a Agents }
+
+func (a agents) AgentTurn(ctx context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+	return a.a.AgentTurn(ctx, caller(c), req)
 }
 
 func (o Options) profiles(t testing.TB) map[string]json.RawMessage {
@@ -200,6 +215,9 @@ func (h *wasmHost) Send(profile string, msg abi.OutboundMessage) (*abi.SendResul
 }
 func (h *wasmHost) Tick(profile string, now time.Time) (*abi.TickResult, error) {
 	return h.p.Tick(context.Background(), profile, now)
+}
+func (h *wasmHost) Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error) {
+	return h.p.Jobs(context.Background(), profile, req)
 }
 
 // Native runs the plugin registered in this test binary (the plugin's own package) in-process.
@@ -284,4 +302,7 @@ func (h *nativeHost) Tick(profile string, now time.Time) (*abi.TickResult, error
 	return call[abi.TickResult](h, profile, abi.ExportTick, func(c abi.Call) any {
 		return abi.TickRequest{Call: c, UnixMs: now.UnixMilli()}
 	})
+}
+func (h *nativeHost) Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error) {
+	return call[abi.JobsResult](h, profile, abi.ExportJobs, func(c abi.Call) any { req.Call = c; return req })
 }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk"
+)
+
+// maxTick bounds the time between ticks, so a job added by another path is seen within it.
+const maxTick = time.Minute
+
+// tick runs every due job once. For each run it first claims the slot durably (the job's next
+// slot moves past it and the claim is recorded in one kv write), then produces the output, then
+// delivers it, then records the outcome: a crash anywhere after the claim leaves the claim,
+// which the next tick records as interrupted. A slot is therefore delivered at most once.
+func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
+	cfg, err := decodeConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	now := time.UnixMilli(req.UnixMs)
+	jobs, dirty, err := loadAll(c, cfg, now)
+	if err != nil {
+		return nil, err
+	}
+	wake := now.Add(maxTick).UnixMilli()
+	for _, r := range jobs {
+		if r.Running != nil {
+			interrupted(r)
+			dirty[r.ID] = true
+		}
+		if dirty[r.ID] {
+			if err := save(c, r); err != nil {
+				return nil, err
+			}
+		}
+		if err := runDue(c, cfg, r, now); err != nil {
+			return nil, err
+		}
+		if r.State == stateScheduled && r.NextRunMs > 0 {
+			wake = min(wake, r.NextRunMs)
+		}
+	}
+	return &abi.TickResult{NextTickMs: max(wake-now.UnixMilli(), 1)}, nil
+}
+
+// interrupted records that the host stopped during r's claimed run. The slot is not run again.
+func interrupted(r *record) {
+	r.LastStatus = statusInterrupted
+	r.LastError = fmt.Sprintf("the host stopped during the run of the %s slot; not repeated (at most once per slot): check the delivery ledger for what was sent",
+		time.UnixMilli(r.Running.SlotMs).UTC().Format(time.RFC3339))
+	r.FailureStreak++
+	r.Running = nil
+}
+
+// runDue runs r if it is due at now: a run_now request, or its next slot. Missed slots (the
+// host was down) are caught up once or skipped, by the job's catch_up policy.
+func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time) error {
+	loc := r.loc(cfg)
+	if r.RunNowMs > 0 {
+		r.RunNowMs = 0
+		return run(c, cfg, r, claim{SlotMs: now.UnixMilli(), Manual: true, StartedMs: now.UnixMilli()}, now)
+	}
+	if r.State != stateScheduled || r.NextRunMs == 0 || r.NextRunMs > now.UnixMilli() {
+		return nil
+	}
+	// Every slot from NextRunMs up to now is due; the latest is the one that may run.
+	first := r.NextRunMs
+	latest, missed := r.Sched.latestDue(first, now.UnixMilli(), loc)
+	late := now.Sub(time.UnixMilli(latest))
+	onTime := late <= r.Sched.grace(latest, loc)
+	if r.catchUp(cfg) == catchUpSkip && !onTime {
+		next, ok := r.Sched.next(now.UnixMilli(), loc)
+		r.NextRunMs = next
+		if !ok {
+			r.NextRunMs, r.State = 0, stateCompleted
+		}
+		r.LastStatus = statusMissed
+		r.LastError = fmt.Sprintf("skipped %d slot(s) from %s, missed while the host was down (catch_up: skip)", missed+1, fmtTime(first, loc))
+		c.Log(abi.LevelWarn, "cron: missed slots skipped", "job", r.ID, "count", fmt.Sprint(missed+1))
+		return save(c, r)
+	}
+	if missed > 0 {
+		c.Log(abi.LevelWarn, "cron: catching up once for missed slots", "job", r.ID, "missed", fmt.Sprint(missed), "slot", fmtTime(latest, loc))
+	}
+	return run(c, cfg, r, claim{SlotMs: latest, StartedMs: now.UnixMilli()}, now)
+}
+
+// run claims slot for r durably, then produces and delivers the output and records the outcome.
+func run(c *sdk.Context, cfg *profileConfig, r *record, slot claim, now time.Time) error {
+	loc := r.loc(cfg)
+	if !slot.Manual {
+		next, ok := r.Sched.next(slot.SlotMs, loc)
+		if !ok {
+			next = 0
+		}
+		r.NextRunMs = next
+	}
+	r.Running = &slot
+	r.Runs++
+	if err := save(c, r); err != nil {
+		return err // not claimed: the slot stays due and runs at the next tick
+	}
+	status, problem := execute(c, cfg, r)
+	r.Running = nil
+	r.LastRunMs = now.UnixMilli()
+	r.LastStatus, r.LastError = status, problem
+	switch status {
+	case statusOK, statusSilent, statusPending:
+		r.FailureStreak = 0
+	case statusStale:
+	default:
+		r.FailureStreak++
+		c.Log(abi.LevelWarn, "cron: job run failed", "job", r.ID, "name", r.Name, "status", status, "error", problem,
+			"failure_streak", fmt.Sprint(r.FailureStreak))
+	}
+	if r.Sched.Kind == kindOnce && !slot.Manual && r.State == stateScheduled {
+		r.State = stateCompleted
+	}
+	return save(c, r)
+}
+
+// SilentMarker at the start of a run's output suppresses its message (the run still succeeds).
+const SilentMarker = "[SILENT]"
+
+// execute produces r's output and delivers it; it returns the run's status and problem.
+func execute(c *sdk.Context, cfg *profileConfig, r *record) (status, problem string) {
+	text := r.Text
+	if r.Prompt != "" {
+		out, err := c.Agent(&abi.AgentRequest{Prompt: r.Prompt, Source: r.Origin, Name: r.Name})
+		if err != nil {
+			return statusError, "the agent turn failed: " + err.Error()
+		}
+		text = strings.TrimSpace(out)
+		if text == "" {
+			return statusError, "the agent answered nothing"
+		}
+	}
+	if trimmed := strings.TrimSpace(text); strings.HasPrefix(trimmed, SilentMarker) || trimmed == "SILENT" || trimmed == "NO_REPLY" {
+		return statusSilent, ""
+	}
+	if r.Prompt != "" {
+		text = "Cronjob Response: " + r.Name + "\n-------------\n\n" + text
+	}
+	dests, problems := resolve(r, cfg)
+	if len(dests) == 0 {
+		return statusFailed, "no target: " + strings.Join(problems, "; ")
+	}
+	var delivered, pending, stale int
+	for _, d := range dests {
+		req := &abi.HostSendRequest{Target: d.src, Text: text, PinSessionID: d.pin}
+		if r.Seed {
+			req.Seed = "[Cron delivery: " + r.Name + "]\n" + text
+		}
+		reply, err := c.SendTo(req)
+		switch {
+		case abi.CodeOf(err) == abi.CodeStale:
+			stale++
+			problems = append(problems, d.label+": stale: the conversation the job is pinned to has ended ("+abi.AsError(err).Message+")")
+		case err != nil:
+			problems = append(problems, d.label+": "+err.Error())
+		case reply.State == "delivered":
+			delivered++
+		case reply.State == "pending":
+			pending++
+		default:
+			problems = append(problems, fmt.Sprintf("%s: %s: %s", d.label, reply.State, reply.Reason))
+		}
+	}
+	failed := len(problems) - stale
+	if stale > 0 && delivered+pending == 0 && failed == 0 {
+		// Nothing reached any chat and the pinned conversation is gone: pause until the user
+		// resumes it (from the chat, which re-pins it to the conversation they are in).
+		r.State = statePaused
+		r.PausedReason = "the conversation it was created in has ended (/new); resume it to attach it to the current one"
+	}
+	switch {
+	case failed > 0:
+		return statusFailed, strings.Join(problems, "; ")
+	case stale > 0:
+		return statusStale, strings.Join(problems, "; ")
+	case pending > 0:
+		return statusPending, fmt.Sprintf("%d delivery(ies) still pending in the ledger", pending)
+	}
+	return statusOK, ""
+}
