@@ -185,6 +185,23 @@ type PollRequest struct {
 type PollResult struct {
 	Events    []InboundEvent `json:"events,omitempty"`
 	BackoffMs int64          `json:"backoff_ms,omitempty"`
+	// Status, when set, is the profile's condition as the plugin sees it (connected, reconnecting,
+	// stopped for good), shown to the operator. Each poll's status replaces the previous one; a
+	// poll without one clears it. ABI 1.1.
+	Status *ProfileStatus `json:"status,omitempty"`
+}
+
+// States of a ProfileStatus.
+const (
+	StatusOK       = "ok"       // serving
+	StatusDegraded = "degraded" // trying to recover by itself (reconnecting, backing off)
+	StatusStopped  = "stopped"  // gave up: needs the operator (credentials revoked, kicked)
+)
+
+// ProfileStatus is a plugin's report on one profile (ABI 1.1).
+type ProfileStatus struct {
+	State   string `json:"state"` // StatusOK, StatusDegraded or StatusStopped
+	Message string `json:"message,omitempty"`
 }
 
 // SendRequest asks the plugin to transmit one message.

@@ -240,13 +240,20 @@ func orDash(s string) string {
 	return s
 }
 
-// writePlugins renders the plugins table and the rejected files.
+// writePlugins renders the plugins table and the rejected files. A profile is marked disabled
+// when its configuration was refused, else with what its plugin last reported when that is
+// not ok (degraded, stopped), with the plugin's message below the table.
 func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejection, dir string) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tVERSION\tKIND\tPLATFORM\tSTATE\tPROFILES\tFILE")
+	var reports []string
 	for _, info := range infos {
 		var profiles []string
 		for name, problems := range info.Profiles {
+			if st, ok := info.Status[name]; ok && len(problems) == 0 && st.State != abi.StatusOK {
+				reports = append(reports, fmt.Sprintf("%s %s/%s: %s", strings.ToUpper(st.State), info.Name, name, st.Message))
+				name += "(" + st.State + ")"
+			}
 			if len(problems) > 0 {
 				name += "(disabled)"
 			}
@@ -257,6 +264,10 @@ func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejectio
 			info.Manifest.Platform, info.State, strings.Join(profiles, ","), info.File)
 	}
 	w.Flush()
+	sort.Strings(reports)
+	for _, r := range reports {
+		fmt.Fprintln(out, r)
+	}
 	for _, info := range infos {
 		if info.LastError != "" {
 			fmt.Fprintf(out, "%s %s: %s\n", strings.ToUpper(info.State), info.Name, info.LastError)

@@ -9,6 +9,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -101,4 +102,19 @@ func TestWriteAccess(t *testing.T) {
 	writeAuthLog(&b, []auth.Entry{{At: now.Add(-5 * time.Second), Plugin: "telegram", Profile: "main", Verdict: auth.Refuse,
 		Reason: auth.ReasonPairingSent, ChatType: abi.ChatDM, ChatID: "111", UserID: "111", Text: "sh id", Detail: "code ABCD2345 sent as dlv_1"}}, now)
 	contains(t, "auth log", b.String(), "5s", "refuse", "pairing_code_sent", "dm:111", "sh id", "code ABCD2345")
+}
+
+// A profile a plugin reports stopped or degraded is marked in the table and its message shown;
+// an ok one is not.
+func TestWritePluginsStatus(t *testing.T) {
+	var b bytes.Buffer
+	writePlugins(&b, []plugin.Info{{Name: "yuanbao", State: "active", File: "yuanbao.wasm",
+		Profiles: map[string][]string{"main": nil, "work": nil, "bad": {"no app_id"}},
+		Status: map[string]abi.ProfileStatus{"main": {State: abi.StatusStopped, Message: "closed with 4013: bot disabled"},
+			"work": {State: abi.StatusOK, Message: "connected"}}}}, nil, "plugins")
+	out := b.String()
+	contains(t, "plugins ls", out, "bad(disabled),main(stopped),work ", "STOPPED yuanbao/main: closed with 4013: bot disabled")
+	if strings.Contains(out, "connected") {
+		t.Errorf("an ok status is shown:\n%s", out)
+	}
 }

@@ -38,3 +38,25 @@ func (c *Clock) Set(t time.Time) {
 	defer c.mu.Unlock()
 	c.now = t
 }
+
+// Ahead is a clock that runs with the real one, ahead of it by what Advance added: for code that
+// must see time pass while it waits on real sockets (a plugin's poll loop), yet must reach a
+// timer 30 s away without the test waiting for it. Its methods are safe for concurrent use.
+type Ahead struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+// Now returns the real time plus the offset.
+func (a *Ahead) Now() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return time.Now().Add(a.off)
+}
+
+// Advance moves the clock forward by d.
+func (a *Ahead) Advance(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.off += d
+}

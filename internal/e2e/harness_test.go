@@ -16,7 +16,7 @@ import (
 )
 
 // firstParty are the first-party plugins a default installation serves.
-var firstParty = []string{"cron", "echo", "slack", "telegram"}
+var firstParty = []string{"cron", "echo", "slack", "telegram", "yuanbao"}
 
 var (
 	binOnce sync.Once

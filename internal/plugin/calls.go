@@ -139,9 +139,28 @@ func (p *Plugin) Poll(ctx context.Context, profile string, wait time.Duration) (
 		return nil, abi.Errorf(abi.CodeUnsupported, "plugin %s does not poll", p.name)
 	}
 	limits := p.current().limits
-	return typedCall[abi.PollResult](ctx, p, profile, abi.ExportPoll, wait+limits.CallTimeout, func(c abi.Call) any {
+	res, err := typedCall[abi.PollResult](ctx, p, profile, abi.ExportPoll, wait+limits.CallTimeout, func(c abi.Call) any {
 		return abi.PollRequest{Call: c, WaitMs: wait.Milliseconds()}
 	})
+	if err == nil {
+		p.setStatus(profile, res.Status)
+	}
+	return res, err
+}
+
+// setStatus records what a poll reported about a profile (nil clears it). It lives on the
+// Plugin, so a reload keeps showing it until the new version polls.
+func (p *Plugin) setStatus(profile string, st *abi.ProfileStatus) {
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	if st == nil {
+		delete(p.status, profile)
+		return
+	}
+	if p.status == nil {
+		p.status = map[string]abi.ProfileStatus{}
+	}
+	p.status[profile] = *st
 }
 
 // Send asks the plugin to transmit one message.
@@ -233,6 +252,8 @@ type Info struct {
 	Instances int                 `json:"instances"`
 	Loaded    time.Time           `json:"loaded"`
 	Profiles  map[string][]string `json:"profiles"` // profile → problems (empty: serving)
+	// Status is what the plugin last reported about each profile from poll, if anything.
+	Status map[string]abi.ProfileStatus `json:"status,omitempty"`
 	// Warnings found at load (unscoped egress to a chat platform's API).
 	Warnings []string `json:"warnings,omitempty"`
 	// EgressDenied counts egress calls the policy refused; LastDenied is the last refusal.
@@ -258,5 +279,13 @@ func (p *Plugin) Info() Info {
 		info.Profiles[name] = append([]string{}, ps.problems...)
 	}
 	v.profMu.RUnlock()
+	p.statusMu.Lock()
+	for name, st := range p.status {
+		if info.Status == nil {
+			info.Status = map[string]abi.ProfileStatus{}
+		}
+		info.Status[name] = st
+	}
+	p.statusMu.Unlock()
 	return info
 }

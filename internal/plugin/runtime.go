@@ -692,6 +692,9 @@ type Plugin struct {
 	mu  sync.RWMutex // guards cur
 	cur *version
 
+	statusMu sync.Mutex                   // guards status
+	status   map[string]abi.ProfileStatus // by profile: what the last poll reported (ABI 1.1)
+
 	schedMu sync.Mutex               // guards sched
 	sched   map[string]chan struct{} // scheduler profile → its one-call lock (see exclusive)
 }
@@ -829,6 +832,7 @@ func (v *version) newInstance(ctx context.Context) (*instance, error) {
 			WithStderr(inst.stderr).
 			WithSysWalltime().
 			WithSysNanotime().
+			WithNanosleep(sleepSlice).
 			WithRandSource(rand.Reader),
 	})
 	if err != nil {
@@ -838,6 +842,15 @@ func (v *version) newInstance(ctx context.Context) (*instance, error) {
 	v.metrics.instances(1)
 	return inst, nil
 }
+
+// maxSleepSlice bounds one guest sleep (WASI poll_oneoff with a clock). A guest that asks for
+// longer wakes up, finds its timer not yet due and sleeps again, so the call's deadline (checked
+// when the guest runs) still stops a guest that sleeps past it.
+const maxSleepSlice = 20 * time.Millisecond
+
+// sleepSlice really sleeps, unlike wazero's default (which returns at once, so that a guest's
+// time.Sleep spins a core until the time has passed), but at most maxSleepSlice at a time.
+func sleepSlice(ns int64) { time.Sleep(min(time.Duration(ns), maxSleepSlice)) }
 
 // memoryLimit is the cap of each of an instance's memories, in bytes.
 func (v *version) memoryLimit() uint64 { return uint64(v.limits.MemoryPages) << 16 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,6 +325,28 @@ func TestHostFunctions(t *testing.T) {
 		t.Fatalf("clock %s %v", got, err)
 	}
 
+	// What poll reports about a profile is shown in Info, per profile, until a poll clears it.
+	polled := func(profile string) map[string]abi.ProfileStatus {
+		t.Helper()
+		if _, err := p.Poll(ctx, profile, 0); err != nil {
+			t.Fatal(err)
+		}
+		return p.Info().Status
+	}
+	if st := polled("main"); len(st) != 0 {
+		t.Fatalf("status before any report: %+v", st)
+	}
+	probeSend(t, p, "main", "kvset status=stopped: closed with 4013")
+	probeSend(t, p, "work", "kvset status=ok: connected")
+	polled("work")
+	if st := polled("main"); st["main"] != (abi.ProfileStatus{State: "stopped", Message: "closed with 4013"}) || st["work"].State != "ok" {
+		t.Fatalf("status after reports: %+v", st)
+	}
+	probeSend(t, p, "main", "kvset status=")
+	if st := polled("main"); len(st) != 1 || st["work"].State != "ok" {
+		t.Fatalf("status after main's report was cleared: %+v", st)
+	}
+
 	// A panic inside a host function comes back to the guest as an error; the instance that saw
 	// it is discarded, and the plugin keeps serving on a fresh one.
 	before := p.Info().Instances
@@ -378,6 +401,42 @@ func TestEgressFromWasm(t *testing.T) {
 	if e.Code != abi.CodeDenied || !strings.Contains(e.Message, "declared: api.example.com") || hits.Load() != before {
 		t.Fatalf("sneaky got %s (hits %d→%d)", got, before, hits.Load())
 	}
+}
+
+// TestGuestSleep: a guest's time.Sleep really sleeps (it does not spin a core until the time has
+// passed), and a guest sleeping past its call deadline is still stopped at the deadline.
+func TestGuestSleep(t *testing.T) {
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Plugins: map[string]Settings{"probe": {
+		Limits:   Limits{CallTimeout: time.Second},
+		Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{"token":"t"}`)},
+	}}})
+	r.Scan(context.Background())
+	probe := r.Get("probe")
+	if _, err := probeSend(t, probe, "main", "version"); err != nil { // warm: the instance exists
+		t.Fatal(err)
+	}
+	cpu0, wall0 := processCPU(), time.Now()
+	if got, err := probeSend(t, probe, "main", "sleep 400ms"); err != nil || got != `"slept 400ms"` {
+		t.Fatalf("sleep: %s %v", got, err)
+	}
+	wall, cpu := time.Since(wall0), processCPU()-cpu0
+	t.Logf("a 400ms guest sleep took %v wall, %v CPU", wall, cpu)
+	if wall < 400*time.Millisecond || cpu > wall/2 {
+		t.Fatalf("a 400ms sleep took %v wall and %v CPU: the guest spun instead of sleeping", wall, cpu)
+	}
+	start := time.Now()
+	_, err := probeSend(t, probe, "main", "sleep 30s")
+	var crash *CrashError
+	if !errors.As(err, &crash) || crash.Reason != "deadline" || time.Since(start) > 10*time.Second {
+		t.Fatalf("a guest sleeping past its deadline: %v after %v", err, time.Since(start))
+	}
+}
+
+// processCPU is the CPU time this process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func TestHotReload(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -148,6 +149,7 @@ type item struct {
 	plugin, profile string
 	src             abi.Source // where to answer (the latest message's source)
 	texts           []string
+	msgIDs          []string        // platform message ids of texts (user messages), for recalls
 	cmd, arg        string          // a queued slash command
 	stamps          []session.Stamp // notifications
 	events          []string        // notifications: the process event, "proc_…#seq"
@@ -416,6 +418,9 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 			if route, ok, cerr := b.Current(); cerr == nil && ok {
 				res.Route = route
 			}
+			if err == nil {
+				e.recall(key, src.MessageID)
+			}
 		case abi.EventSeed:
 			res, err = b.Resolve(src, session.ResolveOptions{Internal: true})
 		default: // abi.EventMessage
@@ -440,7 +445,7 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				confirm = e.status(b, key)
 			default:
 				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: row.plugin, profile: row.profile, src: src,
-					texts: []string{row.text}, cmd: cmd, arg: arg}
+					texts: []string{row.text}, msgIDs: []string{src.MessageID}, cmd: cmd, arg: arg}
 			}
 		}
 		if err != nil {
@@ -650,6 +655,61 @@ func (e *Engine) cancelRunning(key string, it *item, by string) {
 	}
 }
 
+// recall handles a message its sender recalled (the transcript is already redacted): a queued
+// turn forgets it (and leaves the queue when nothing else is left in it), and a running turn
+// that answers it is interrupted. As with /stop, the outcomes are recorded first and the running
+// turn is cancelled after. Called inside key's boundary.
+func (e *Engine) recall(key, msgID string) {
+	if msgID == "" {
+		return
+	}
+	e.mu.Lock()
+	kq := e.keys[key]
+	if kq == nil {
+		e.mu.Unlock()
+		return
+	}
+	var running *item
+	if r := kq.running; r != nil && r.kind == kindMessage && slices.Contains(r.msgIDs, msgID) {
+		running = r
+	}
+	var dropped []string
+	for _, it := range kq.items {
+		if it.kind != kindMessage || len(it.msgIDs) != len(it.ids) {
+			continue
+		}
+		for i := 0; i < len(it.msgIDs); i++ {
+			if it.msgIDs[i] == msgID {
+				dropped = append(dropped, it.ids[i])
+				it.ids = slices.Delete(it.ids, i, i+1)
+				it.texts = slices.Delete(it.texts, i, i+1)
+				it.msgIDs = slices.Delete(it.msgIDs, i, i+1)
+				i--
+			}
+		}
+	}
+	kq.items = slices.DeleteFunc(kq.items, func(it *item) bool { return len(it.ids) == 0 })
+	e.mu.Unlock()
+	if len(dropped) == 0 && running == nil {
+		return
+	}
+	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+		if _, err := setState(ctx, t.SQL(), dropped, stDropped, "recalled by the sender before its turn", e.opt.Now(), stQueued); err != nil {
+			return err
+		}
+		if running == nil {
+			return nil
+		}
+		// Still queued counts: its runner may not have marked it running yet.
+		_, err := e.settle(ctx, t, key, running, stInterrupted, "interrupted: the sender recalled the message", stRunning, stQueued)
+		return err
+	})
+	if err != nil {
+		e.log.Error("turn: recording a recall failed", "key", key, "error", err)
+	}
+	e.cancelRunning(key, running, "a recall")
+}
+
 // enqueue adds it to key's queue, merging consecutive user messages (one pending slot) and
 // notifications of the same conversation (one consolidated turn), and makes sure a runner
 // serves the queue.
@@ -664,6 +724,7 @@ func (e *Engine) enqueue(key string, it *item) {
 		if mergeable {
 			last.ids = append(last.ids, it.ids...)
 			last.texts = append(last.texts, it.texts...)
+			last.msgIDs = append(last.msgIDs, it.msgIDs...)
 			last.stamps = append(last.stamps, it.stamps...)
 			last.events = append(last.events, it.events...)
 			if it.kind == kindMessage {

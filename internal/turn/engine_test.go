@@ -358,3 +358,61 @@ func TestStopCancelsTheRunningTurn(t *testing.T) {
 		}
 	})
 }
+
+// recallOf dispatches the platform's recall of the message with platform id msgID.
+func (h *harness) recallOf(src abi.Source, msgID string) {
+	h.t.Helper()
+	src.MessageID = msgID
+	if _, err := h.e.Dispatch(context.Background(), "echo", "main", abi.InboundEvent{ID: "recall:" + msgID, Kind: abi.EventRedact, Source: src}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestRecallCancelsItsTurn: a recall of the message a turn is answering cancels the turn (no
+// answer is sent) and redacts the message; a recall of a queued message removes it from the
+// merged turn that follows; a recall of an earlier, answered message cancels nothing.
+func TestRecallCancelsItsTurn(t *testing.T) {
+	a := newBlocking()
+	h := newHarness(t, a, Options{})
+	r := h.say(dm, "answered earlier")
+	answered := fmt.Sprintf("ev%d", msgSeq)
+	a.next(t)
+	a.release <- "first answer"
+	h.chat.waitFor(t, "the first answer", has("first answer"))
+
+	h.say(dm, "secret plan")
+	recalled := fmt.Sprintf("ev%d", msgSeq)
+	a.next(t)
+	h.say(dm, "queued one")
+	h.say(dm, "queued two")
+	queued := fmt.Sprintf("ev%d", msgSeq)
+	h.recallOf(dm, answered) // nothing runs for it any more: only redacted
+	h.recallOf(dm, queued)   // still queued behind the running turn
+	h.recallOf(dm, recalled)
+	select {
+	case got := <-a.cancelled:
+		if got != "secret plan" {
+			t.Fatalf("cancelled %q", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the recalled message's turn was not cancelled")
+	}
+	if got := a.next(t).Text; got != "queued one" {
+		t.Fatalf("the queued turn saw %q", got)
+	}
+	a.release <- "answer to queued one"
+	h.chat.waitFor(t, "the queued answer", has("answer to queued one"))
+	tr := transcript(t, h.k, r.Session.SessionID)
+	if strings.Contains(tr, "secret plan") || strings.Contains(tr, "answered earlier") || strings.Contains(tr, "queued two") ||
+		!strings.Contains(tr, "queued one") {
+		t.Fatalf("transcript after the recalls: %q", tr)
+	}
+	var state, outcome string
+	h.e.db.QueryRow(`SELECT state, outcome FROM turn_inbox WHERE event_id = ?`, recalled).Scan(&state, &outcome)
+	if state != stInterrupted || !strings.Contains(outcome, "recalled") {
+		t.Fatalf("the recalled turn is %s (%s)", state, outcome)
+	}
+	if h.chat.count("answer") != 2 {
+		t.Fatalf("sent %q", h.chat.texts())
+	}
+}

@@ -72,7 +72,8 @@ type inboxRow struct {
 
 // itemOf rebuilds the queued turn of an open row.
 func (e *Engine) itemOf(r inboxRow) *item {
-	it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text}}
+	it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text},
+		msgIDs: []string{r.src.MessageID}}
 	if r.kind == kindNotification {
 		it.stamps, it.events = []session.Stamp{r.stamp}, []string{r.eventID}
 	} else {

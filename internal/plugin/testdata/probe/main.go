@@ -29,7 +29,7 @@ func init() {
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
 			Name: name, Version: version, Kind: abi.KindPlatform, Platform: platform,
-			Capabilities: []string{abi.CapWebhook},
+			Capabilities: []string{abi.CapWebhook, abi.CapPoll},
 			MessageLimit: abi.MessageLimit{Max: 1000, Unit: abi.UnitByte},
 			Egress:       []string{"127.0.0.1"},
 			ConfigSchema: json.RawMessage(`{"type":"object","properties":{"token":{"type":"string","secret":true}},"required":["token"]}`),
@@ -61,8 +61,24 @@ func init() {
 				Events:   []abi.InboundEvent{{ID: "w:" + string(req.Body), Source: abi.Source{ChatType: abi.ChatDM, ChatID: "1"}, Text: string(req.Body)}},
 			}, nil
 		},
+		Poll: poll,
 		Send: send,
 	})
+}
+
+// poll reports the status stored under the kv key "status" ("state: message"), if any, and
+// asks to be polled again in a minute.
+func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
+	res := &abi.PollResult{BackoffMs: 60000}
+	v, found, err := c.KVGet("status")
+	if err != nil {
+		return nil, err
+	}
+	if found && len(v) > 0 {
+		state, msg, _ := strings.Cut(string(v), ": ")
+		res.Status = &abi.ProfileStatus{State: state, Message: msg}
+	}
+	return res, nil
 }
 
 func main() {}
@@ -124,6 +140,13 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		}
 	case "log":
 		c.Log(abi.LevelInfo, arg, "k", "v")
+	case "sleep":
+		d, perr := time.ParseDuration(arg)
+		if perr != nil {
+			return nil, abi.Errorf(abi.CodeBadRequest, "sleep: %v", perr)
+		}
+		time.Sleep(d)
+		out = "slept " + arg
 	case "panic":
 		panic("probe was asked to panic")
 	case "spin": // a platform that never answers, as far as the host can tell
