@@ -65,6 +65,23 @@ func (r *Report) Write(w io.Writer) {
 	}
 }
 
+// String is the report as Write prints it.
+func (r *Report) String() string {
+	var b strings.Builder
+	r.Write(&b)
+	return b.String()
+}
+
+// Result returns the outcome of the check called name, and whether the run has it.
+func (r *Report) Result(name string) (Result, bool) {
+	for _, x := range r.Results {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Result{}, false
+}
+
 // Options tune a run.
 type Options struct {
 	// Config is the configuration of the profile the normal-path checks use (a JSON object);

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -13,13 +12,7 @@ import (
 func TestFirstPartyPluginsConform(t *testing.T) {
 	for _, dir := range []string{"../plugins/echo", "../plugins/telegram", "../plugins/cron"} {
 		t.Run(dir, func(t *testing.T) {
-			rep := Run(context.Background(), wasmbuild.MustBuild(t, dir), Options{})
-			var out bytes.Buffer
-			rep.Write(&out)
-			if !rep.Passed() {
-				t.Fatalf("conformance failed:\n%s", out.String())
-			}
-			t.Log(out.String())
+			RequirePass(t, Run(context.Background(), wasmbuild.MustBuild(t, dir), Options{}))
 		})
 	}
 }
@@ -34,13 +27,11 @@ func TestHostilePluginsFail(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rep := Run(context.Background(), wasmbuild.MustBuild(t, hostile+name), Options{CallTimeout: 2 * time.Second})
-			var out bytes.Buffer
-			rep.Write(&out)
 			if rep.Passed() {
-				t.Fatalf("hostile plugin passed:\n%s", out.String())
+				t.Fatalf("hostile plugin passed:\n%s", rep.String())
 			}
-			if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "FAIL") {
-				t.Fatalf("report does not say %q:\n%s", want, out.String())
+			if !strings.Contains(rep.String(), want) || !strings.Contains(rep.String(), "FAIL") {
+				t.Fatalf("report does not say %q:\n%s", want, rep.String())
 			}
 		})
 	}

@@ -60,3 +60,14 @@ func (a *Ahead) Advance(d time.Duration) {
 	defer a.mu.Unlock()
 	a.off += d
 }
+
+// Source is what the platform fakes ask for the time: *Clock, *Ahead or Real.
+type Source interface {
+	Now() time.Time
+}
+
+// Real is the wall clock, for fakes that need no control over time.
+type Real struct{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }

@@ -1,34 +1,22 @@
 package slack
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
 func TestFirstPartyPluginConforms(t *testing.T) {
-	rep := Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/slack"), Options{})
-	var out bytes.Buffer
-	rep.Write(&out)
-	if !rep.Passed() {
-		t.Fatalf("slack conformance failed:\n%s", out.String())
-	}
-	t.Log(out.String())
+	conformance.RequirePass(t, Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/slack"), Options{}))
 }
 
 // A naive adapter (testdata/naive) makes the classic mistakes; each must fail its check.
 func TestNaiveAdapterFails(t *testing.T) {
 	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: 5 * time.Second})
-	var out bytes.Buffer
-	rep.Write(&out)
-	failed := map[string]bool{}
-	for _, r := range rep.Results {
-		failed[r.Name] = !r.Passed
-	}
-	for _, name := range []string{
+	conformance.RequireFail(t, rep, []string{"load (manifest, configure)"},
 		"webhook: forged requests refused",    // no signature check
 		"webhook: retries are one event",      // every X-Slack-Retry-Num dropped
 		"inbound: message + app_mention once", // event_id as the event's id
@@ -41,13 +29,5 @@ func TestNaiveAdapterFails(t *testing.T) {
 		"send: timeout under the deadline",    // a 30 s HTTP timeout under a 10 s deadline
 		"socket: ack after the host records",  // acknowledged on receipt
 		"socket: reconnect, no duplicates",    // envelope_id as the event's id
-	} {
-		if !failed[name] {
-			t.Errorf("check %q did not fail", name)
-		}
-	}
-	if failed["load (manifest, configure)"] {
-		t.Errorf("the naive adapter should load")
-	}
-	t.Log(out.String())
+	)
 }

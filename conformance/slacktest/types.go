@@ -3,18 +3,15 @@ package slacktest
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 )
 
-// Clock tells the fake what time it is: message timestamps, request signatures, rate limits.
-type Clock interface {
-	Now() time.Time
-}
+// Clock tells the fake what time it is (message timestamps, signatures, rate limits).
+type Clock = fakeclock.Source
 
 // RealClock is the wall clock.
-type RealClock struct{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
+type RealClock = fakeclock.Real
 
 // Event is an inner event of the Events API, as Slack serializes it (the fields the fake uses).
 // Message events (type "message") and app_mention share the message fields.

@@ -1,31 +1,23 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
 func TestFirstPartyPluginConforms(t *testing.T) {
-	rep := Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/telegram"), Options{})
-	var out bytes.Buffer
-	rep.Write(&out)
-	if !rep.Passed() {
-		t.Fatalf("telegram conformance failed:\n%s", out.String())
-	}
-	t.Log(out.String())
+	conformance.RequirePass(t, Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/telegram"), Options{}))
 }
 
 // The suite must be able to fail: the echo plugin is no Telegram adapter.
 func TestOtherPlatformFails(t *testing.T) {
 	rep := Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/echo"), Options{})
-	var out bytes.Buffer
-	rep.Write(&out)
 	if rep.Passed() {
-		t.Fatalf("echo passed the Telegram profile:\n%s", out.String())
+		t.Fatalf("echo passed the Telegram profile:\n%s", rep.String())
 	}
 }
 
@@ -33,13 +25,7 @@ func TestOtherPlatformFails(t *testing.T) {
 func TestNaiveAdapterFails(t *testing.T) {
 	// Short waits: the naive adapter makes checks wait for what never comes.
 	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: 3 * time.Second})
-	var out bytes.Buffer
-	rep.Write(&out)
-	failed := map[string]bool{}
-	for _, r := range rep.Results {
-		failed[r.Name] = !r.Passed
-	}
-	for _, name := range []string{
+	conformance.RequireFail(t, rep, []string{"load (manifest, configure)"},
 		"poll: restart, no loss or replay",       // offset in instance memory
 		"inbound: topics and thread traps",       // every message_thread_id echoed
 		"inbound: mention gating",                // every group message a turn
@@ -52,13 +38,5 @@ func TestNaiveAdapterFails(t *testing.T) {
 		"send: slow answer typed, no crash",         // no answer in time: retryable, a resend duplicates
 		"configure: slow getMe accepts the profile", // 30 s getMe at configure: rejected
 		"inbound: bots, edits, service, migration",  // migration service messages dropped
-	} {
-		if !failed[name] {
-			t.Errorf("check %q did not fail", name)
-		}
-	}
-	if failed["load (manifest, configure)"] {
-		t.Errorf("the naive adapter should load")
-	}
-	t.Log(out.String())
+	)
 }

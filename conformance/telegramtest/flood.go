@@ -6,16 +6,11 @@ import (
 	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 )
 
-// Clock tells the fake what time it is.
-type Clock interface {
-	Now() time.Time
-}
+// Clock tells the fake what time it is (message timestamps, signatures, rate limits).
+type Clock = fakeclock.Source
 
 // RealClock is the wall clock.
-type RealClock struct{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
+type RealClock = fakeclock.Real
 
 // ManualClock is a clock that moves only when told to (conformance/fakeclock's).
 type ManualClock = fakeclock.Clock
