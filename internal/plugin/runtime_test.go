@@ -275,17 +275,24 @@ func (s *recordingSessions) Seed(context.Context, Caller, abi.SeedRequest) (abi.
 	return abi.SessionRef{}, nil
 }
 
-func TestHostFunctions(t *testing.T) {
-	ctx := context.Background()
+// newKV opens a key-value store in a fresh database, closed when the test ends.
+func newKV(t *testing.T) *kv.Store {
+	t.Helper()
 	db, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	kvs, err := kv.Open(ctx, db)
+	t.Cleanup(func() { db.Close() })
+	kvs, err := kv.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kvs
+}
+
+func TestHostFunctions(t *testing.T) {
+	ctx := context.Background()
+	kvs := newKV(t)
 	sessions := &recordingSessions{}
 	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{
 		Env: &Env{KV: kvs, Sessions: sessions, Egress: egress.NewClient(egress.Limits{})},
@@ -812,15 +819,7 @@ func TestOnePlatformOneOwner(t *testing.T) {
 // partial one as a word overlapping the previous, and a wrong tail would corrupt the value.
 func TestBlockSizes(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	kvs, err := kv.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kvs := newKV(t)
 	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Env: &Env{KV: kvs}})
 	r.Scan(ctx)
 	p := r.Get("probe")
