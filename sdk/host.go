@@ -24,14 +24,24 @@ func UseTransport(t Transport) {
 	transport = t
 }
 
-// call sends req to host function fn and decodes the result into res (which may be nil).
+// call sends req to host function fn and decodes the result into res (a pointer, or nil).
 func call(fn string, req, res any) error {
 	in, err := json.Marshal(req)
 	if err != nil {
 		return abi.Errorf(abi.CodeBadRequest, "%s: encode request: %v", fn, err)
 	}
 	out := transport.HostCall(fn, in)
-	var r abi.Reply
+	// abi.Reply with the result decoded straight into res: one pass over the reply, where
+	// decoding abi.Reply and then its json.RawMessage result scanned and copied the result twice
+	// (inside Wasm, JSON is most of a plugin's own work per call).
+	r := struct {
+		OK     bool       `json:"ok"`
+		Result any        `json:"result,omitempty"`
+		Error  *abi.Error `json:"error,omitempty"`
+	}{Result: res}
+	if res == nil {
+		r.Result = new(json.RawMessage)
+	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		return abi.Errorf(abi.CodeInternal, "%s: malformed reply from host: %v", fn, err)
 	}
@@ -40,11 +50,6 @@ func call(fn string, req, res any) error {
 			return abi.Errorf(abi.CodeInternal, "%s: host reported failure without an error", fn)
 		}
 		return r.Error
-	}
-	if res != nil && len(r.Result) > 0 {
-		if err := json.Unmarshal(r.Result, res); err != nil {
-			return abi.Errorf(abi.CodeInternal, "%s: malformed result from host: %v", fn, err)
-		}
 	}
 	return nil
 }

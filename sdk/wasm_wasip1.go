@@ -3,6 +3,7 @@
 package sdk
 
 import (
+	"encoding/binary"
 	"encoding/json"
 
 	"github.com/extism/go-pdk"
@@ -37,13 +38,13 @@ func exportJobs() int32 { return run(abi.ExportJobs) }
 
 // run adapts Handle to Extism's calling convention: input in, output or error_set out.
 func run(export string) int32 {
-	out, err := Handle(export, pdk.Input())
+	out, err := Handle(export, loadWords(int(extismInputLength()), extismInputLoadU64, extismInputLoadU8))
 	if err != nil {
 		msg, _ := json.Marshal(abi.AsError(err))
 		pdk.SetErrorString(string(msg))
 		return 1
 	}
-	pdk.Output(out)
+	extismOutputSet(allocateBytes(out), uint64(len(out)))
 	return 0
 }
 
@@ -56,12 +57,94 @@ func (wasmTransport) HostCall(fn string, req []byte) []byte {
 		out, _ := json.Marshal(abi.Reply{Error: abi.Errorf(abi.CodeUnsupported, "unknown host function %s", fn)})
 		return out
 	}
-	in := pdk.AllocateBytes(req)
-	defer in.Free()
-	mem := pdk.FindMemory(f(in.Offset()))
-	defer mem.Free()
-	return mem.ReadBytes()
+	in := allocateBytes(req)
+	defer extismFree(in)
+	out := f(in)
+	if out == 0 {
+		return []byte{}
+	}
+	defer extismFree(out)
+	return loadWords(int(extismLength(out)),
+		func(i uint64) uint64 { return extismLoadU64(out + i) },
+		func(i uint64) uint32 { return extismLoadU8(out + i) })
 }
+
+// Moving bytes across Extism's memory boundary. go-pdk copies 8 bytes per host call and the
+// last len%8 bytes one per call; in the Go host each of those byte-wise calls runs Extism's
+// kernel module through a fresh wazero function handle (about 10 KiB allocated and cleared).
+// These helpers copy the tail as one more 8-byte word overlapping the previous one, so a block
+// of 8 bytes or more costs no byte-wise call. The overlapping word lies inside the block.
+
+// loadWords reads n bytes through load64 (offset i → the 8 bytes at i), with load8 only for
+// blocks shorter than a word.
+func loadWords(n int, load64 func(uint64) uint64, load8 func(uint64) uint32) []byte {
+	buf := make([]byte, n)
+	if n < 8 {
+		for i := range buf {
+			buf[i] = byte(load8(uint64(i)))
+		}
+		return buf
+	}
+	for i := 0; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(buf[i:], load64(uint64(i)))
+	}
+	if n%8 != 0 {
+		binary.LittleEndian.PutUint64(buf[n-8:], load64(uint64(n-8)))
+	}
+	return buf
+}
+
+// allocateBytes copies b into a new Extism memory block and returns its offset.
+func allocateBytes(b []byte) uint64 {
+	off := extismAlloc(uint64(len(b)))
+	n := len(b)
+	if n < 8 {
+		for i, c := range b {
+			extismStoreU8(off+uint64(i), uint32(c))
+		}
+		return off
+	}
+	for i := 0; i+8 <= n; i += 8 {
+		extismStoreU64(off+uint64(i), binary.LittleEndian.Uint64(b[i:]))
+	}
+	if n%8 != 0 {
+		extismStoreU64(off+uint64(n-8), binary.LittleEndian.Uint64(b[n-8:]))
+	}
+	return off
+}
+
+//go:wasmimport extism:host/env input_length
+func extismInputLength() uint64
+
+//go:wasmimport extism:host/env input_load_u64
+func extismInputLoadU64(offset uint64) uint64
+
+//go:wasmimport extism:host/env input_load_u8
+func extismInputLoadU8(offset uint64) uint32
+
+//go:wasmimport extism:host/env output_set
+func extismOutputSet(offset, length uint64)
+
+//go:wasmimport extism:host/env alloc
+func extismAlloc(length uint64) uint64
+
+//go:wasmimport extism:host/env free
+func extismFree(offset uint64)
+
+//go:wasmimport extism:host/env length
+func extismLength(offset uint64) uint64
+
+//go:wasmimport extism:host/env load_u64
+func extismLoadU64(offset uint64) uint64
+
+//go:wasmimport extism:host/env load_u8
+func extismLoadU8(offset uint64) uint32
+
+//go:wasmimport extism:host/env store_u64
+func extismStoreU64(offset, v uint64)
+
+//go:wasmimport extism:host/env store_u8
+func extismStoreU8(offset uint64, v uint32)
 
 var imports = map[string]func(uint64) uint64{
 	abi.HostLog:            hostLog,

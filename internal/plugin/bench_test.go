@@ -53,6 +53,29 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 	})
+	// The same bare instance running the SDK's send export ("version": no host call), so the
+	// figure over bare-default is the guest's own work: decoding the request and encoding the
+	// reply with encoding/json inside Wasm, plus the SDK's three kernel calls.
+	// "bare-send-same-config" is that call compiled as the host compiles it
+	// (WithCloseOnContextDone, which the call deadline needs): wazero then leaves compiled code
+	// for Go at every loop header to check whether the module was closed, and the guest's Go
+	// code (encoding/json's scanner, the Go runtime's own loops) passes loop headers constantly.
+	in, _ := json.Marshal(abi.SendRequest{Call: abi.Call{Profile: "main", Config: json.RawMessage(`{}`)},
+		Message: abi.OutboundMessage{ChatID: "1", Text: "version"}})
+	for name, rc := range map[string]wazero.RuntimeConfig{
+		"bare-send":             wazero.NewRuntimeConfig(),
+		"bare-send-same-config": wazero.NewRuntimeConfig().WithCloseOnContextDone(true),
+	} {
+		b.Run(name, func(b *testing.B) {
+			p := bare(b, rc, 0)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, _, err := p.Call(abi.ExportSend, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	b.Run("bare-timeout", func(b *testing.B) {
 		p := bare(b, wazero.NewRuntimeConfig(), 10_000) // Extism's own call timeout
 		b.ResetTimer()

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -56,11 +57,13 @@ func readRequest(p *extism.CurrentPlugin, offset uint64, max int) ([]byte, error
 	if n > uint64(max) {
 		return nil, abi.Errorf(abi.CodeTooLarge, "host function request of %d bytes exceeds the cap of %d", n, max)
 	}
-	b, err := p.ReadBytes(offset)
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeBadRequest, "reading request: %v", err)
+	// Read the block directly: CurrentPlugin.ReadBytes would ask the kernel for its length
+	// again (one more kernel call per host call).
+	b, ok := p.Memory().Read(uint32(offset), uint32(n))
+	if !ok {
+		return nil, abi.Errorf(abi.CodeBadRequest, "reading request: block %d+%d is outside memory", offset, n)
 	}
-	return b, nil
+	return bytes.Clone(b), nil
 }
 
 func errorReply(err error) []byte {

@@ -275,17 +275,24 @@ func (s *recordingSessions) Seed(context.Context, Caller, abi.SeedRequest) (abi.
 	return abi.SessionRef{}, nil
 }
 
-func TestHostFunctions(t *testing.T) {
-	ctx := context.Background()
+// newKV opens a key-value store in a fresh database, closed when the test ends.
+func newKV(t *testing.T) *kv.Store {
+	t.Helper()
 	db, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	kvs, err := kv.Open(ctx, db)
+	t.Cleanup(func() { db.Close() })
+	kvs, err := kv.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kvs
+}
+
+func TestHostFunctions(t *testing.T) {
+	ctx := context.Background()
+	kvs := newKV(t)
 	sessions := &recordingSessions{}
 	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{
 		Env: &Env{KV: kvs, Sessions: sessions, Egress: egress.NewClient(egress.Limits{})},
@@ -803,5 +810,28 @@ func TestOnePlatformOneOwner(t *testing.T) {
 	}
 	if name, ok := r.PluginFor("echo", "main"); !ok || name != "impostor" {
 		t.Fatalf("PluginFor after the owner left = %q %v", name, ok)
+	}
+}
+
+// TestBlockSizes moves values of every length from 0 to 24 bytes through the SDK's copies
+// across Extism memory (the call's input and output, a host call's request and reply), so each
+// block ends at every offset within an 8-byte word: the SDK copies whole words and the last,
+// partial one as a word overlapping the previous, and a wrong tail would corrupt the value.
+func TestBlockSizes(t *testing.T) {
+	ctx := context.Background()
+	kvs := newKV(t)
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Env: &Env{KV: kvs}})
+	r.Scan(ctx)
+	p := r.Get("probe")
+	const alphabet = "abcdefghijklmnopqrstuvwxyz"
+	for n := 0; n <= 24; n++ {
+		v := alphabet[:n]
+		if _, err := probeSend(t, p, "main", "kvset k="+v); err != nil {
+			t.Fatalf("set %d bytes: %v", n, err)
+		}
+		got, err := probeSend(t, p, "main", "kvget k")
+		if want := `{"found":true,"value":"` + v + `"}`; err != nil || got != want {
+			t.Fatalf("%d bytes: got %q, %v; want %q", n, got, err, want)
+		}
 	}
 }

@@ -170,3 +170,35 @@ func BenchmarkConcurrentWriters(b *testing.B) {
 		})
 	}
 }
+
+// TestBurstKeepsConnections runs 16 writers at once, repeatedly: every connection the burst
+// opened stays open for the next round instead of being closed after one statement and opened
+// again (database/sql keeps two idle connections unless told otherwise).
+func TestBurstKeepsConnections(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "h.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (x INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 16
+	for round := 0; round < 5; round++ {
+		errs := make(chan error, writers)
+		for w := 0; w < writers; w++ {
+			go func() {
+				_, err := db.Exec(`INSERT INTO t (x) VALUES (?)`, w)
+				errs <- err
+			}()
+		}
+		for w := 0; w < writers; w++ {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := db.Stats(); st.MaxIdleClosed != 0 {
+		t.Fatalf("%d connections were closed for lack of idle room (%d open)", st.MaxIdleClosed, st.OpenConnections)
+	}
+}
