@@ -1,9 +1,16 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,4 +133,77 @@ func BenchmarkSendPath(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkInbound measures inbound chat messages answered per second through the real public
+// listener: one webhook POST per message into echo.wasm (64 chats, 8 concurrent senders), the
+// door, the durable inbox, the turn engine with the built-in agent, and each answer's delivery
+// to the loopback platform. It reports the acknowledgement latency of the POSTs (p50, p99) and
+// messages answered per second, counted when every turn is done and no delivery is pending.
+// Consecutive messages of one chat that wait behind a running turn are answered together, as
+// in production.
+func BenchmarkInbound(b *testing.B) {
+	w := newWorld(&testing.T{})
+	defer w.srv.Close()
+	const chats, senders = 64, 8
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				body, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("bench%d", i), "chat_id": fmt.Sprint(5000 + i%chats),
+					"chat_type": "dm", "user_id": "u1", "text": fmt.Sprintf("hello %d", i)})
+				t0 := time.Now()
+				resp, err := http.Post(w.srv.URL+"/hooks/echo/main", "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat[i] = time.Since(t0)
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("webhook answered %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ctx := context.Background()
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		var open int
+		if err := w.g.db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE state IN ('received', 'queued', 'running')`).Scan(&open); err != nil {
+			b.Fatal(err)
+		}
+		pending, err := w.g.ledger.List(ctx, delivery.Filter{State: delivery.Pending})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sending, err := w.g.ledger.List(ctx, delivery.Filter{State: delivery.Sending})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if open == 0 && len(pending)+len(sending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not answered after 5 minutes: %d turns open, %d deliveries pending", open, len(pending)+len(sending))
+		}
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N)/took.Seconds(), "answered/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ack-p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ack-p99-ms")
 }
