@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/internal/change"
 )
 
 // Defaults of the app and the workspace every Server starts with.
@@ -92,7 +94,7 @@ type Server struct {
 	workers   sync.WaitGroup
 
 	mu         sync.Mutex
-	changed    chan struct{} // closed and replaced on every state change
+	changed    change.Signal // notified on every state change
 	teams      map[string]*Team
 	order      []*Team
 	tokens     map[string]*Team // bot token → team
@@ -133,7 +135,6 @@ func New(tb TB, opts ...Option) *Server {
 		cfg:       cfg,
 		ctx:       ctx,
 		cancel:    cancel,
-		changed:   make(chan struct{}),
 		teams:     map[string]*Team{},
 		tokens:    map[string]*Team{},
 		faults:    map[string][]Fault{},
@@ -194,8 +195,7 @@ func (s *Server) Close() {
 
 // changedLocked wakes everything waiting for a state change. s.mu must be held.
 func (s *Server) changedLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changed.Notify()
 }
 
 func (s *Server) notify() {
@@ -210,27 +210,13 @@ func (s *Server) notify() {
 func (s *Server) Wait(timeout time.Duration, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if cond() {
-				return nil
-			}
-			return fmt.Errorf("%w: %v", ErrTimeout, ctx.Err())
-		case <-s.ctx.Done():
-			if cond() {
-				return nil
-			}
-			return errors.New("slacktest: server closed")
-		}
+	switch err := change.Wait(ctx, &s.mu, &s.changed, s.ctx.Done(), cond); {
+	case errors.Is(err, change.ErrClosed):
+		return errors.New("slacktest: server closed")
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
 	}
+	return nil
 }
 
 // sleep waits d, or less when ctx ends or the server closes; it reports whether d elapsed.

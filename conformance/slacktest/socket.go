@@ -274,7 +274,7 @@ func (s *Server) socketLoop() {
 					"accepts_response_payload": false, "retry_attempt": p.attempt, "retry_reason": p.reason}})
 		}
 		s.queue = keep
-		ch := s.changed
+		ch := s.changed.C()
 		s.mu.Unlock()
 		for _, o := range sends {
 			s.send(o.sc, o.f, o.frame) // a failed write shows as a closed connection: resent there

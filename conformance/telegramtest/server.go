@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/internal/change"
 )
 
 // DefaultToken is the token of the bot every Server starts with; DefaultBotUsername is its
@@ -87,8 +89,8 @@ type Server struct {
 	workers   sync.WaitGroup
 
 	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every state change
-	changes  int           // how many times changed was closed
+	changed  change.Signal // notified on every state change
+	changes  int           // how many times changed was notified
 	bots     map[string]*Bot
 	first    *Bot
 	chats    map[int64]*chat
@@ -119,16 +121,15 @@ func New(tb TB, opts ...Option) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:     cfg,
-		ctx:     ctx,
-		cancel:  cancel,
-		done:    ctx.Done(),
-		changed: make(chan struct{}),
-		bots:    map[string]*Bot{},
-		chats:   map[int64]*chat{},
-		faults:  map[string][]Fault{},
-		sent:    map[threadKey][]*SentMessage{},
-		hook:    &http.Client{Timeout: cfg.hookTimeout, Transport: &http.Transport{}},
+		cfg:    cfg,
+		ctx:    ctx,
+		cancel: cancel,
+		done:   ctx.Done(),
+		bots:   map[string]*Bot{},
+		chats:  map[int64]*chat{},
+		faults: map[string][]Fault{},
+		sent:   map[threadKey][]*SentMessage{},
+		hook:   &http.Client{Timeout: cfg.hookTimeout, Transport: &http.Transport{}},
 	}
 	if cfg.flood != nil {
 		s.flood = newFloodState(*cfg.flood)
@@ -215,8 +216,7 @@ func (s *Server) AddBot(token, username string) *Bot {
 // changedLocked wakes everything waiting for a state change. s.mu must be held.
 func (s *Server) changedLocked() {
 	s.changes++
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changed.Notify()
 }
 
 // Wait blocks until cond returns true, re-evaluating it after every change of the fake's state
@@ -230,27 +230,13 @@ func (s *Server) Wait(timeout time.Duration, cond func() bool) error {
 
 // WaitContext is Wait bounded by ctx; it returns ErrTimeout when ctx ends first.
 func (s *Server) WaitContext(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if cond() {
-				return nil
-			}
-			return fmt.Errorf("%w: %v", ErrTimeout, ctx.Err())
-		case <-s.done:
-			if cond() {
-				return nil
-			}
-			return errors.New("telegramtest: server closed")
-		}
+	switch err := change.Wait(ctx, &s.mu, &s.changed, s.done, cond); {
+	case errors.Is(err, change.ErrClosed):
+		return errors.New("telegramtest: server closed")
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
 	}
+	return nil
 }
 
 // Requests returns the recorded requests, oldest first, for method (case-insensitive; "" for

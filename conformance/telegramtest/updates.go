@@ -224,7 +224,7 @@ func (s *Server) getUpdates(c *call) (any, *apiError) {
 			b.poll = me
 			s.changedLocked() // the poll is now parked (announced once, or parked polls would wake each other forever)
 		}
-		ch := s.changed
+		ch := s.changed.C()
 		s.mu.Unlock()
 		select {
 		case <-ch:

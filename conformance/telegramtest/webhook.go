@@ -186,7 +186,7 @@ func (s *Server) push(b *Bot) {
 		}
 		next := b.takeLocked(1)
 		if len(next) == 0 {
-			ch := s.changed
+			ch := s.changed.C()
 			s.mu.Unlock()
 			select {
 			case <-ch:
