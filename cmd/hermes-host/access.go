@@ -1,22 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"net/http"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/internal/auth"
-	"github.com/hermes-host/hermes-host/internal/gateway"
-	"github.com/hermes-host/hermes-host/internal/httpguard"
 )
 
 // The access commands: DM pairing and the auth log. Approving and revoking go through the
@@ -118,12 +111,9 @@ func (g *globals) adminOrDB(ctx context.Context, path string, body any, out any,
 	if err != nil {
 		return false, err
 	}
-	token, err := httpguard.ReadSecret(filepath.Join(cfg.DataDir, gateway.TokenFile))
-	if err == nil {
-		err = adminPost(ctx, "http://"+cfg.AdminListen+path, token, body, out)
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return err == nil, err
-		}
+	err = adminCall(ctx, cfg, path, body, out, 3*time.Minute)
+	if !errors.Is(err, errNoToken) && !errors.Is(err, syscall.ECONNREFUSED) {
+		return err == nil, err
 	}
 	return false, g.withAuthDB(ctx, direct)
 }
@@ -139,28 +129,4 @@ func (g *globals) withAuthDB(ctx context.Context, fn func(*sql.DB) error) error 
 		return err
 	}
 	return fn(db)
-}
-
-// adminPost POSTs body as JSON with the admin token and decodes a 200 answer into out; any other
-// answer is an error carrying the host's message. It waits up to 3 minutes: a jobs call waits for
-// the scheduler's tick in progress, which may be running an agent turn.
-func adminPost(ctx context.Context, url, token string, body, out any) error {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Message string }
-		json.NewDecoder(resp.Body).Decode(&e)
-		return fmt.Errorf("the host at %s answered %s: %s", url, resp.Status, e.Message)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/gateway"
-	"github.com/hermes-host/hermes-host/internal/httpguard"
 )
 
 // The cron commands hand jobs to the scheduler plugin through the running host (its admin API):
@@ -90,15 +88,15 @@ func (g *globals) cron(cmd *cobra.Command, f *cronFlags, req abi.JobsRequest) er
 	if err != nil {
 		return err
 	}
-	token, err := httpguard.ReadSecret(filepath.Join(cfg.DataDir, gateway.TokenFile))
-	if err != nil {
-		return fmt.Errorf("no admin token in %s (%v): the cron commands go through the running host; start `hermes-host serve`", cfg.DataDir, err)
-	}
 	body := map[string]any{"plugin": f.plugin, "profile": f.profile, "op": req.Op, "id": req.ID, "job": req.Job}
 	var res struct {
 		Jobs []abi.Job `json:"jobs"`
 	}
-	err = adminPost(cmd.Context(), "http://"+cfg.AdminListen+"/api/cron", token, body, &res)
+	// A jobs call waits for the scheduler's tick in progress, which may be running an agent turn.
+	err = adminCall(cmd.Context(), cfg, "/api/cron", body, &res, 3*time.Minute)
+	if errors.Is(err, errNoToken) {
+		return fmt.Errorf("%v: the cron commands go through the running host; start `hermes-host serve`", err)
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("no hermes-host answers at %s: the cron commands go through the running host; start `hermes-host serve` (or give its --admin-listen)", cfg.AdminListen)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/gateway"
-	"github.com/hermes-host/hermes-host/internal/httpguard"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
@@ -121,39 +118,11 @@ type pluginsView struct {
 	Rejected []plugin.Rejection `json:"rejected"`
 }
 
-// serverPlugins asks a running server for its plugins (GET /api/plugins on its admin listener,
-// with the token from the data directory).
+// serverPlugins asks a running server for its plugins (GET /api/plugins on its admin listener).
 func serverPlugins(ctx context.Context, cfg *config.Config) (*pluginsView, error) {
-	listen := cfg.AdminListen
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, err
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	token, err := httpguard.ReadSecret(filepath.Join(cfg.DataDir, gateway.TokenFile))
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/api/plugins", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", listen, resp.Status)
-	}
 	var v pluginsView
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return nil, fmt.Errorf("%s: not a hermes-host admin API: %w", listen, err)
+	if err := adminCall(ctx, cfg, "/api/plugins", nil, &v, 2*time.Second); err != nil {
+		return nil, err
 	}
 	return &v, nil
 }
