@@ -21,6 +21,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +73,9 @@ type suite struct {
 	hook   *forwarder
 	record *recorder
 	checks conformance.Checks
+
+	postsMu sync.Mutex
+	posts   []string // message-posting calls that reached Slack from another export than send
 }
 
 // Run checks the Slack adapter at wasmPath against fake Slacks and reports each behaviour as a
@@ -108,6 +113,15 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	defer closeEnv()
 	s.env = env
+	env.Egressed = func(c plugin.Caller, _ string, u *url.URL, err error) {
+		method := path.Base(u.Path)
+		if c.Export == abi.ExportSend || !postingMethod(method) || abi.CodeOf(err) == abi.CodeDenied {
+			return
+		}
+		s.postsMu.Lock()
+		s.posts = append(s.posts, c.Export+": "+method)
+		s.postsMu.Unlock()
+	}
 	defer func() {
 		if s.rt != nil {
 			s.rt.Close()
@@ -138,7 +152,32 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		check("socket: ack after the host records", s.checkSocketAck)
 		check("socket: reconnect, no duplicates", s.checkSocketReconnect)
 	}
+	check("egress: messages posted only from send", s.checkPostsOnlyFromSend)
 	return s.rep
+}
+
+// postingMethod reports whether a Web API method puts something into a conversation or
+// changes what it shows.
+func postingMethod(m string) bool {
+	for _, prefix := range []string{"chat.", "assistant.threads.set", "reactions.", "files.", "pins."} {
+		if strings.HasPrefix(m, prefix) && m != "chat.getPermalink" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPostsOnlyFromSend: during the whole run, nothing posted into a conversation from
+// webhook, poll or configure reached Slack. Only send runs inside the session boundary, after
+// the stale check, with a ledger row; a message posted from anywhere else bypasses all three.
+func (s *suite) checkPostsOnlyFromSend() (string, error) {
+	s.postsMu.Lock()
+	defer s.postsMu.Unlock()
+	if len(s.posts) > 0 {
+		return "", fmt.Errorf("%d message-posting calls outside send reached Slack (%s): only send may post, inside the host's guarded path; declare egress_scopes so the host refuses them",
+			len(s.posts), strings.Join(s.posts[:min(len(s.posts), 5)], ", "))
+	}
+	return "every message-posting call came from send", nil
 }
 
 // recorder is the host's hermes_dispatch for the suite: it records when each event id was first

@@ -17,17 +17,18 @@ func TestFirstPartyPluginConforms(t *testing.T) {
 func TestNaiveAdapterFails(t *testing.T) {
 	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: 5 * time.Second})
 	conformance.RequireFail(t, rep, []string{"load (manifest, configure)"},
-		"webhook: forged requests refused",    // no signature check
-		"webhook: retries are one event",      // every X-Slack-Retry-Num dropped
-		"inbound: message + app_mention once", // event_id as the event's id
-		"inbound: workspace in the scope",     // no team id in the source
-		"inbound: threads and mention gating", // every channel message a turn, no threads
-		"inbound: own messages skipped",       // bot_id not checked
-		"send: into the thread",               // thread_ts dropped
-		"send: long text split, not cut",      // 40,000+ characters in one post
-		"send: lost answer is uncertain",      // 5xx retried inside send
-		"send: timeout under the deadline",    // a 30 s HTTP timeout under a 10 s deadline
-		"socket: ack after the host records",  // acknowledged on receipt
-		"socket: reconnect, no duplicates",    // envelope_id as the event's id
+		"webhook: forged requests refused",       // no signature check
+		"webhook: retries are one event",         // every X-Slack-Retry-Num dropped
+		"inbound: message + app_mention once",    // event_id as the event's id
+		"inbound: workspace in the scope",        // no team id in the source
+		"inbound: threads and mention gating",    // every channel message a turn, no threads
+		"inbound: own messages skipped",          // bot_id not checked
+		"send: into the thread",                  // thread_ts dropped
+		"send: long text split, not cut",         // 40,000+ characters in one post
+		"send: lost answer is uncertain",         // 5xx retried inside send
+		"send: timeout under the deadline",       // a 30 s HTTP timeout under a 10 s deadline
+		"socket: ack after the host records",     // acknowledged on receipt
+		"socket: reconnect, no duplicates",       // envelope_id as the event's id
+		"egress: messages posted only from send", // acknowledges mentions from webhook
 	)
 }

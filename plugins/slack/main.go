@@ -44,7 +44,7 @@ func init() {
 			Description:  "Slack: Events API or Socket Mode, threads, workspaces, assistant threads",
 			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapTyping, abi.CapEdit},
 			MessageLimit: abi.MessageLimit{Max: ManifestLimit, Unit: abi.UnitCodePoint},
-			Egress:       []string{"slack.com", "*.slack.com"},
+			EgressScopes: egressScopes,
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,
@@ -55,6 +55,20 @@ func init() {
 }
 
 func main() {}
+
+// egressScopes: only send posts into chats (through the host's guarded path); configure asks
+// who a token is, poll opens Socket Mode connections (apps.connections.open, then the
+// WebSocket on a wss-*.slack.com host); nothing else reaches Slack.
+var egressScopes = []abi.EgressScope{
+	{Name: "post-from-send", Host: "slack.com", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
+		Paths: []string{"/api/chat.postMessage", "/api/chat.update", "/api/assistant.threads.setStatus"}},
+	{Name: "identity", Host: "slack.com", Exports: []string{abi.ExportConfigure}, Methods: []string{"POST"},
+		Paths: []string{"/api/auth.test"}},
+	{Name: "socket-open", Host: "slack.com", Exports: []string{abi.ExportPoll}, Methods: []string{"POST"},
+		Paths: []string{"/api/apps.connections.open"}},
+	{Name: "socket", Host: "*.slack.com", Exports: []string{abi.ExportPoll}, Methods: []string{"GET"},
+		Paths: []string{"/link", "/link/*"}},
+}
 
 // configure validates a profile. Beyond the local checks it asks Slack whom each bot token
 // belongs to (auth.test): a revoked token, or a workspace token filed under another team id,

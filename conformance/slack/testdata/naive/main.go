@@ -4,9 +4,9 @@
 // message + app_mention become two turns, it leaves the workspace out of the source, it makes
 // every channel message a turn without threads, it answers its own messages, it drops thread_ts
 // when sending, it escapes text but never splits it, it retries 5xx inside send, its HTTP
-// timeout (30 s) exceeds its call deadline, and in Socket Mode it acknowledges frames on
-// receipt. The
-// conformance profile's tests run against it to show that each mistake fails a check.
+// timeout (30 s) exceeds its call deadline, in Socket Mode it acknowledges frames on receipt,
+// and it acknowledges mentions by posting from webhook, outside send. The conformance profile's
+// tests run against it to show that each mistake fails a check.
 package main
 
 import (
@@ -86,6 +86,10 @@ func webhook(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error
 	}
 	if ev, ok := event(p, p.EventID); ok {
 		res.Events = append(res.Events, ev)
+		if p.Event.Type == "app_mention" {
+			// The mistake: acknowledge a mention at once, outside send (and its boundary).
+			call(c, "chat.postMessage", cfg(c).BotToken, map[string]string{"channel": p.Event.Channel, "text": "👀 on it"})
+		}
 	}
 	return res, nil
 }
