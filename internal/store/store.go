@@ -1,6 +1,7 @@
-// Package store opens the host's SQLite database (modernc.org/sqlite, pure Go, WAL) and applies
-// versioned migrations. Each host package owns its tables and its list of migrations; store only
-// records which of them have run.
+// Package store opens the host's database and applies versioned migrations: SQLite
+// (modernc.org/sqlite, pure Go, WAL) by default, or PostgreSQL (pgx) when several hosts share one
+// database (postgres.go). Each host package owns its tables and its list of migrations, written
+// once in SQLite's dialect; store records which of them have run.
 package store
 
 import (
@@ -31,6 +32,20 @@ type Options struct {
 	// NoWriteGate leaves the queueing of this process's writers to SQLite's busy handler, as
 	// without the write gate (gate.go). For measuring the gate only.
 	NoWriteGate bool
+	// MaxConns caps a PostgreSQL pool (default postgresMaxConns). SQLite ignores it.
+	MaxConns int
+}
+
+// OpenSource opens the database a configuration names: "" for SQLite at
+// <dataDir>/hermes.db, or a postgres:// URL.
+func OpenSource(ctx context.Context, source, dataDir string, opt Options) (*sql.DB, error) {
+	switch {
+	case source == "" || source == "sqlite":
+		return Open(filepath.Join(dataDir, "hermes.db"), opt)
+	case IsPostgres(source):
+		return OpenPostgres(ctx, source, opt)
+	}
+	return nil, fmt.Errorf("store: %q is neither empty (SQLite in the data directory) nor a postgres:// URL", Redact(source))
 }
 
 // Open opens (creating if needed) the database at path with WAL journaling, foreign keys on and
@@ -119,9 +134,22 @@ func private(path string) error {
 // Migrate applies, in order and each in its own transaction, the migrations of component that
 // have not run yet. Migration i (0-based) is version i+1. Migrations are append-only: never edit
 // or reorder a released one.
+//
+// On PostgreSQL each migration is rewritten by postgresDDL and runs under an advisory lock, so
+// hosts starting together apply it once.
 func Migrate(ctx context.Context, db *sql.DB, component string, migrations []string) error {
+	if DialectOf(db) == Postgres {
+		return withMigrationLock(ctx, db, func() error { return migrate(ctx, db, component, migrations, true) })
+	}
+	return migrate(ctx, db, component, migrations, false)
+}
+
+func migrate(ctx context.Context, db *sql.DB, component string, migrations []string, pg bool) error {
 	for i, stmt := range migrations {
 		version := i + 1
+		if pg {
+			stmt = postgresDDL(stmt)
+		}
 		err := WithTx(ctx, db, func(tx *sql.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx,
@@ -147,10 +175,40 @@ func Migrate(ctx context.Context, db *sql.DB, component string, migrations []str
 	return nil
 }
 
-// WithTx runs fn in a transaction (BEGIN IMMEDIATE, so writers queue on the busy timeout instead
-// of failing at commit), committing if fn returns nil and rolling back otherwise.
-func WithTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) (err error) {
-	tx, err := db.BeginTx(ctx, nil)
+// WithTx runs fn in a transaction, committing if fn returns nil and rolling back otherwise. On
+// SQLite it is BEGIN IMMEDIATE, so writers queue on the write gate instead of failing at commit.
+// On PostgreSQL it is SERIALIZABLE, and a transaction PostgreSQL aborts as a serialization
+// failure or deadlock is run again from the start (up to txAttempts times): fn must not have
+// effects outside the transaction that a second run would repeat.
+func WithTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	if DialectOf(db) != Postgres {
+		return withTx(ctx, db, nil, fn)
+	}
+	var err error
+	for attempt := 0; attempt < txAttempts; attempt++ {
+		if attempt > 0 {
+			// Back off a little, growing and jittered, so the transactions that collided do
+			// not collide again.
+			d := time.Duration(attempt*attempt)*time.Millisecond + time.Duration(time.Now().UnixNano()%int64(time.Millisecond))
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			}
+		}
+		err = withTx(ctx, db, &sql.TxOptions{Isolation: sql.LevelSerializable}, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("store: transaction still conflicting after %d attempts: %w", txAttempts, err)
+}
+
+// txAttempts bounds WithTx's runs of one transaction on PostgreSQL.
+const txAttempts = 20
+
+func withTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Dialect is the SQL a database speaks.
+type Dialect int
+
+const (
+	SQLite   Dialect = iota // modernc.org/sqlite, the embedded default
+	Postgres                // PostgreSQL through pgx
+)
+
+func (d Dialect) String() string {
+	if d == Postgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// DialectOf reports which dialect db, opened by this package, speaks.
+func DialectOf(db *sql.DB) Dialect {
+	if _, ok := db.Driver().(pgDriver); ok {
+		return Postgres
+	}
+	return SQLite
+}
+
+// IsPostgres reports whether source is a PostgreSQL address (postgres:// or postgresql://).
+func IsPostgres(source string) bool {
+	return strings.HasPrefix(source, "postgres://") || strings.HasPrefix(source, "postgresql://")
+}
+
+// Redact returns source with its password replaced, for logs and error messages.
+func Redact(source string) string {
+	cfg, err := pgx.ParseConfig(source)
+	if err != nil || cfg.Password == "" {
+		return source
+	}
+	return strings.Replace(source, ":"+cfg.Password+"@", ":xxxxx@", 1)
+}
+
+// Postgres pool size: every held boundary lock (one per chat being worked on) keeps a
+// connection in a transaction, so the pool is sized for the chats of a burst plus the writers.
+const postgresMaxConns = 96
+
+// OpenPostgres opens the PostgreSQL database at the URL dsn through pgx (database/sql). Queries
+// are written once, with SQLite's '?' placeholders; the connection numbers them ($1, $2, ...)
+// before PostgreSQL sees them. Transactions run at SERIALIZABLE isolation and WithTx retries one
+// that PostgreSQL aborted as a serialization failure, so every transaction sees what it would see
+// if transactions ran one at a time, as SQLite's single writer gives.
+func OpenPostgres(ctx context.Context, dsn string, opt Options) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres address %s: %w", Redact(dsn), err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	db := sql.OpenDB(pgConnector{base: stdlib.GetConnector(*cfg)})
+	max := opt.MaxConns
+	if max == 0 {
+		max = postgresMaxConns
+	}
+	db.SetMaxOpenConns(max)
+	db.SetMaxIdleConns(min(max, maxIdleConns))
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", Redact(dsn), err)
+	}
+	// Several hosts may start at once: create the bookkeeping table under the migration lock.
+	err = withMigrationLock(ctx, db, func() error {
+		_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			component TEXT NOT NULL,
+			version   BIGINT NOT NULL,
+			applied_at BIGINT NOT NULL,
+			PRIMARY KEY (component, version))`)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: create schema_migrations: %w", err)
+	}
+	return db, nil
+}
+
+// withMigrationLock runs fn holding a session-level advisory lock on a connection of its own,
+// so that hosts starting together on one PostgreSQL apply each migration once. The lock is held
+// outside fn's transactions: a SERIALIZABLE transaction's snapshot is taken at its first
+// statement, so taking the lock inside it would leave it blind to the migration that the host
+// it waited for has just committed.
+func withMigrationLock(ctx context.Context, db *sql.DB, fn func() error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	key := LockKey("hermes-host:migrations")
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, key); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, key)
+	return fn()
+}
+
+// LockKey is the 64-bit advisory lock key of name (FNV-1a), the same on every host.
+func LockKey(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64())
+}
+
+// retryable reports whether err is PostgreSQL aborting a transaction that may simply be run
+// again: a serialization failure or a deadlock.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// Postgres DDL: the migrations are written in SQLite's dialect; postgresDDL rewrites the few
+// things PostgreSQL spells differently. SQLite's INTEGER is 64 bits (PostgreSQL's BIGINT);
+// INTEGER PRIMARY KEY AUTOINCREMENT is an identity column; WITHOUT ROWID is SQLite's storage
+// choice; and every other table gets the rowid SQLite gives it implicitly (queries order by it
+// for insertion order), as an identity column after the others.
+var (
+	ddlAutoinc    = regexp.MustCompile(`(?i)\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b`)
+	ddlInteger    = regexp.MustCompile(`(?i)\bINTEGER\b`)
+	ddlBlob       = regexp.MustCompile(`(?i)\bBLOB\b`)
+	ddlReal       = regexp.MustCompile(`(?i)\bREAL\b`)
+	ddlCreate     = regexp.MustCompile(`(?is)CREATE\s+TABLE\s+(IF\s+NOT\s+EXISTS\s+)?(\w+)\s*\((.*?)\)\s*(WITHOUT\s+ROWID)?\s*(;|$)`)
+	ddlWithoutRow = regexp.MustCompile(`(?i)\)\s*WITHOUT\s+ROWID`)
+)
+
+func postgresDDL(stmt string) string {
+	stmt = ddlCreate.ReplaceAllStringFunc(stmt, func(m string) string {
+		if ddlWithoutRow.MatchString(m) {
+			return ddlWithoutRow.ReplaceAllString(m, ")")
+		}
+		end := strings.LastIndex(m, ")")
+		return m[:end] + ",\n\trowid BIGINT GENERATED BY DEFAULT AS IDENTITY" + m[end:]
+	})
+	stmt = ddlAutoinc.ReplaceAllString(stmt, "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY")
+	stmt = ddlInteger.ReplaceAllString(stmt, "BIGINT")
+	stmt = ddlBlob.ReplaceAllString(stmt, "BYTEA")
+	stmt = ddlReal.ReplaceAllString(stmt, "DOUBLE PRECISION")
+	return stmt
+}
+
+// Rebind numbers the '?' placeholders of query for PostgreSQL ($1, $2, ...), leaving string
+// literals, quoted identifiers and comments alone.
+func Rebind(query string) string {
+	if !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'' || c == '"':
+			j := i + 1
+			for j < len(query) {
+				if query[j] == c {
+					if j+1 < len(query) && query[j+1] == c { // doubled quote
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			if j >= len(query) {
+				j = len(query) - 1
+			}
+			b.WriteString(query[i : j+1])
+			i = j
+		case c == '-' && i+1 < len(query) && query[i+1] == '-':
+			j := strings.IndexByte(query[i:], '\n')
+			if j < 0 {
+				j = len(query) - i - 1
+			}
+			b.WriteString(query[i : i+j+1])
+			i += j
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// pgDriver marks a database opened by OpenPostgres (DialectOf looks for it).
+type pgDriver struct{ base driver.Driver }
+
+func (d pgDriver) Open(name string) (driver.Conn, error) {
+	c, err := d.base.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &pgConn{base: c}, nil
+}
+
+type pgConnector struct{ base driver.Connector }
+
+func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.base.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pgConn{base: conn}, nil
+}
+
+func (c pgConnector) Driver() driver.Driver { return pgDriver{base: c.base.Driver()} }
+
+// pgBase is what every connection of pgx's stdlib implements.
+type pgBase interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.NamedValueChecker
+}
+
+// pgConn forwards to pgx's connection, numbering placeholders on the way.
+type pgConn struct{ base driver.Conn }
+
+func (c *pgConn) b() pgBase { return c.base.(pgBase) }
+
+// Unwrap returns pgx's connection.
+func (c *pgConn) Unwrap() driver.Conn { return c.base }
+
+func (c *pgConn) Prepare(query string) (driver.Stmt, error) { return c.base.Prepare(Rebind(query)) }
+func (c *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.b().PrepareContext(ctx, Rebind(query))
+}
+func (c *pgConn) Close() error { return c.base.Close() }
+func (c *pgConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.b().BeginTx(ctx, opts)
+}
+func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return c.b().ExecContext(ctx, Rebind(query), args)
+}
+func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.b().QueryContext(ctx, Rebind(query), args)
+}
+func (c *pgConn) Ping(ctx context.Context) error              { return c.b().Ping(ctx) }
+func (c *pgConn) ResetSession(ctx context.Context) error      { return c.b().ResetSession(ctx) }
+func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error { return c.b().CheckNamedValue(nv) }
