@@ -1,5 +1,5 @@
 // Package kv is the durable key/value store the host offers plugins: one namespace per plugin
-// and profile, in the host's SQLite database. A plugin keeps its cursors here (the Telegram
+// and profile, in the host's database (SQLite or PostgreSQL). A plugin keeps its cursors here (the Telegram
 // update offset, a Slack reconnect URL), because plugin instances are disposable.
 package kv
 
