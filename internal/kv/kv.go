@@ -1,6 +1,6 @@
 // Package kv is the durable key/value store the host offers plugins: one namespace per plugin
-// and profile, in the host's database (SQLite or PostgreSQL). A plugin keeps its cursors here (the Telegram
-// update offset, a Slack reconnect URL), because plugin instances are disposable.
+// and profile, in the host's database (SQLite or PostgreSQL). A plugin keeps its cursors here
+// (the Telegram update offset, a Slack reconnect URL), because plugin instances are disposable.
 package kv
 
 import (
