@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 // notices records what the gate asked to send (the gateway wires the delivery ledger here; the
@@ -52,11 +51,8 @@ type fixture struct {
 
 func newGate(t *testing.T, policies map[string]map[string]Policy, opt Options) *fixture {
 	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "hermes.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Default(t).Open(t)
+	var err error
 	f := &fixture{n: &notices{}, reg: prometheus.NewRegistry(), now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	opt.Policies, opt.Notifier, opt.Registerer = policies, f.n, f.reg
 	opt.Now = func() time.Time { return f.now }
@@ -340,4 +336,65 @@ func TestLogIsBounded(t *testing.T) {
 	if e, _ := ListLog(context.Background(), f.g.db, LogFilter{Limit: 1 << 30}); len(e) > MaxList {
 		t.Fatalf("unbounded read: %d", len(e))
 	}
+}
+
+// The store suite, on both backends: an event id is logged once however often it is replayed
+// (the log's insert ignores a duplicate and reports it), and approving a user who is already
+// approved updates the approval instead of failing on its key.
+func TestStoreSuite(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		g, err := Open(ctx, db, Options{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := abi.InboundEvent{ID: "u1", Text: "hi", Source: abi.Source{ChatType: abi.ChatGroup, ChatID: "G", UserID: "7"}}
+		for i, want := range []bool{true, false, false} {
+			fresh, err := g.record(ctx, "telegram", "main", ev, Refuse, ReasonUnknownUser, "")
+			if err != nil || fresh != want {
+				t.Fatalf("record %d: fresh %v, %v; want %v", i, fresh, err, want)
+			}
+		}
+		// Without an id every refusal is logged.
+		for range 2 {
+			if fresh, err := g.record(ctx, "telegram", "main", abi.InboundEvent{Text: "x"}, Refuse, ReasonUnknownUser, ""); err != nil || !fresh {
+				t.Fatalf("record without id: %v %v", fresh, err)
+			}
+		}
+		entries, err := ListLog(ctx, db, LogFilter{Plugin: "telegram"})
+		if err != nil || len(entries) != 3 || entries[2].EventID != "u1" || entries[0].Seq <= entries[2].Seq {
+			t.Fatalf("log %+v, %v", entries, err)
+		}
+
+		dm := abi.InboundEvent{ID: "u2", Source: abi.Source{ChatType: abi.ChatDM, ChatID: "8", UserID: "8", UserName: "eight"}}
+		if d, err := g.Admit(ctx, "telegram", "main", dm); err != nil || d.Reason != ReasonPairingSent {
+			t.Fatalf("first DM: %+v %v", d, err)
+		}
+		pending, _, err := ListPairing(ctx, db, now)
+		if err != nil || len(pending) != 1 {
+			t.Fatalf("pending %+v %v", pending, err)
+		}
+		if _, err := ApproveCode(ctx, db, pending[0].Code, now); err != nil {
+			t.Fatal(err)
+		}
+		// A second code for the same user (as a host that had not yet seen the approval could
+		// have given), approved later: one approval, the newer one.
+		later := now.Add(time.Minute)
+		if _, err := db.ExecContext(ctx, `INSERT INTO auth_pairing (code, plugin, profile, user_id, user_name, source, created_at, expires_at)
+			VALUES ('SECONDCD', 'telegram', 'main', '8', 'eight', '{}', ?, ?)`, later.UnixMilli(), later.Add(time.Hour).UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ApproveCode(ctx, db, "secondcd", later); err != nil {
+			t.Fatal(err)
+		}
+		_, approved, err := ListPairing(ctx, db, later)
+		if err != nil || len(approved) != 1 || approved[0].Code != "SECONDCD" || !approved[0].ApprovedAt.Equal(later) {
+			t.Fatalf("approved %+v %v", approved, err)
+		}
+		if ok, err := isApproved(ctx, db, "telegram", "main", "8"); err != nil || !ok {
+			t.Fatalf("approved: %v %v", ok, err)
+		}
+	})
 }

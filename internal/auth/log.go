@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"time"
 
@@ -51,19 +52,17 @@ func (g *Gate) insertLog(ctx context.Context, tx *sql.Tx, plugin, profile string
 		kind = abi.EventMessage
 	}
 	src := ev.Source
-	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO auth_log
+	// A replay of a logged event id inserts nothing and returns no row.
+	var seq int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO auth_log
 		(at, plugin, profile, event_id, kind, chat_type, chat_id, user_id, user_name, verdict, reason, detail, text)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING RETURNING seq`,
 		g.opt.Now().UnixMilli(), plugin, profile, id, kind, src.ChatType, src.ChatID, src.UserID, src.UserName,
-		verdict, reason, detail, clip(ev.Text, logTextChars))
-	if err != nil {
-		return false, err
+		verdict, reason, detail, clip(ev.Text, logTextChars)).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
 	}
-	n, err := res.RowsAffected()
-	if err != nil || n == 0 {
-		return false, err
-	}
-	seq, err := res.LastInsertId()
 	if err != nil {
 		return false, err
 	}

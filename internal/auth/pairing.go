@@ -195,8 +195,10 @@ func ApproveCode(ctx context.Context, db *sql.DB, code string, now time.Time) (A
 			return fmt.Errorf("auth: pairing %s: corrupt source: %w", code, err)
 		}
 		a.Code, a.ApprovedAt = code, now
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO auth_approved (plugin, profile, user_id, user_name, code, approved_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, a.Plugin, a.Profile, a.UserID, a.UserName, code, now.UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO auth_approved (plugin, profile, user_id, user_name, code, approved_at)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (plugin, profile, user_id) DO UPDATE
+			SET user_name = excluded.user_name, code = excluded.code, approved_at = excluded.approved_at`, a.Plugin, a.Profile, a.UserID, a.UserName, code, now.UnixMilli()); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_pairing WHERE code = ?`, code); err != nil {
