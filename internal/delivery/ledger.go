@@ -222,6 +222,7 @@ type Ledger struct {
 	tr     Transport
 	opt    Options
 	log    *slog.Logger
+	pg     bool // the database is PostgreSQL (lane ids and one query differ; see laneOf, nextDueQuery)
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // prepared once: parsing SQL costs more than running it here
@@ -261,7 +262,7 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 	if opt.Lanes <= 0 {
 		opt.Lanes = 64
 	}
-	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
+	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, pg: store.DialectOf(db) == store.Postgres, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
 		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}}
 	rows, err := db.QueryContext(ctx, `SELECT plugin, profile, chat_id, new_chat_id FROM chat_migrations`)
 	if err != nil {
@@ -273,7 +274,7 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		if err := rows.Scan(&plugin, &profile, &chat, &to); err != nil {
 			return nil, err
 		}
-		l.moved[laneOf(plugin, profile, chat)] = to
+		l.moved[l.laneOf(plugin, profile, chat)] = to
 	}
 	return l, rows.Err()
 }
@@ -282,7 +283,7 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 func (l *Ledger) migrated(plugin, profile, chat string) (string, bool) {
 	l.migMu.RLock()
 	defer l.migMu.RUnlock()
-	to, ok := l.moved[laneOf(plugin, profile, chat)]
+	to, ok := l.moved[l.laneOf(plugin, profile, chat)]
 	return to, ok
 }
 
@@ -319,9 +320,19 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func laneOf(plugin, profile, chatID string) string {
+// laneOf is the id of a chat's lane, as the deliveries table stores it. On SQLite it is the three
+// names joined by NUL bytes, which no name holds. PostgreSQL's text cannot hold a NUL byte, so
+// there it is the names as a JSON array, as unambiguous.
+func (l *Ledger) laneOf(plugin, profile, chatID string) string {
+	if l.pg {
+		b, _ := json.Marshal([]string{plugin, profile, chatID}) // strings always encode
+		return string(b)
+	}
 	return plugin + "\x00" + profile + "\x00" + chatID
 }
+
+// laneID is the id of r's lane.
+func (l *Ledger) laneID(r Row) string { return l.laneOf(r.Plugin, r.Profile, r.Target.ChatID) }
 
 // Enqueue splits m by the plugin's message limit and records the parts as pending, in one
 // transaction, then wakes the chat's lane. It returns the message's group id.
@@ -413,9 +424,9 @@ func (t *Tx) Committed() {
 	woken := map[string]bool{}
 	for _, r := range t.rows {
 		switch {
-		case r.State == Pending && !woken[r.laneID()]:
-			woken[r.laneID()] = true
-			l.wake(r.laneID())
+		case r.State == Pending && !woken[l.laneID(r)]:
+			woken[l.laneID(r)] = true
+			l.wake(l.laneID(r))
 		case r.State.Final() && r.Part == r.Parts:
 			l.finish(r)
 		}
@@ -470,7 +481,7 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 				seed = m.Seed
 			}
 			if _, err := l.exec(ctx, tx, qInsert,
-				id, group, i+1, len(parts), m.Plugin, m.Profile, laneOf(m.Plugin, m.Profile, m.Target.ChatID),
+				id, group, i+1, len(parts), m.Plugin, m.Profile, l.laneOf(m.Plugin, m.Profile, m.Target.ChatID),
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
 				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed); err != nil {
 				return err
@@ -501,6 +512,9 @@ const (
 	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
 		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// qNextDue is the lane's next row to send. SQLite is told to use the lane index (its
+	// planner would otherwise pick the partial deliveries_open index and sort); PostgreSQL has
+	// no INDEXED BY, and plans it from statistics (nextDueQuery drops the clause).
 	qNextDue = `SELECT ` + rowColumns + ` FROM deliveries d INDEXED BY deliveries_lane WHERE lane = ? AND state = 'pending' AND next_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
 		ORDER BY d.rowid LIMIT 1`
@@ -637,7 +651,9 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
 		args = append(args, f.Origin)
 	}
 	if f.Uncertain {
-		where = append(where, "state = ? AND instr(reason, ?) > 0")
+		// reason holds the mark when removing it changes reason (instr is SQLite's, strpos
+		// PostgreSQL's; replace is both's).
+		where = append(where, "state = ? AND replace(reason, ?, '') <> reason")
 		args = append(args, string(Failed), UncertainMark)
 	}
 	if f.Limit <= 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/session"
-	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 // platform is an in-process stand-in for a platform plugin, recording what it was asked to send
@@ -99,7 +98,6 @@ type fixture struct {
 	k      *session.Kernel
 	l      *Ledger
 	p      *platform
-	db     string
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	final  map[string]Row
@@ -108,17 +106,18 @@ type fixture struct {
 
 func newFixture(t *testing.T, p *platform, opt Options) *fixture {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "h.db")
-	db, err := store.Open(path, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	return newFixtureOn(t, storetest.Default(t), p, opt)
+}
+
+// newFixtureOn is newFixture on backend b.
+func newFixtureOn(t *testing.T, b storetest.Backend, p *platform, opt Options) *fixture {
+	t.Helper()
+	db := b.Open(t)
 	k, err := session.Open(context.Background(), db, session.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, k: k, p: p, db: path, final: map[string]Row{}}
+	f := &fixture{t: t, k: k, p: p, final: map[string]Row{}}
 	f.cond = sync.NewCond(&f.mu)
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
@@ -830,4 +829,93 @@ func TestThreadActuallyUsedIsRecorded(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].Target.ThreadID != "" {
 		t.Fatalf("stored %+v %v", rows, err)
 	}
+}
+
+// The store suite, on both backends: a message split in parts and the chat's next message are
+// sent in order through a flood wait (which postpones the whole lane); List filters by key
+// prefix and by uncertain outcome, newest first; a chat migration recorded twice (then
+// changed) re-addresses later messages, also for a ledger opened afterwards; and a ledger
+// started over pending rows finds their lanes in the database and sends them.
+func TestStoreSuite(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx, cancelAll := context.WithTimeout(context.Background(), time.Minute) // Wait gives up
+		defer cancelAll()
+		p := &platform{limit: abi.MessageLimit{Max: 12, Unit: abi.UnitCodePoint}}
+		p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: "flood", RetryAfterMs: 50}}, nil
+		})
+		f := newFixtureOn(t, b, p, Options{})
+		st := f.stamp()
+		msg := func(text string) Message {
+			m := f.msg(st, text, GuardNone)
+			m.Transcript = false
+			return m
+		}
+		a, err := f.l.Enqueue(ctx, msg("one two three four five"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bid, err := f.l.Enqueue(ctx, msg("after"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []string{a, bid} {
+			if r, err := f.l.Wait(ctx, g); err != nil || r.State != Delivered {
+				t.Fatalf("%s: %+v %v", g, r, err)
+			}
+		}
+		sent := p.texts()
+		if len(sent) < 3 || sent[len(sent)-1] != "after" || !strings.HasPrefix(sent[0], "one") {
+			t.Fatalf("sent %q", sent)
+		}
+		rows, err := f.l.List(ctx, Filter{KeyPrefix: st.Key})
+		if err != nil || len(rows) != len(sent) || rows[0].Group != bid || rows[len(rows)-1].Group != a || rows[len(rows)-1].Attempts != 2 {
+			t.Fatalf("listed %+v %v", rows, err)
+		}
+		if rows, err := f.l.List(ctx, Filter{KeyPrefix: st.Key + "x"}); err != nil || len(rows) != 0 {
+			t.Fatalf("other prefix: %+v %v", rows, err)
+		}
+
+		p.mu.Lock()
+		p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return nil, fmt.Errorf("%w: plugin crashed mid-send", ErrOutcomeUnknown)
+		})
+		p.mu.Unlock()
+		maybe, _ := f.l.Enqueue(ctx, msg("maybe"))
+		if r, _ := f.l.Wait(ctx, maybe); r.State != Failed || !r.Uncertain() {
+			t.Fatalf("uncertain send: %+v", r)
+		}
+		if rows, err := f.l.List(ctx, Filter{Uncertain: true}); err != nil || len(rows) != 1 || rows[0].Group != maybe {
+			t.Fatalf("uncertain rows %+v %v", rows, err)
+		}
+
+		f.l.MigrateChat(ctx, "echo", "main", chat.ChatID, "-100999")
+		f.l.MigrateChat(ctx, "echo", "main", chat.ChatID, "-100999")
+		f.l.MigrateChat(ctx, "echo", "main", chat.ChatID, "-100777")
+		moved, _ := f.l.Enqueue(ctx, msg("moved"))
+		if r, _ := f.l.Wait(ctx, moved); r.State != Delivered || r.Target.ChatID != "-100777" {
+			t.Fatalf("after the migration: %+v", r)
+		}
+
+		p2 := &platform{}
+		l2, err := Open(ctx, f.l.db, f.k, p2, Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending, _ := l2.Enqueue(ctx, msg("pending at start"))
+		if got := p2.texts(); len(got) != 0 {
+			t.Fatalf("sent before Start: %q", got)
+		}
+		ctx2, cancel := context.WithCancel(ctx)
+		defer func() { cancel(); l2.Stop() }()
+		if _, err := l2.Start(ctx2); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l2.Wait(ctx, pending); err != nil || r.State != Delivered || r.Target.ChatID != "-100777" {
+			t.Fatalf("pending at start: %+v %v", r, err)
+		}
+		if got := p2.texts(); !slices.Equal(got, []string{"pending at start"}) {
+			t.Fatalf("second ledger sent %q", got)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -198,7 +199,7 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 // nextDue returns the lane's oldest pending row that may be sent now (no earlier part of its
 // message still open), or how long until one may be.
 func (l *Ledger) nextDue(ctx context.Context, laneID string, now time.Time) (Row, time.Duration, bool, error) {
-	sel, err := l.stmt(ctx, qNextDue)
+	sel, err := l.stmt(ctx, l.nextDueQuery())
 	if err != nil {
 		return Row{}, 0, false, err
 	}
@@ -222,6 +223,14 @@ func (l *Ledger) nextDue(ctx context.Context, laneID string, now time.Time) (Row
 		return Row{}, 0, false, nil
 	}
 	return Row{}, max(time.UnixMilli(next.Int64).Sub(now), time.Millisecond), false, nil
+}
+
+// nextDueQuery is qNextDue in the database's dialect.
+func (l *Ledger) nextDueQuery() string {
+	if l.pg {
+		return strings.Replace(qNextDue, " INDEXED BY deliveries_lane", "", 1)
+	}
+	return qNextDue
 }
 
 func (l *Ledger) backoff(attempts int) time.Duration {
@@ -402,8 +411,8 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 		}
 		if retryAfter > 0 {
 			// Flood control is per chat: nothing else goes to this chat before then.
-			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_at = max(next_at, ?) WHERE lane = ? AND state = ?`,
-				next.UnixMilli(), r.laneID(), string(Pending))
+			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE lane = ? AND state = ? AND next_at < ?`,
+				next.UnixMilli(), l.laneID(r), string(Pending), next.UnixMilli())
 			return err
 		}
 		return nil
@@ -434,8 +443,6 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 	}
 	l.retry(ctx, ln, r, 0, "unverifiable: "+v.Reason)
 }
-
-func (r Row) laneID() string { return laneOf(r.Plugin, r.Profile, r.Target.ChatID) }
 
 func (l *Ledger) setState(ctx context.Context, r Row, s State, reason string) error {
 	_, err := l.exec(ctx, nil, qSetState, string(s), reason, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
@@ -497,10 +504,11 @@ func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 // migration again is harmless.
 func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat string) {
 	ctx = context.WithoutCancel(ctx)
-	oldLane := laneOf(plugin, profile, old)
-	newLane := laneOf(plugin, profile, newChat)
+	oldLane := l.laneOf(plugin, profile, old)
+	newLane := l.laneOf(plugin, profile, newChat)
 	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)
+			ON CONFLICT (plugin, profile, chat_id) DO UPDATE SET new_chat_id = excluded.new_chat_id`,
 			plugin, profile, old, newChat); err != nil {
 			return err
 		}
