@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
-	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 // chatPlatform stands in for a platform plugin: it records every message the ledger sends.
@@ -149,12 +148,10 @@ func withShell(sh string) harnessOption { return func(o *process.Options) { o.Sh
 
 func newHarness(t *testing.T, a agent.Agent, opt Options, popts ...harnessOption) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "h.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	b := storetest.Default(t)
+	dir := b.Dir
+	db := b.Open(t)
+	var err error
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{t: t, dir: dir, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
 	quiet := slog.New(slog.DiscardHandler)

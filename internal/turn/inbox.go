@@ -107,9 +107,9 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 		eventID = r.eventID
 	}
 	now := e.opt.Now().UnixMilli()
-	res, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO turn_inbox
+	res, err := db.ExecContext(ctx, `INSERT INTO turn_inbox
 		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind)
 	if err != nil {
 		return false, err
