@@ -98,7 +98,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err := process.ProtectHost(); err != nil {
 		log.Warn("background processes may read the host's environment and memory", "error", err)
 	}
-	db, err := store.Open(filepath.Join(cfg.DataDir, "hermes.db"), store.Options{})
+	db, err := store.OpenSource(ctx, cfg.Store, cfg.DataDir, store.Options{})
 	if err != nil {
 		return nil, err
 	}
