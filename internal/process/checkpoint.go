@@ -127,10 +127,19 @@ func rowArgs(in *Info, now time.Time) ([]any, error) {
 		ended = in.EndedAt.UnixMilli()
 	}
 	return []any{in.ID, in.Gen, in.Command, in.Dir, in.PID, int64(in.StartTicks), string(in.State),
-		exit, in.Signal, in.Reason, in.Stamp.Key, in.Stamp.SessionID, string(stamp), in.NotifyOnComplete,
-		watch, in.WatchDisabled, in.WatchMatches, in.OutputChars, in.OutputBytes,
-		in.MaxAge.Milliseconds(), in.Consumed, in.Adopted, in.Owner, in.StartedAt.UnixMilli(), ended,
+		exit, in.Signal, in.Reason, in.Stamp.Key, in.Stamp.SessionID, string(stamp), flag(in.NotifyOnComplete),
+		watch, flag(in.WatchDisabled), in.WatchMatches, in.OutputChars, in.OutputBytes,
+		in.MaxAge.Milliseconds(), flag(in.Consumed), flag(in.Adopted), in.Owner, in.StartedAt.UnixMilli(), ended,
 		now.UnixMilli()}, nil
+}
+
+// flag is a boolean as the INTEGER columns hold it, 1 or 0: what SQLite's driver writes for a
+// Go bool, and what PostgreSQL's BIGINT takes (pgx does not turn a bool into a number).
+func flag(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // writeRow applies one checkpoint in tx. applied is false when the stored row is as new or newer.
@@ -267,8 +276,9 @@ func insertEvent(ctx context.Context, tx *stmtTx, ev *Event, state string, now t
 	if state == qSuppressed {
 		outcome = "consumed"
 	}
-	res, err := tx.exec(ctx, `INSERT OR IGNORE INTO process_events
-		(proc_id, kind, state, payload, outcome, created_at, updated_at) VALUES (?,?,?,?,?,?,?)`,
+	res, err := tx.exec(ctx, `INSERT INTO process_events
+		(proc_id, kind, state, payload, outcome, created_at, updated_at) VALUES (?,?,?,?,?,?,?)
+		ON CONFLICT DO NOTHING`,
 		ev.ProcID, string(ev.Kind), state, string(payload), outcome, now.UnixMilli(), now.UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("process: queue %s event of %s: %w", ev.Kind, ev.ProcID, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 // long is the timeout for anything that waits on real processes: generous, because a loaded
@@ -29,27 +30,41 @@ func newFakeClock() *fakeclock.Clock {
 
 type env struct {
 	t    *testing.T
+	b    storetest.Backend
 	dir  string
 	db   *sql.DB
 	r    *Registry
 	opts Options
 }
 
-// newEnv opens a fresh database and registry in a temporary directory. Every process the
-// registry knows is SIGKILLed (by group) at cleanup.
+// newEnv opens a fresh database (on the tests' default backend) and registry in a temporary
+// directory. Every process the registry knows is SIGKILLed (by group) at cleanup.
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
-	return newEnvStore(t, opts, store.Options{})
+	return newEnvOn(t, storetest.Default(t), opts)
 }
 
-// newEnvStore is newEnv with the store's options (a short busy timeout, for failure tests).
+// newEnvOn is newEnv on backend b.
+func newEnvOn(t *testing.T, b storetest.Backend, opts Options) *env {
+	t.Helper()
+	return newEnvDB(t, b, b.Open(t), opts)
+}
+
+// newEnvStore is newEnv on SQLite with the store's options (a short busy timeout, for the
+// failure tests, which hold SQLite's write lock).
 func newEnvStore(t *testing.T, opts Options, so store.Options) *env {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "hermes.db"), so)
+	b := storetest.SQLite(t)
+	db, err := store.Open(filepath.Join(b.Dir, "hermes.db"), so)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvDB(t, b, db, opts)
+}
+
+func newEnvDB(t *testing.T, b storetest.Backend, db *sql.DB, opts Options) *env {
+	t.Helper()
+	dir := b.Dir
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 20 * time.Millisecond
 	}
@@ -57,7 +72,7 @@ func newEnvStore(t *testing.T, opts Options, so store.Options) *env {
 		opts.KillGrace = 2 * time.Second
 	}
 	opts.DataDir = dir
-	e := &env{t: t, dir: dir, db: db, opts: opts}
+	e := &env{t: t, b: b, dir: dir, db: db, opts: opts}
 	e.r = e.open()
 	t.Cleanup(func() {
 		e.killAll()
@@ -198,14 +213,9 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 func isErr(err, target error) bool { return errors.Is(err, target) }
 
 // openSecond opens the test database through a second pool, as a separate process would.
-func openSecond(t *testing.T, dir string) *sql.DB {
-	t.Helper()
-	db, err := store.Open(filepath.Join(dir, "hermes.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+func (e *env) openSecond() *sql.DB {
+	e.t.Helper()
+	return e.b.Open(e.t)
 }
 
 // flush waits until every op submitted so far is committed (the writer is FIFO).

@@ -220,7 +220,7 @@ func TestCheckpointOlderSnapshotLandingLateIsIgnored(t *testing.T) {
 	older.Gen, older.NotifyOnComplete, older.Reason = base.Gen+1, false, "older"
 	newer.Gen, newer.NotifyOnComplete, newer.WatchDisabled, newer.Reason = base.Gen+2, true, true, "newer"
 
-	dbA, dbB := openSecond(t, e.dir), openSecond(t, e.dir)
+	dbA, dbB := e.openSecond(), e.openSecond()
 	newerCommitted := make(chan struct{})
 	var wg sync.WaitGroup
 	var olderApplied, newerApplied bool
@@ -260,7 +260,7 @@ func TestCheckpointConcurrentWritersKeepNewest(t *testing.T) {
 	base := storedInfo("proc_eeeeeeeeeeee", 0, 0)
 	base.Gen = 1
 	putRow(t, e.db, base)
-	dbs := []*sql.DB{e.db, openSecond(t, e.dir), openSecond(t, e.dir)}
+	dbs := []*sql.DB{e.db, e.openSecond(), e.openSecond()}
 	gens := rand.Perm(120)
 	var wg sync.WaitGroup
 	for w := 0; w < 6; w++ {

@@ -60,7 +60,7 @@ func TestCheckpointDurableBeforeStart(t *testing.T) {
 	var seen Info
 	testHookBeforeStart = func(id string) {
 		// Read through a second connection pool, as another process would.
-		db2 := openSecond(t, e.dir)
+		db2 := e.openSecond()
 		in, err := loadRow(context.Background(), db2, id)
 		if err != nil {
 			t.Errorf("no checkpoint before start: %v", err)
@@ -264,7 +264,7 @@ func TestListAndLogFromSeparateReader(t *testing.T) {
 		return st.OutputBytes > 0
 	})
 	// The CLI opens the database itself while serve runs.
-	db2 := openSecond(t, e.dir)
+	db2 := e.openSecond()
 	list, err := ListProcesses(ctx, db2, e.dir)
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list %v %v", list, err)
@@ -352,7 +352,7 @@ func TestLogFileDiskUseBounded(t *testing.T) {
 		t.Fatalf("log file uses %d bytes of disk, bound is about %d", used, 2*logBytes)
 	}
 	// A reader from offset 0 gets the first retained byte, never zeros.
-	db2 := openSecond(t, e.dir)
+	db2 := e.openSecond()
 	ch, err := ReadLog(context.Background(), db2, e.dir, res.ID, 0, 4096)
 	if err != nil || ch.Offset < (4<<20)-2*logBytes || ch.Offset%logBlock != 0 || len(ch.Data) == 0 || bytes.IndexByte(ch.Data, 0) >= 0 {
 		t.Fatalf("read from 0: offset %d, %d bytes, err %v", ch.Offset, len(ch.Data), err)
