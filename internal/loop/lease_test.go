@@ -158,7 +158,7 @@ func TestLeasedPollLoopsRunInOneInstance(t *testing.T) {
 			exclusive(t, tp, p, "A")
 		}
 
-		a.db.Close() // A is cut off: its renewals fail, its loops stop, nothing is released
+		a.db.Close()  // A is cut off: its renewals fail, its loops stop, nothing is released
 		for range 4 { // A stops at the first step; its leases expire at the third
 			clk.Advance(leaseTTL / 3)
 			settle(t, clk, 4)
