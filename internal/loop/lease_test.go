@@ -158,13 +158,13 @@ func TestLeasedPollLoopsRunInOneInstance(t *testing.T) {
 			exclusive(t, tp, p, "A")
 		}
 
-		a.db.Close()  // A is cut off: its renewals fail, its loops stop, nothing is released
-		for range 4 { // A stops at the first step; its leases expire at the third
+		a.db.Close() // A is cut off: its renewals fail, its loops stop, nothing is released
+		// A stops at the first step; its leases run out at the third (expiring is not
+		// expired) and B takes them at the fourth.
+		for range 4 {
 			clk.Advance(leaseTTL / 3)
 			settle(t, clk, 4)
 		}
-		clk.Advance(leaseTTL / 3)
-		settle(t, clk, 4)
 		waitFor(t, "B to take over both profiles", polledBy("B", 2))
 		for _, p := range profiles {
 			exclusive(t, tp, p, "A", "B")
