@@ -162,6 +162,9 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
 	g.loops.Clock = g.clock
+	if g.shared != nil {
+		g.loops.Leases = g.shared.leases // one poller per bot token, one scheduler per profile
+	}
 	return g, nil
 }
 
