@@ -162,6 +162,9 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
 	g.loops.Clock = g.clock
+	if g.shared != nil {
+		g.loops.Leases = g.shared.leases // one poller per bot token, one scheduler per profile
+	}
 	return g, nil
 }
 
@@ -289,7 +292,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 		},
 		Typing: typist{g}, Grants: g.gate.Tools}
 	if g.shared != nil {
-		topt.Instance, topt.Alive = g.shared.id, g.shared.alive
+		topt.Instance = g.shared.id
 	}
 	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, topt)
 	return err
@@ -515,7 +518,13 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	if err := g.checkAgent(ctx); err != nil {
 		return err
 	}
-	return g.engine.Start(ctx)
+	if err := g.engine.Start(ctx); err != nil {
+		return err
+	}
+	if g.shared != nil {
+		go g.shared.reap(ctx, g)
+	}
+	return nil
 }
 
 // agentConfig maps the agent settings to agent.Config.

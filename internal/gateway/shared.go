@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/internal/clock"
@@ -12,9 +13,12 @@ import (
 
 // Several hosts on one PostgreSQL database (config store: postgres://...). Each host has an
 // identity (lease.InstanceID) and keeps the lease "host:<id>" while it runs; a host whose lease
-// expired is dead, and the others take its work over:
+// expired (or that released it, stopping) is gone, and the others take its work over:
 //
-//   - its open inbox rows (turn.Options.Alive): recovered as a restart would;
+//   - its open inbox rows: a survivor claims the gone host's lease (lease.ClaimExpired: FOR
+//     UPDATE SKIP LOCKED, so one survivor per gone host), recovers its rows as a restart would
+//     (turn.Engine.Adopt), then deletes the lease; a survivor that dies meanwhile lets its claim
+//     expire in turn, and another finishes;
 //   - its deliveries (delivery.Options.Sweep): sends it left "sending" become failed (outcome
 //     unknown, never resent) and its lanes' pending rows are sent by whoever holds the chat;
 //   - its poll and tick loops (loop.Supervisor's leases): one poller per bot token, one
@@ -49,12 +53,39 @@ func openShared(ctx context.Context, g *Gateway) (*shared, error) {
 	return &shared{id: id, leases: m}, nil
 }
 
-// alive tells whether host id still holds its lease.
-func (s *shared) alive(ctx context.Context, id string) (bool, error) {
-	if id == "" {
-		return false, nil // written before the database was shared: no host runs it
+// reap takes over the work of hosts that are gone, every sweepEach until ctx ends.
+func (s *shared) reap(ctx context.Context, g *Gateway) {
+	t := time.NewTicker(sweepEach)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		claims, err := s.leases.ClaimExpired(ctx, "host:", 4)
+		if err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("looking for hosts that stopped failed", "error", err)
+			}
+			continue
+		}
+		for _, c := range claims {
+			dead := strings.TrimPrefix(c.Name, "host:")
+			if dead == s.id {
+				continue // this host's own lease lapsed (a database outage): keepAlive takes it again
+			}
+			n, err := g.engine.Adopt(ctx, dead)
+			if err != nil {
+				g.log.Error("taking over the turns of a host that stopped failed; retried when the claim expires", "host", dead, "error", err)
+				continue
+			}
+			if err := s.leases.Delete(ctx, c.Name, c.Fence); err != nil {
+				g.log.Warn("deleting the lease of a host that stopped failed", "host", dead, "error", err)
+			}
+			g.log.Info("took over the work of a host that stopped", "host", dead, "turns", n)
+		}
 	}
-	return s.leases.Live(ctx, "host:"+id)
 }
 
 // keepAlive takes this host's lease, before the host records anything as its own, and holds it

@@ -252,7 +252,8 @@ func (m *Manager) ClaimExpired(ctx context.Context, prefix string, n int) ([]Cla
 	return claims, nil
 }
 
-// Live reports whether lease name is held by someone and not expired (by this instance's clock).
+// Live reports whether lease name is held by someone and not expired (by this instance's clock;
+// a lease expiring now is still live, as TryAcquire and ClaimExpired count it).
 func (m *Manager) Live(ctx context.Context, name string) (bool, error) {
 	var expires int64
 	err := m.db.QueryRowContext(ctx, `SELECT expires_at FROM leases WHERE name = ?`, name).Scan(&expires)
@@ -262,5 +263,5 @@ func (m *Manager) Live(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return expires > m.clock.Now().UnixMilli(), nil
+	return expires >= m.clock.Now().UnixMilli(), nil
 }

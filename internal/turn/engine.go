@@ -54,12 +54,9 @@ type Options struct {
 	Logger *slog.Logger
 	Now    func() time.Time
 	// Instance names this host when several share one database ("" for a single host): the
-	// inbox rows it records are its own, and Start recovers only those.
+	// inbox rows it records are its own, Start recovers only those, and Adopt takes over those
+	// of a host that stopped.
 	Instance string
-	// Alive, with Instance, tells whether another host is still running; Start and then every
-	// AdoptEvery (default 2s) the open inbox rows of hosts that are not are taken over (adopt).
-	Alive      func(ctx context.Context, instance string) (bool, error)
-	AdoptEvery time.Duration
 	// Notifications is the text mode for processes without notify_on_complete: concise
 	// (default), all, result, error or off.
 	Notifications string
@@ -208,9 +205,7 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.TypingEvery <= 0 {
 		opt.TypingEvery = 4 * time.Second
 	}
-	if opt.AdoptEvery <= 0 {
-		opt.AdoptEvery = 2 * time.Second
-	}
+
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
 		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
 		intake: map[string]*intakeQueue{}, ctx: ctx, typingLast: map[string]time.Time{}}, nil
@@ -241,13 +236,6 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	e.recover(open, received)
-	if e.opt.Instance != "" && e.opt.Alive != nil {
-		if err := e.adopt(ctx); err != nil {
-			e.log.Error("turn: taking over the inbox of stopped hosts failed", "error", err)
-		}
-		e.wg.Add(1)
-		go e.adoptLoop(ctx)
-	}
 	if e.procs != nil {
 		e.wg.Add(1)
 		go e.consume(ctx)
@@ -291,77 +279,34 @@ func (e *Engine) recover(open []inboxRow, received []*inboxRow) {
 	e.mu.Unlock()
 }
 
-// adoptLoop takes over, every Options.AdoptEvery, the open inbox rows of hosts that stopped.
-func (e *Engine) adoptLoop(ctx context.Context) {
-	defer e.wg.Done()
-	t := time.NewTicker(e.opt.AdoptEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := e.adopt(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("turn: taking over the inbox of stopped hosts failed", "error", err)
-		}
+// Adopt takes over the open inbox rows of host dead, which stopped (the caller knows it, from
+// the host's expired lease), and recovers them as a restart would. It moves the rows in one
+// statement that matches only rows still dead's, so of two hosts adopting at once each row goes
+// to one. It returns how many rows it took over.
+func (e *Engine) Adopt(ctx context.Context, dead string) (int, error) {
+	if dead == e.opt.Instance {
+		return 0, nil
 	}
-}
-
-// adopt moves the open inbox rows of every host that is no longer alive (Options.Alive) to this
-// one and recovers them as a restart would. One statement per dead host moves its rows only if
-// they are still its own, so of two hosts adopting at once each row goes to one.
-func (e *Engine) adopt(ctx context.Context) error {
-	rows, err := e.db.QueryContext(ctx, `SELECT DISTINCT owner FROM turn_inbox
-		WHERE state IN ('received', 'queued', 'running') AND owner <> ?`, e.opt.Instance)
+	ids, err := e.takeOver(ctx, dead)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	in := `id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	open, err := e.loadOpen(ctx, in, args...)
 	if err != nil {
-		return err
+		return len(ids), err
 	}
-	var owners []string
-	for rows.Next() {
-		var o string
-		if err := rows.Scan(&o); err != nil {
-			rows.Close()
-			return err
-		}
-		owners = append(owners, o)
+	received, err := e.loadReceived(ctx, in, args...)
+	if err != nil {
+		return len(ids), err
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, o := range owners {
-		alive, err := e.opt.Alive(ctx, o)
-		if err != nil || alive {
-			if err != nil {
-				e.log.Warn("turn: cannot tell whether a host is alive", "host", o, "error", err)
-			}
-			continue
-		}
-		ids, err := e.takeOver(ctx, o)
-		if err != nil || len(ids) == 0 {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		in := `id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
-		args := make([]any, len(ids))
-		for i, id := range ids {
-			args[i] = id
-		}
-		open, err := e.loadOpen(ctx, in, args...)
-		if err != nil {
-			return err
-		}
-		received, err := e.loadReceived(ctx, in, args...)
-		if err != nil {
-			return err
-		}
-		e.log.Warn("turn: took over the open inbox of a stopped host", "host", o, "rows", len(ids))
-		e.recover(open, received)
-	}
-	return nil
+	e.log.Warn("turn: took over the open inbox of a stopped host", "host", dead, "rows", len(ids))
+	e.recover(open, received)
+	return len(ids), nil
 }
 
 // takeOver moves dead's open inbox rows to this host and returns their ids.
