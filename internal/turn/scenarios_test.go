@@ -195,7 +195,10 @@ func TestScenario15ConciseText(t *testing.T) {
 func TestScenario14ConsumedNoNotification(t *testing.T) {
 	h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{})
 	h.say(dm, "hi")
-	p := h.spawn(dm, "echo consumed-output", true)
+	// The process outlives the spawn's return by far enough for Wait to be waiting when it ends
+	// (on PostgreSQL the spawn's checkpoint round trips took long enough for a bare echo to end
+	// first, and the completion was claimed for a notification before Wait consumed it).
+	p := h.spawn(dm, "sleep 0.3; echo consumed-output", true)
 	if _, err := h.procs.Wait(context.Background(), p.ID, 10e9); err != nil {
 		t.Fatal(err)
 	}
