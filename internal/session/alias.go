@@ -105,8 +105,8 @@ func (k *Kernel) AliasChat(ctx context.Context, platform, profile, chat, aliasOf
 	if err != nil || used {
 		return false, err
 	}
-	res, err := k.db.ExecContext(ctx, `INSERT OR IGNORE INTO session_chat_aliases (namespace, platform, chat_id, alias_of, created_at)
-		VALUES (?, ?, ?, ?, ?)`, ns, platform, chat, aliasOf, k.now().UnixMilli())
+	res, err := k.db.ExecContext(ctx, `INSERT INTO session_chat_aliases (namespace, platform, chat_id, alias_of, created_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, ns, platform, chat, aliasOf, k.now().UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("session: record chat alias: %w", err)
 	}
@@ -137,7 +137,7 @@ func (k *Kernel) chatInUse(ctx context.Context, src abi.Source) (bool, error) {
 		var one int
 		// The key itself, or any key that continues it with ":…" (';' follows ':' in byte order).
 		err := k.db.QueryRowContext(ctx, `SELECT 1 FROM session_routes
-			WHERE session_key = ? OR (session_key > ? AND session_key < ?) LIMIT 1`,
+			WHERE session_key = ? OR (`+k.bytewise("session_key")+` > ? AND `+k.bytewise("session_key")+` < ?) LIMIT 1`,
 			prefix, prefix+":", prefix+";").Scan(&one)
 		switch {
 		case err == nil:
