@@ -62,6 +62,23 @@ func newEnvOn(t testing.TB, b storetest.Backend, opt Options) *env {
 	return e
 }
 
+// envOpener opens a test kernel (newEnv, or one on a given backend).
+type envOpener func(t testing.TB, opt Options) *env
+
+// onBackends runs fn as a subtest on SQLite and on PostgreSQL (skipped without
+// HERMES_TEST_POSTGRES). fn opens its kernels with the newEnv it is given, so a test written with
+// the package's newEnv runs on both by taking it as a parameter; every kernel it opens gets a
+// database of its own.
+func onBackends(t *testing.T, fn func(t *testing.T, newEnv envOpener)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		fn(t, func(t testing.TB, opt Options) *env { return newEnvOn(t, storetest.SQLite(t), opt) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, func(t testing.TB, opt Options) *env { return newEnvOn(t, storetest.Postgres(t), opt) })
+	})
+}
+
 // newSQLiteEnv opens a kernel on SQLite whatever the test backend (tests of SQLite's file).
 func newSQLiteEnv(t testing.TB, opt Options) *env {
 	t.Helper()
