@@ -130,8 +130,9 @@ type Kernel struct {
 
 	stRoute, stRow, stChild, stTouch *sql.Stmt
 
-	aliasMu sync.Mutex                  // serializes AliasChat (writers of aliases)
-	aliases atomic.Pointer[chatAliases] // read by Key without a lock; see alias.go
+	aliasMu   sync.Mutex                  // serializes AliasChat (writers of aliases)
+	aliases   atomic.Pointer[chatAliases] // read by Key without a lock; see alias.go
+	aliasesAt atomic.Int64                // when aliases was loaded (unix ns; refreshed on PostgreSQL)
 
 	// failpoint, when set (tests only), runs at named stages inside transactions; an error aborts
 	// the transaction.
