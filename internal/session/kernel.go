@@ -243,7 +243,11 @@ type Boundary struct {
 // Lock discipline: a goroutine holds at most one key lock. ctx (and b.Context()) carry a marker,
 // and WithBoundary called with a marked context returns ErrNestedBoundary instead of
 // deadlocking. The SQLite write lock is only ever taken while holding a key lock, never the
-// other way round, and fn's own slow work (a platform send) does not hold any SQLite lock.
+// other way round, and fn's own slow work (a platform send) does not hold any SQLite lock. On
+// PostgreSQL the key lock is the in-process lock, then a holder slot, then the advisory lock on
+// its own connection, always in that order; fn's queries use other connections of the pool,
+// and at most half the pool holds locks (PostgresLocker), so holders never starve their own
+// queries of connections.
 func (k *Kernel) WithBoundary(ctx context.Context, key string, fn func(b *Boundary) error) error {
 	_, err := k.boundary(ctx, key, nil, fn)
 	return err
