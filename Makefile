@@ -40,10 +40,12 @@ tools:
 
 # Every test, race detector on. Tests build the plugins they load (cached by source hash).
 # HERMES_REQUIRE_TOOLS makes a test whose tool is missing fail instead of skipping; the browser
-# tests' screenshots go to HERMES_TEST_ARTIFACTS (never committed).
+# tests' screenshots go to HERMES_TEST_ARTIFACTS (never committed). scripts/with-postgres runs
+# the tests with a temporary PostgreSQL cluster (installing Debian's postgresql when missing)
+# unless HERMES_TEST_POSTGRES already names a server.
 HERMES_TEST_ARTIFACTS ?= $(CURDIR)/build/test-artifacts
 test: all vet tools
-	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) $(GO) test -race -timeout 30m ./...
+	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) scripts/with-postgres $(GO) test -race -timeout 30m ./...
 
 bench: all
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee build/bench.txt

@@ -26,11 +26,13 @@ func (g *globals) openDB() (*sql.DB, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	path := filepath.Join(cfg.DataDir, "hermes.db")
-	if _, err := os.Stat(path); err != nil {
-		return nil, "", err
+	if cfg.Store == "" {
+		// Reading must not create an empty database where the host keeps none.
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, "hermes.db")); err != nil {
+			return nil, "", err
+		}
 	}
-	db, err := store.Open(path, store.Options{})
+	db, err := store.OpenSource(context.Background(), cfg.Store, cfg.DataDir, store.Options{MaxConns: 4})
 	return db, cfg.DataDir, err
 }
 

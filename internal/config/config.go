@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/store"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -39,9 +41,12 @@ type Config struct {
 	AdminHosts []string `yaml:"admin_hosts" json:"admin_hosts,omitempty"`
 	Demo       Demo     `yaml:"demo" json:"demo"`
 	DataDir    string   `yaml:"data_dir" json:"data_dir"`
-	PluginsDir string   `yaml:"plugins_dir" json:"plugins_dir"`
-	LogLevel   string   `yaml:"log_level" json:"log_level"`
-	Limits     Limits   `yaml:"limits" json:"limits"`
+	// Store is the database: empty for SQLite in the data directory (the default, one host), or
+	// a postgres:// URL that several hosts share (put the password in ${NAME}). Never printed.
+	Store      string `yaml:"store" json:"-"`
+	PluginsDir string `yaml:"plugins_dir" json:"plugins_dir"`
+	LogLevel   string `yaml:"log_level" json:"log_level"`
+	Limits     Limits `yaml:"limits" json:"limits"`
 	// StrictEgress refuses plugins that can reach a chat platform's API from every export.
 	StrictEgress  bool              `yaml:"strict_egress" json:"strict_egress"`
 	Agent         Agent             `yaml:"agent" json:"agent"`
@@ -350,6 +355,9 @@ func (c *Config) validate() error {
 	checkListen("admin_listen", c.AdminListen, "127.0.0.1:8485", add)
 	if c.DataDir == "" {
 		add("data_dir is empty")
+	}
+	if c.Store != "" && !store.IsPostgres(c.Store) {
+		add("store: want empty (SQLite in data_dir) or a postgres:// URL, not %q", store.Redact(c.Store))
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

@@ -213,6 +213,10 @@ type Options struct {
 	// is no longer wanted (a process notice whose result the agent already read); it answers
 	// with the reason. Such a message is dropped.
 	Suppressed func(ctx context.Context, origin string) (bool, string)
+	// Sweep, when several hosts share one database, is how often this one takes over the
+	// deliveries a host that died left: its interrupted sends and its lanes' pending rows
+	// (sweep). 0 (one host) turns the sweeper off.
+	Sweep time.Duration
 }
 
 // Ledger is the delivery ledger and its senders.
@@ -504,9 +508,9 @@ const (
 	qNextDue = `SELECT ` + rowColumns + ` FROM deliveries d INDEXED BY deliveries_lane WHERE lane = ? AND state = 'pending' AND next_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
 		ORDER BY d.rowid LIMIT 1`
-	qNextAt   = `SELECT MIN(next_at) FROM deliveries WHERE lane = ? AND state = 'pending'`
-	qSetState = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, updated_at = ? WHERE id = ?`
-	qSettle   = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ?`
+	qNextAt = `SELECT MIN(next_at) FROM deliveries WHERE lane = ? AND state = 'pending'`
+	qClaim  = `UPDATE deliveries SET state = 'sending', reason = '', attempts = ?, updated_at = ? WHERE id = ? AND state = 'pending'`
+	qSettle = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ?`
 )
 
 // Wait blocks until every part of group is final (or ctx ends) and returns the last part's row.

@@ -37,49 +37,118 @@ type lane struct {
 }
 
 // Start reconciles rows a previous run left "sending" (they become failed, never resent) and
-// starts sending pending rows. It returns the reconciled rows, for the operator's log.
+// starts sending pending rows. It returns the reconciled rows, for the operator's log. With
+// Options.Sweep set it also starts the sweeper (sweep).
 func (l *Ledger) Start(ctx context.Context) ([]Row, error) {
-	now := l.opt.Now()
-	interrupted, err := l.query(ctx, `WHERE state = ?`, string(Sending))
+	interrupted, err := l.reconcile(ctx, 0)
 	if err != nil {
 		return nil, err
-	}
-	if len(interrupted) > 0 {
-		if _, err := l.db.ExecContext(ctx, `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE state = ?`,
-			string(Failed), ReasonInterrupted, now.UnixMilli(), string(Sending)); err != nil {
-			return nil, err
-		}
-		for i := range interrupted {
-			interrupted[i].State, interrupted[i].Reason = Failed, ReasonInterrupted
-			l.log.Warn("delivery reconciled after restart: outcome unknown, not resent",
-				"id", interrupted[i].ID, "key", interrupted[i].Key, "chat", interrupted[i].Target.ChatID)
-			l.observe(interrupted[i])
-		}
 	}
 	l.mu.Lock()
 	l.running, l.ctx = true, ctx
 	l.mu.Unlock()
-	rows, err := l.db.QueryContext(ctx, `SELECT DISTINCT lane FROM deliveries WHERE state = ?`, string(Pending))
-	if err != nil {
+	if err := l.wakePending(ctx, 0); err != nil {
 		return interrupted, err
+	}
+	if l.opt.Sweep > 0 {
+		l.wg.Add(1)
+		go l.sweep(ctx)
+	}
+	return interrupted, nil
+}
+
+// reconcile marks failed (outcome unknown, never resent) the rows left "sending" by a sender
+// that is gone, among those last changed at least age ago. A row is sent inside its key's
+// boundary and leaves "sending" before the boundary is released, so a row still "sending" once
+// this host holds the boundary has no live sender: it belonged to a run that stopped, or to a
+// host that died (PostgreSQL releases a dead host's locks with its connection).
+func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error) {
+	now := l.opt.Now()
+	stale, err := l.query(ctx, `WHERE state = ? AND updated_at <= ?`, string(Sending), now.Add(-age).UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	var out []Row
+	for _, r := range stale {
+		var moved bool
+		err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
+			res, err := l.db.ExecContext(b.Context(), `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE id = ? AND state = ?`,
+				string(Failed), ReasonInterrupted, l.opt.Now().UnixMilli(), r.ID, string(Sending))
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			moved = n == 1
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		if !moved {
+			continue // its sender settled it meanwhile
+		}
+		r.State, r.Reason = Failed, ReasonInterrupted
+		l.log.Warn("delivery reconciled: its sender stopped mid-send; outcome unknown, not resent",
+			"id", r.ID, "key", r.Key, "chat", r.Target.ChatID)
+		l.observe(r)
+		l.finish(r)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// wakePending wakes the lanes that have pending rows due at least age ago.
+func (l *Ledger) wakePending(ctx context.Context, age time.Duration) error {
+	cut := l.opt.Now().Add(-age).UnixMilli()
+	q := `SELECT DISTINCT lane FROM deliveries WHERE state = ?`
+	args := []any{string(Pending)}
+	if age > 0 {
+		q += ` AND created_at <= ? AND next_at <= ?`
+		args = append(args, cut, cut)
+	}
+	rows, err := l.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
 	}
 	var lanes []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return interrupted, fmt.Errorf("delivery: reading pending lanes: %w", err)
+			return fmt.Errorf("delivery: reading pending lanes: %w", err)
 		}
 		lanes = append(lanes, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return interrupted, fmt.Errorf("delivery: reading pending lanes: %w", err)
+		return fmt.Errorf("delivery: reading pending lanes: %w", err)
 	}
 	for _, id := range lanes {
 		l.wake(id)
 	}
-	return interrupted, nil
+	return nil
+}
+
+// sweep runs while several hosts share the database (Options.Sweep): every Sweep it takes over
+// what a host that died left behind, its "sending" rows (reconciled) and the pending rows of its
+// lanes (woken here; claim keeps two hosts from sending one row).
+func (l *Ledger) sweep(ctx context.Context) {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opt.Sweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := l.reconcile(ctx, l.opt.Sweep); err != nil && ctx.Err() == nil {
+			l.log.Warn("delivery: sweeping interrupted sends failed", "error", err)
+		}
+		if err := l.wakePending(ctx, l.opt.Sweep); err != nil && ctx.Err() == nil {
+			l.log.Warn("delivery: sweeping pending lanes failed", "error", err)
+		}
+	}
 }
 
 // Stop stops the senders after their current attempt (cancel Start's context first).
@@ -270,8 +339,8 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		// The check and the send are in this one critical section: no transition of this key
 		// can happen between them.
 		r.Attempts++
-		if err := l.setState(b.Context(), r, Sending, ""); err != nil {
-			return err
+		if claimed, err := l.claim(b.Context(), r); err != nil || !claimed {
+			return err // !claimed: another sender (another host on a shared database) took it
 		}
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
 		switch {
@@ -437,13 +506,21 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 
 func (r Row) laneID() string { return laneOf(r.Plugin, r.Profile, r.Target.ChatID) }
 
-func (l *Ledger) setState(ctx context.Context, r Row, s State, reason string) error {
-	_, err := l.exec(ctx, nil, qSetState, string(s), reason, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
-	if err == nil {
-		r.State, r.Reason = s, reason
-		l.observe(r)
+// claim moves r from pending to sending, inside its key's boundary, right before the send. It
+// reports false, changing nothing, when r is no longer pending: with several hosts on one
+// database another host's lane may have sent it since this lane read it. The boundary makes the
+// claim and the send one critical section, so a row is sent at most once.
+func (l *Ledger) claim(ctx context.Context, r Row) (bool, error) {
+	res, err := l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
+	if err != nil {
+		return false, err
 	}
-	return err
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return false, err
+	}
+	r.State, r.Reason = Sending, ""
+	l.observe(r)
+	return true, nil
 }
 
 // settle moves r to a final state.

@@ -256,6 +256,22 @@ func checkChaos(t *testing.T, db *sql.DB, fake *echotest.Server, accepted map[st
 		}
 	}
 
+	cdups, silent, left := checkCompletions(t, db, report)
+	dups += cdups
+	t.Logf("checker: %d lost, %d duplicates, %d into a left session, %d silent drops; %v; %d platform messages",
+		lost, dups, left, silent, report, len(platform))
+	if report["completion delivered"] == 0 || report["completion dropped (recorded)"] == 0 {
+		t.Errorf("the run exercised too little: %v", report)
+	}
+}
+
+// checkCompletions checks every process completion in db: exactly one terminal record, and a
+// delivery only into the session that started the process (or its compression continuation),
+// before the user left it. It counts outcomes into report and returns the duplicates, silent
+// drops and deliveries into a left session it found (each also reported with t.Errorf).
+func checkCompletions(t *testing.T, db *sql.DB, report map[string]int) (dups, silent, left int) {
+	t.Helper()
+	ctx := context.Background()
 	// Every completion: exactly one terminal record, and a delivery only into the session that
 	// started the process (or its compression continuation), before the user left it.
 	type fate struct{ delivered, dropped, failed, retrying int }
@@ -317,7 +333,6 @@ func checkChaos(t *testing.T, db *sql.DB, fake *echotest.Server, accepted map[st
 		}
 	}
 	rows.Close()
-	silent := 0
 	for proc, f := range fates {
 		n := f.delivered + f.dropped + f.failed + f.retrying
 		switch {
@@ -337,18 +352,13 @@ func checkChaos(t *testing.T, db *sql.DB, fake *echotest.Server, accepted map[st
 			t.Errorf("duplicate: the completion of %s has %d delivered, %d dropped, %d failed records", proc, f.delivered, f.dropped, f.failed)
 		}
 	}
-	left := 0
 	for _, d := range delivered {
 		if msg := intoLeftSession(ctx, db, d.proc, d.row, d.into); msg != "" {
 			left++
 			t.Errorf("delivered into a left session: %s (row %s): %s", d.proc, d.row, msg)
 		}
 	}
-	t.Logf("checker: %d lost, %d duplicates, %d into a left session, %d silent drops; %v; %d platform messages",
-		lost, dups, left, silent, report, len(platform))
-	if report["completion delivered"] == 0 || report["completion dropped (recorded)"] == 0 {
-		t.Errorf("the run exercised too little: %v", report)
-	}
+	return dups, silent, left
 }
 
 // intoLeftSession returns why delivering proc's notice (ledger row) into session into broke the

@@ -18,6 +18,8 @@ import (
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 // stamps creates chats sessions and returns a stamp for each (work started now).
@@ -206,4 +208,63 @@ func BenchmarkInbound(b *testing.B) {
 	b.ReportMetric(float64(b.N)/took.Seconds(), "answered/s")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ack-p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ack-p99-ms")
+}
+
+// BenchmarkSharedDeliveries measures guarded deliveries per second at 64 chats with hosts
+// sharing one database: one host on SQLite (the baseline, as BenchmarkGuardedDeliveries), then
+// one, two and three hosts on one PostgreSQL database (HERMES_TEST_POSTGRES). Deliveries are
+// enqueued round robin through the hosts' ledgers, as webhooks arriving at different hosts
+// would; each host sends through its own echo.wasm to its own loopback platform. It reports
+// deliveries/s, the ratio to the SQLite host ("x-sqlite") and, on PostgreSQL, the database
+// round trips (statements and transaction starts) per delivery.
+func BenchmarkSharedDeliveries(b *testing.B) {
+	const chats = 64
+	var baseline float64
+	run := func(b *testing.B, hosts int, source string) {
+		worlds := make([]*world, hosts)
+		for i := range worlds {
+			worlds[i] = newWorldOn(&testing.T{}, source, nil)
+			defer worlds[i].srv.Close()
+		}
+		st := worlds[0].stamps(b, chats)
+		ctx := context.Background()
+		sent := func() int {
+			n := 0
+			for _, w := range worlds {
+				n += len(w.fake.Messages())
+			}
+			return n
+		}
+		before, trips := sent(), store.RoundTrips()
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			s := st[i%chats]
+			if _, err := worlds[i%hosts].g.ledger.Enqueue(ctx, delivery.Message{Plugin: "echo", Profile: "main", Key: s.Key,
+				Target: abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: s.Route.ChatID}, Text: "x", Kind: delivery.KindNotification,
+				Guard: delivery.GuardLineage, Stamp: s}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for sent()-before < b.N {
+			time.Sleep(time.Millisecond)
+		}
+		rate := float64(b.N) / time.Since(start).Seconds()
+		b.StopTimer()
+		b.ReportMetric(rate, "deliveries/s")
+		if source == "" {
+			baseline = rate
+		} else {
+			b.ReportMetric(float64(store.RoundTrips()-trips)/float64(b.N), "trips/delivery")
+		}
+		if baseline > 0 {
+			b.ReportMetric(rate/baseline, "x-sqlite")
+		}
+	}
+	b.Run("sqlite/hosts=1", func(b *testing.B) { run(b, 1, "") })
+	for _, hosts := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("postgres/hosts=%d", hosts), func(b *testing.B) {
+			run(b, hosts, storetest.Postgres(b).Source)
+		})
+	}
 }

@@ -55,6 +55,7 @@ type Gateway struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	db       *sql.DB
+	shared   *shared // several hosts on one database (shared.go); nil for SQLite
 	kv       *kv.Store
 	egress   *egress.Client
 	env      *plugin.Env
@@ -98,7 +99,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err := process.ProtectHost(); err != nil {
 		log.Warn("background processes may read the host's environment and memory", "error", err)
 	}
-	db, err := store.Open(filepath.Join(cfg.DataDir, "hermes.db"), store.Options{})
+	db, err := store.OpenSource(ctx, cfg.Store, cfg.DataDir, store.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +121,10 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	}
 	g.demo.Secret = g.demoSecret
 	if g.kv, err = kv.Open(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if g.shared, err = openShared(ctx, g); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -157,6 +162,9 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
 	g.loops.Clock = g.clock
+	if g.shared != nil {
+		g.loops.Leases = g.shared.leases // one poller per bot token, one scheduler per profile
+	}
 	return g, nil
 }
 
@@ -254,7 +262,11 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.ledger, err = delivery.Open(ctx, g.db, g.kernel, transport{g}, delivery.Options{Logger: g.log, Suppressed: g.consumed})
+	lopt := delivery.Options{Logger: g.log, Suppressed: g.consumed}
+	if g.shared != nil {
+		lopt.Sweep = sweepEach
+	}
+	g.ledger, err = delivery.Open(ctx, g.db, g.kernel, transport{g}, lopt)
 	if err != nil {
 		return err
 	}
@@ -272,13 +284,17 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	g.sched = scheduler.New(g.runtime, func(plugin, profile string) { g.loops.Kick(plugin, profile) })
 	commands := map[string]turn.Command{"cron": g.sched.Command(g.gate)}
 	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
-	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, turn.Options{Logger: g.log,
+	topt := turn.Options{Logger: g.log,
 		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
 		},
-		Typing: typist{g}, Grants: g.gate.Tools})
+		Typing: typist{g}, Grants: g.gate.Tools}
+	if g.shared != nil {
+		topt.Instance = g.shared.id
+	}
+	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, topt)
 	return err
 }
 
@@ -486,6 +502,12 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	if len(rep.Corrupt) > 0 {
 		g.log.Error("background-process checkpoints that cannot be decoded were left untouched", "ids", rep.Corrupt)
 	}
+	if g.shared != nil {
+		// Alive before taking anything over: the others must not take this host's work.
+		if err := g.shared.keepAlive(ctx); err != nil {
+			return err
+		}
+	}
 	reconciled, err := g.ledger.Start(ctx)
 	if err != nil {
 		return fmt.Errorf("starting the delivery ledger: %w", err)
@@ -496,7 +518,13 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	if err := g.checkAgent(ctx); err != nil {
 		return err
 	}
-	return g.engine.Start(ctx)
+	if err := g.engine.Start(ctx); err != nil {
+		return err
+	}
+	if g.shared != nil {
+		go g.shared.reap(ctx, g)
+	}
+	return nil
 }
 
 // agentConfig maps the agent settings to agent.Config.

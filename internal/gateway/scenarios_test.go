@@ -19,6 +19,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -37,6 +38,13 @@ func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
 // newWorldWith also loads the given extra plugins (file name → package dir → profile config).
 func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 	t.Helper()
+	return newWorldOn(t, "", extra)
+}
+
+// newWorldOn is newWorldWith on the database source names (config store: "" for SQLite in the
+// world's data directory, or a postgres:// URL).
+func newWorldOn(t *testing.T, source string, extra map[string]extraPlugin) *world {
+	t.Helper()
 	dir := t.TempDir()
 	fake := echotest.New()
 	t.Cleanup(fake.Close)
@@ -44,7 +52,7 @@ func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DataDir, cfg.PluginsDir = dir, filepath.Join(dir, "plugins")
+	cfg.DataDir, cfg.PluginsDir, cfg.Store = dir, filepath.Join(dir, "plugins"), source
 	cfg.Plugins = map[string]config.Plugin{"echo": {EgressExtra: []string{"127.0.0.1"},
 		Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}},
 		Access:   map[string]config.Access{"main": {AllowAll: true, Tools: []string{config.ToolShell, config.ToolProcesses}}}}}
@@ -166,10 +174,15 @@ func (w *world) rows(state delivery.State) []delivery.Row {
 	return rows
 }
 
-// The ten starred scenarios of hermes-gateway.md §7, through the real Wasm plugin.
+// The ten starred scenarios of hermes-gateway.md §7, through the real Wasm plugin, on SQLite
+// and on PostgreSQL (several hosts' store).
 func TestStarredScenarios(t *testing.T) {
+	storetest.Each(t, starredScenarios)
+}
+
+func starredScenarios(t *testing.T, backend storetest.Backend) {
 	t.Run("1-new-drops-stale-completion", func(t *testing.T) {
-		w := newWorld(t)
+		w := newWorldOn(t, backend.Fresh(t).Source, nil)
 		w.say("1", "", "hi")
 		w.wait("hello", func(m echotest.Message) bool { return true })
 		id := w.spawn(src("1", ""), "sleep 0.5; echo s1-output", nil)
@@ -187,7 +200,7 @@ func TestStarredScenarios(t *testing.T) {
 		}
 	})
 	t.Run("2-non-user-end-delivers-to-current", func(t *testing.T) {
-		w := newWorld(t)
+		w := newWorldOn(t, backend.Fresh(t).Source, nil)
 		w.say("2", "", "hi")
 		w.wait("hello", func(m echotest.Message) bool { return true })
 		key, _ := w.g.kernel.Key(src("2", ""))
@@ -201,7 +214,7 @@ func TestStarredScenarios(t *testing.T) {
 		}
 	})
 	t.Run("3-compression-continuation", func(t *testing.T) {
-		w := newWorld(t)
+		w := newWorldOn(t, backend.Fresh(t).Source, nil)
 		w.say("3", "", "hi")
 		w.spawn(src("3", ""), "sleep 0.5; echo compressed-output", nil)
 		w.say("3", "", "/compress")
@@ -211,13 +224,13 @@ func TestStarredScenarios(t *testing.T) {
 	// this host's transitions, which move the route and end the parent in one transaction; the
 	// kernel's tests produce those states directly (internal/session classify and failure tests).
 	t.Run("6-unstamped-delivers-by-route", func(t *testing.T) {
-		w := newWorld(t)
+		w := newWorldOn(t, backend.Fresh(t).Source, nil)
 		w.say("6", "", "hi")
 		w.spawn(src("6", ""), "echo legacy-output", func(s *session.Stamp) { s.SessionID, s.Generation = "", 0 })
 		w.wait("the legacy completion", notice("legacy-output"))
 	})
 	t.Run("7-topic-42-not-7", func(t *testing.T) {
-		w := newWorld(t)
+		w := newWorldOn(t, backend.Fresh(t).Source, nil)
 		w.say("-100", "42", "hi from 42")
 		w.spawn(src("-100", "42"), "sleep 0.5; echo topic-output", nil)
 		w.say("-100", "7", "now in topic 7")
@@ -227,7 +240,7 @@ func TestStarredScenarios(t *testing.T) {
 		}
 	})
 	t.Run("8-key-mismatch-drops", func(t *testing.T) {
-		w := newWorld(t)
+		w := newWorldOn(t, backend.Fresh(t).Source, nil)
 		w.say("8", "", "hi")
 		id := w.spawn(src("8", ""), "echo bleed-output", func(s *session.Stamp) { s.Route.ChatType, s.Route.ChatID = abi.ChatGroup, "-9" })
 		if rec := w.event(id); !strings.Contains(rec.Outcome, session.ReasonKeyMismatch) {
@@ -240,7 +253,7 @@ func TestStarredScenarios(t *testing.T) {
 	t.Run("9-new-during-notification-turn", func(t *testing.T) {
 		// The synthetic turn's answer is guarded by the generation captured when it started;
 		// a /new between the turn and its send drops it (see internal/turn for the interleavings).
-		w := newWorld(t)
+		w := newWorldOn(t, backend.Fresh(t).Source, nil)
 		w.say("9", "", "hi")
 		w.wait("hello", func(m echotest.Message) bool { return true })
 		// Flood control holds the chat's lane (without holding its boundary) until released.

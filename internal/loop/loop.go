@@ -1,6 +1,11 @@
 // Package loop runs the host-driven loops of plugins: a poll loop for every serving profile of a
 // platform plugin that declares the poll capability, and a tick loop for every profile of a
 // scheduler plugin. A Supervisor starts and stops them as plugins load, reload and unload.
+//
+// Several instances sharing one database (Supervisor.Leases) run each loop in one instance at a
+// time: a bot token answers a second concurrent long poll with an error (Telegram's 409), and a
+// cron slot must fire once. The instance holding lease "loop:<plugin>/<profile>" runs the loop;
+// the others campaign for it and take over within about the lease's ttl when the holder dies.
 package loop
 
 import (
@@ -13,6 +18,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/inbound"
+	"github.com/hermes-host/hermes-host/internal/lease"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
@@ -38,6 +44,11 @@ type Supervisor struct {
 	// Clock is what schedulers are ticked with and what tick loops sleep on (default the real
 	// clock; a test clock makes schedules run without waiting). Set it before Reconcile.
 	Clock clock.Clock
+	// Leases, when set, elects the instance that runs each loop among the instances sharing
+	// the database: a loop runs only while this instance holds its lease (LeaseName), and
+	// losing the lease cancels it (see poll for a poll in flight). Nil runs every loop here:
+	// one instance. Set it before Reconcile.
+	Leases *lease.Manager
 
 	mu    sync.Mutex
 	loops map[key]*running
@@ -90,14 +101,27 @@ func (s *Supervisor) Reconcile(ctx context.Context) {
 				}
 				s.mu.Unlock()
 			}()
-			if p.Manifest().Kind == abi.KindScheduler {
-				s.tick(lctx, k.plugin, k.profile, l.kick)
-			} else {
-				s.poll(lctx, k.plugin, k.profile)
+			run := func(ctx context.Context) {
+				if p.Manifest().Kind == abi.KindScheduler {
+					s.tick(ctx, k.plugin, k.profile, l.kick)
+				} else {
+					s.poll(ctx, k.plugin, k.profile)
+				}
 			}
+			if s.Leases == nil {
+				run(lctx)
+				return
+			}
+			// A loop that ends by itself (its plugin failed or was unloaded) ends the
+			// campaign and releases the lease: another instance, where the plugin may be
+			// healthy, takes it over.
+			s.Leases.Campaign(lctx, LeaseName(k.plugin, k.profile), run)
 		}()
 	}
 }
+
+// LeaseName is the lease that elects the instance running plugin's loop for profile.
+func LeaseName(plugin, profile string) string { return "loop:" + plugin + "/" + profile }
 
 // Stop cancels every loop and waits for them to return.
 func (s *Supervisor) Stop() {
@@ -116,6 +140,15 @@ func (s *Supervisor) Stop() {
 // poll calls the plugin's poll export until cancelled, dispatching what it returns. Errors back
 // off exponentially (1 s to 1 min); a failed or unloaded plugin ends the loop (a reload starts a
 // new one).
+//
+// Cancelled (the host stops, or another instance took the loop's lease over), a poll in flight
+// is stopped: the plugin's instance is closed mid-call (not counted as a crash) and whatever it
+// had fetched but not returned is dropped here. Nothing is lost: a plugin confirms a batch to
+// its platform only at its next poll (Telegram's offset), so the platform hands the unconfirmed
+// updates to the next poller, the new holder. Likewise a batch whose recording the cancellation
+// interrupts is polled again by the new holder, and the turn engine's inbox records each
+// platform event once (by its id), whichever instance recorded it first. Until the old long poll's connection is closed the platform may refuse the new
+// holder's poll (409); the new loop backs off and polls again.
 func (s *Supervisor) poll(ctx context.Context, name, profile string) {
 	backoff := time.Second
 	for ctx.Err() == nil {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -245,6 +246,14 @@ type pgBase interface {
 	driver.NamedValueChecker
 }
 
+// roundTrips counts the statements and transaction starts sent to PostgreSQL by this process.
+var roundTrips atomic.Int64
+
+// RoundTrips returns how many statements (and transaction starts) this process has sent to
+// PostgreSQL so far; benchmarks divide its growth by the work done. A commit is one more trip
+// per transaction start.
+func RoundTrips() int64 { return roundTrips.Load() }
+
 // pgConn forwards to pgx's connection, numbering placeholders on the way.
 type pgConn struct{ base driver.Conn }
 
@@ -262,12 +271,15 @@ func (c *pgConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	roundTrips.Add(1)
 	return c.b().BeginTx(ctx, opts)
 }
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	roundTrips.Add(1)
 	return c.b().ExecContext(ctx, Rebind(query), args)
 }
 func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	roundTrips.Add(1)
 	return c.b().QueryContext(ctx, Rebind(query), args)
 }
 func (c *pgConn) Ping(ctx context.Context) error              { return c.b().Ping(ctx) }

@@ -53,6 +53,10 @@ type Router interface {
 type Options struct {
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Instance names this host when several share one database ("" for a single host): the
+	// inbox rows it records are its own, Start recovers only those, and Adopt takes over those
+	// of a host that stopped.
+	Instance string
 	// Notifications is the text mode for processes without notify_on_complete: concise
 	// (default), all, result, error or off.
 	Notifications string
@@ -201,6 +205,7 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.TypingEvery <= 0 {
 		opt.TypingEvery = 4 * time.Second
 	}
+
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
 		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
 		intake: map[string]*intakeQueue{}, ctx: ctx, typingLast: map[string]time.Time{}}, nil
@@ -221,10 +226,27 @@ func newID(prefix string) string {
 // effects, and its answer is recorded in the same transaction that ends it, so it had none.
 func (e *Engine) Start(ctx context.Context) error {
 	e.ctx = ctx
-	open, err := e.loadOpen(ctx)
+	open, err := e.loadOpen(ctx, `owner = ?`, e.opt.Instance)
 	if err != nil {
 		return err
 	}
+	// Inbound events recorded but not applied before the stop are applied now, in order.
+	received, err := e.loadReceived(ctx, `owner = ?`, e.opt.Instance)
+	if err != nil {
+		return err
+	}
+	e.recover(open, received)
+	if e.procs != nil {
+		e.wg.Add(1)
+		go e.consume(ctx)
+	}
+	return nil
+}
+
+// recover takes up inbox rows that a run of this host, or a host that died, left open: running
+// foreground turns are ended as interrupted (the user is told), running notification turns and
+// queued turns are queued again, and recorded events are applied in order.
+func (e *Engine) recover(open []inboxRow, received []*inboxRow) {
 	for _, r := range open {
 		it := e.itemOf(r)
 		if r.state == stRunning && r.kind == kindMessage {
@@ -243,11 +265,6 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.enqueue(r.key, it)
 	}
-	// Inbound events recorded but not applied before the stop are applied now, in order.
-	received, err := e.loadReceived(ctx)
-	if err != nil {
-		return err
-	}
 	e.mu.Lock()
 	for _, r := range received {
 		q := e.intake[r.key]
@@ -260,11 +277,55 @@ func (e *Engine) Start(ctx context.Context) error {
 		q.rows = append(q.rows, r)
 	}
 	e.mu.Unlock()
-	if e.procs != nil {
-		e.wg.Add(1)
-		go e.consume(ctx)
+}
+
+// Adopt takes over the open inbox rows of host dead, which stopped (the caller knows it, from
+// the host's expired lease), and recovers them as a restart would. It moves the rows in one
+// statement that matches only rows still dead's, so of two hosts adopting at once each row goes
+// to one. It returns how many rows it took over.
+func (e *Engine) Adopt(ctx context.Context, dead string) (int, error) {
+	if dead == e.opt.Instance {
+		return 0, nil
 	}
-	return nil
+	ids, err := e.takeOver(ctx, dead)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	in := `id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	open, err := e.loadOpen(ctx, in, args...)
+	if err != nil {
+		return len(ids), err
+	}
+	received, err := e.loadReceived(ctx, in, args...)
+	if err != nil {
+		return len(ids), err
+	}
+	e.log.Warn("turn: took over the open inbox of a stopped host", "host", dead, "rows", len(ids))
+	e.recover(open, received)
+	return len(ids), nil
+}
+
+// takeOver moves dead's open inbox rows to this host and returns their ids.
+func (e *Engine) takeOver(ctx context.Context, dead string) ([]string, error) {
+	rows, err := e.db.QueryContext(ctx, `UPDATE turn_inbox SET owner = ?
+		WHERE owner = ? AND state IN ('received', 'queued', 'running') RETURNING id`, e.opt.Instance, dead)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // Wait blocks until the engine's goroutines have stopped (after ctx is cancelled).

@@ -37,6 +37,9 @@ CREATE INDEX turn_inbox_open ON turn_inbox (state, created_at) WHERE state IN ('
 	// applied under it afterwards; event_kind is what applying needs to know.
 	`ALTER TABLE turn_inbox ADD COLUMN event_kind TEXT NOT NULL DEFAULT '';
 CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'received';`,
+	// The host that received the event and runs its turn ('' for a single host). With several
+	// hosts on one database, a host that stops leaves its open rows to another (Engine.adopt).
+	`ALTER TABLE turn_inbox ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
 }
 
 // Inbox row states. An inbound event is received, then applied under its chat's boundary: it
@@ -108,9 +111,9 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 	}
 	now := e.opt.Now().UnixMilli()
 	res, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO turn_inbox
-		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind)
+		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind, e.opt.Instance)
 	if err != nil {
 		return false, err
 	}
@@ -145,11 +148,12 @@ func setState(ctx context.Context, db execer, ids []string, state, outcome strin
 	return moved, nil
 }
 
-// loadOpen returns the rows a previous run left queued or running, oldest first. A row that
-// cannot be decoded is reported and marked failed, never run with zero values.
-func (e *Engine) loadOpen(ctx context.Context) ([]inboxRow, error) {
+// loadOpen returns the queued or running rows that match where (a condition on turn_inbox with
+// its args), oldest first. A row that cannot be decoded is reported and marked failed, never
+// run with zero values.
+func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inboxRow, error) {
 	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, stamp, state, created_at
-		FROM turn_inbox WHERE state IN ('queued', 'running') ORDER BY rowid`)
+		FROM turn_inbox WHERE state IN ('queued', 'running') AND `+where+` ORDER BY rowid`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -206,11 +210,11 @@ func (e *Engine) failCorrupt(ctx context.Context, corrupt map[string]string, fro
 	return nil
 }
 
-// loadReceived returns the inbound events recorded but not applied when the host stopped, in
-// the order they arrived. A row that cannot be decoded is reported and marked failed.
-func (e *Engine) loadReceived(ctx context.Context) ([]*inboxRow, error) {
+// loadReceived returns the inbound events recorded but not applied that match where, in the
+// order they arrived. A row that cannot be decoded is reported and marked failed.
+func (e *Engine) loadReceived(ctx context.Context, where string, args ...any) ([]*inboxRow, error) {
 	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, event_kind
-		FROM turn_inbox WHERE state = 'received' ORDER BY rowid`)
+		FROM turn_inbox WHERE state = 'received' AND `+where+` ORDER BY rowid`, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -158,6 +158,13 @@ func (h *harness) crashAndRestart(a agent.Agent) *harness {
 	h.e.Wait()
 	h.ledger.Stop()
 	h.procs.Close()
+	return h.another(a, Options{})
+}
+
+// another starts a second engine (with its ledger and registry) on h's database, as another host
+// on a shared database, or h's own restart after a crash.
+func (h *harness) another(a agent.Agent, opt Options) *harness {
+	h.t.Helper()
 	db := h.e.db
 	ctx, cancel := context.WithCancel(context.Background())
 	h2 := &harness{t: h.t, k: h.k, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
@@ -173,7 +180,8 @@ func (h *harness) crashAndRestart(a agent.Agent) *harness {
 		Observer: func(r delivery.Row) { h2.mu.Lock(); h2.rows[r.ID] = r; h2.mu.Unlock() }}); err != nil {
 		h.t.Fatal(err)
 	}
-	if h2.e, err = New(ctx, db, h.k, h2.ledger, a, h2.procs, staticRouter{}, Options{Logger: quiet, RetryBase: 20 * time.Millisecond}); err != nil {
+	opt.Logger, opt.RetryBase = quiet, 20*time.Millisecond
+	if h2.e, err = New(ctx, db, h.k, h2.ledger, a, h2.procs, staticRouter{}, opt); err != nil {
 		h.t.Fatal(err)
 	}
 	if _, err := h2.ledger.Start(ctx); err != nil {

@@ -109,3 +109,11 @@ func Default(t testing.TB) Backend {
 	}
 	return SQLite(t)
 }
+
+// Fresh returns a new, empty backend of b's kind, for a subtest that needs a database of its own.
+func (b Backend) Fresh(t testing.TB) Backend {
+	if b.Name == "postgres" {
+		return Postgres(t)
+	}
+	return SQLite(t)
+}

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/telegramtest"
+	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
+)
+
+// TestSharedPostgres runs two, then three, real `hermes-host serve` processes against one
+// PostgreSQL database, each with its own data directory and listeners, with telegram.wasm
+// polling the Bot API fake. 64 chats talk at once (background processes, /new and /compress at
+// random, plain messages) while one host at a time is killed with SIGKILL and started again.
+// Then the hosts settle and the checker requires: 0 lost inbound updates (every update the fake
+// queued has one inbox row, ended), 0 duplicate messages at the fake (per chat, no more
+// messages than the ledger delivered plus the sends whose outcome is unknown), 0 deliveries
+// into a left session and 0 silent drops (checkCompletions), and one getUpdates poller at a
+// time: no 409 "terminated by other getUpdates request" answered to a live host.
+func TestSharedPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-host run skipped in -short mode")
+	}
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("hosts=%d", n), func(t *testing.T) { sharedRun(t, n) })
+	}
+}
+
+func sharedRun(t *testing.T, hosts int) {
+	backend := storetest.Postgres(t)
+	bin, plugins := buildHost(t)
+	tg := telegramtest.New(t)
+	bot := tg.Bot()
+	const chats = 64
+	users := make([]telegramtest.User, chats)
+	for i := range users {
+		users[i] = telegramtest.User{ID: int64(5000 + i), FirstName: fmt.Sprint("U", i)}
+		tg.AddPrivate(users[i])
+	}
+	type inst struct {
+		data, cfg string
+		pid       int
+		stop      func()
+		up        bool
+	}
+	insts := make([]*inst, hosts)
+	start := func(h *inst) {
+		_, h.stop = startServe(t, bin, plugins, h.data, "--config", h.cfg)
+		pidsMu.Lock()
+		h.pid = lastPID
+		pidsMu.Unlock()
+		h.up = true
+	}
+	for i := range insts {
+		h := &inst{data: t.TempDir()}
+		h.cfg = filepath.Join(h.data, "hermes.yaml")
+		os.WriteFile(h.cfg, []byte(fmt.Sprintf(`
+store: "%s"
+demo: {plugin: ""}
+agent: {stream: false}
+plugins:
+  telegram:
+    egress_extra: ["127.0.0.1"]
+    profiles:
+      main: {token: "%s", api_base: "%s", require_mention: false}
+    access:
+      main: %s
+`, backend.Source, bot.Token(), tg.URL(), openAccess)), 0o600)
+		insts[i] = h
+		start(h)
+	}
+	defer func() {
+		for _, h := range insts {
+			if h.up {
+				h.stop()
+			}
+		}
+	}()
+
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	var (
+		mu       sync.Mutex
+		injected = map[int64]int{} // chat → updates queued
+		total    int
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, u := range users {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Duration(400+rng.IntN(1600)) * time.Millisecond):
+				}
+				var text string
+				switch r := rng.IntN(100); {
+				case r < 40:
+					text = fmt.Sprintf("run sleep 0.%d; echo OUT-%d-%d", 1+rng.IntN(9), i, n)
+				case r < 55:
+					text = "/new"
+				case r < 70:
+					text = "/compress"
+				default:
+					text = fmt.Sprintf("hello %d %d", i, n)
+				}
+				bot.PrivateText(u, text)
+				mu.Lock()
+				injected[u.ID]++
+				total++
+				mu.Unlock()
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(seed, 1000))
+	kills := 0
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+		time.Sleep(time.Duration(3000+rng.IntN(3000)) * time.Millisecond)
+		h := insts[rng.IntN(hosts)]
+		syscall.Kill(h.pid, syscall.SIGKILL)
+		h.stop()
+		h.up = false
+		kills++
+		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
+		start(h)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d hosts, %d kills, %d updates queued over %d chats", hosts, kills, total, chats)
+
+	db, err := store.OpenSource(context.Background(), backend.Source, t.TempDir(), store.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Every queued update reaches the inbox (the poller confirms an update only after recording it).
+	var inbox int
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE plugin = 'telegram'`).Scan(&inbox)
+		if inbox >= total {
+			break
+		}
+	}
+	settle(t, db, 2*time.Minute)
+
+	report := map[string]int{}
+	lost := total - inbox
+	if lost != 0 {
+		t.Errorf("lost: %d of %d updates have no inbox row", lost, total)
+	}
+	var open, dupEvents int
+	db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE state IN ('received', 'queued', 'running')`).Scan(&open)
+	db.QueryRow(`SELECT COUNT(*) FROM (SELECT event_id FROM turn_inbox WHERE event_id IS NOT NULL
+		GROUP BY plugin, profile, event_id HAVING COUNT(*) > 1) d`).Scan(&dupEvents)
+	if open != 0 || dupEvents != 0 {
+		t.Errorf("%d inbox rows never ended, %d events recorded twice", open, dupEvents)
+	}
+	dups := dupEvents
+	// Per chat: what the fake shows against what the ledger says was, or may have been, sent.
+	for _, u := range users {
+		var delivered, unknown int
+		lane := "telegram\x00main\x00" + fmt.Sprint(u.ID)
+		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE lane = ? AND state = 'delivered'`, lane).Scan(&delivered)
+		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE lane = ? AND state = 'failed'`, lane).Scan(&unknown)
+		got := len(tg.SentTexts(u.ID, 0))
+		if got > delivered+unknown {
+			dups += got - delivered - unknown
+			t.Errorf("duplicate: chat %d shows %d messages, the ledger delivered %d (+%d failed)", u.ID, got, delivered, unknown)
+		}
+		if got < delivered {
+			t.Errorf("chat %d shows %d messages, the ledger says %d were delivered", u.ID, got, delivered)
+		}
+		report["messages at the fake"] += got
+		report["failed (outcome unknown)"] += unknown
+	}
+	cdups, silent, left := checkCompletions(t, db, report)
+	dups += cdups
+	// One poller at a time: a second getUpdates while one is parked ends the parked one with
+	// 409. A host killed while its poll was parked leaves it parked at the fake until the next
+	// poller arrives, so each kill may account for one.
+	conflicts := 0
+	for _, r := range tg.Requests("getUpdates", 0) {
+		if r.Status == 409 {
+			conflicts++
+		}
+	}
+	if conflicts > kills {
+		t.Errorf("%d getUpdates answered 409 (concurrent pollers) in a run with %d kills", conflicts, kills)
+	}
+	t.Logf("checker: %d lost, %d duplicates, %d into a left session, %d silent drops, %d poll conflicts (%d kills); %v",
+		lost, dups, left, silent, conflicts, kills, report)
+	if report["completion delivered"] == 0 {
+		t.Errorf("the run exercised too little: %v", report)
+	}
+}

@@ -1,0 +1,99 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hermes-host/hermes-host/internal/clock"
+	"github.com/hermes-host/hermes-host/internal/lease"
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// Several hosts on one PostgreSQL database (config store: postgres://...). Each host has an
+// identity (lease.InstanceID) and keeps the lease "host:<id>" while it runs; a host whose lease
+// expired (or that released it, stopping) is gone, and the others take its work over:
+//
+//   - its open inbox rows: a survivor claims the gone host's lease (lease.ClaimExpired: FOR
+//     UPDATE SKIP LOCKED, so one survivor per gone host), recovers its rows as a restart would
+//     (turn.Engine.Adopt), then deletes the lease; a survivor that dies meanwhile lets its claim
+//     expire in turn, and another finishes;
+//   - its deliveries (delivery.Options.Sweep): sends it left "sending" become failed (outcome
+//     unknown, never resent) and its lanes' pending rows are sent by whoever holds the chat;
+//   - its poll and tick loops (loop.Supervisor's leases): one poller per bot token, one
+//     scheduler per profile, in whichever host holds "loop:<plugin>/<profile>".
+//
+// The boundary lock is a PostgreSQL advisory lock (session.Open picks it for a PostgreSQL
+// database), so the in-lock checks of every host exclude each other. Background processes stay
+// with the host that spawned them (it watches their pids); their completions are queued in the
+// database and delivered by whichever host claims them.
+const (
+	hostTTL   = 5 * time.Second // a dead host's work waits this long before another takes it
+	sweepEach = 2 * time.Second // how often a host looks for a dead host's deliveries
+)
+
+// shared is what a host needs when it shares its database; nil for SQLite (one host).
+type shared struct {
+	id     string
+	leases *lease.Manager
+}
+
+func openShared(ctx context.Context, g *Gateway) (*shared, error) {
+	if store.DialectOf(g.db) != store.Postgres {
+		return nil, nil
+	}
+	id := lease.InstanceID()
+	m, err := lease.New(ctx, g.db, id, hostTTL, clock.Real{})
+	if err != nil {
+		return nil, err
+	}
+	m.Log = g.log
+	g.log.Info("sharing the database with other hosts", "host", id)
+	return &shared{id: id, leases: m}, nil
+}
+
+// reap takes over the work of hosts that are gone, every sweepEach until ctx ends.
+func (s *shared) reap(ctx context.Context, g *Gateway) {
+	t := time.NewTicker(sweepEach)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		claims, err := s.leases.ClaimExpired(ctx, "host:", 4)
+		if err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("looking for hosts that stopped failed", "error", err)
+			}
+			continue
+		}
+		for _, c := range claims {
+			dead := strings.TrimPrefix(c.Name, "host:")
+			if dead == s.id {
+				continue // this host's own lease lapsed (a database outage): keepAlive takes it again
+			}
+			n, err := g.engine.Adopt(ctx, dead)
+			if err != nil {
+				g.log.Error("taking over the turns of a host that stopped failed; retried when the claim expires", "host", dead, "error", err)
+				continue
+			}
+			if err := s.leases.Delete(ctx, c.Name, c.Fence); err != nil {
+				g.log.Warn("deleting the lease of a host that stopped failed", "host", dead, "error", err)
+			}
+			g.log.Info("took over the work of a host that stopped", "host", dead, "turns", n)
+		}
+	}
+}
+
+// keepAlive takes this host's lease, before the host records anything as its own, and holds it
+// until ctx ends, taking it again if it was lost (a database outage longer than the lease).
+func (s *shared) keepAlive(ctx context.Context) error {
+	if _, _, err := s.leases.TryAcquire(ctx, "host:"+s.id); err != nil {
+		return fmt.Errorf("taking this host's lease: %w", err)
+	}
+	go s.leases.Campaign(ctx, "host:"+s.id, func(ctx context.Context) { <-ctx.Done() })
+	return nil
+}
