@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // PostgresLocker is the boundary lock shared by every host on one PostgreSQL database: a
@@ -22,10 +23,12 @@ import (
 // one database connection per host however many goroutines wait for it; only the first in line
 // waits in PostgreSQL.
 //
-// Cancelling ctx while Lock waits abandons the wait: Lock returns ctx's error and holds nothing.
-// (pgx gives up on the connection at once; the server process waiting for the lock on its behalf
-// ends at the latest when it is granted the lock and finds its client gone, so it never keeps the
-// lock from a live waiter for longer than that.)
+// Lock returns ctx's error, holding nothing, when ctx ends while it waits. At ctx's deadline
+// (TryBoundary's wait) the server gives up the wait itself (lock_timeout) and the connection
+// goes back to the pool. An explicit cancellation makes pgx drop the connection at once; the
+// server process that was waiting for the lock on its behalf then ends at the latest when it is
+// granted the lock and finds its client gone, so it keeps the lock from a live waiter for no
+// longer than that.
 //
 // # A broken connection
 //
@@ -108,24 +111,64 @@ func (l *PostgresLocker) lock(ctx context.Context, key string) (*pgHold, error) 
 	return h, nil
 }
 
-// acquire opens the transaction and waits for the advisory lock in it. The transaction is
-// plain BEGIN and COMMIT statements on the connection rather than a *sql.Tx, whose context
-// would roll it back (releasing the lock under a running callback) when the caller's context is
-// cancelled, and whose Commit cannot be given a deadline. ctx bounds only the waits.
+// acquire opens the transaction and waits for the advisory lock in it, in one round trip. The
+// transaction is plain BEGIN and COMMIT statements on the connection rather than a *sql.Tx,
+// whose context would roll it back (releasing the lock under a running callback) when the
+// caller's context is cancelled, and whose Commit cannot be given a deadline. ctx bounds only
+// the waits.
+//
+// When ctx has a deadline (TryBoundary), the server gives up the wait at that deadline itself
+// (lock_timeout), and the client waits a little longer, so that the connection survives and no
+// server process is left waiting. An explicit cancellation is pgx's: it drops the connection.
 func (h *pgHold) acquire(ctx context.Context) error {
 	var err error
 	if h.conn, err = h.l.db.Conn(ctx); err != nil {
 		return err
 	}
-	if _, err = h.conn.ExecContext(ctx, `BEGIN`); err != nil {
-		return err
+	timeout := int64(0) // no lock_timeout: wait until ctx is done (overriding a server default)
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		if left <= 0 {
+			return context.DeadlineExceeded
+		}
+		timeout = max(1, left.Milliseconds())
 	}
-	h.begun = true
-	_, err = h.conn.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, h.l.LockKey(h.key))
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
+	wctx, cancel := waitContext(ctx)
+	defer cancel()
+	// No placeholders: one simple-protocol message with three statements.
+	_, err = h.conn.ExecContext(wctx, fmt.Sprintf(`BEGIN; SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d)`,
+		timeout, h.l.LockKey(h.key)))
+	h.begun = true // COMMIT (or its failure) ends whatever part of it ran
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe) && pe.Code == "55P03": // lock_not_available: lock_timeout expired
+		return context.DeadlineExceeded
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
 	return err
+}
+
+// lockGrace is how much longer than ctx's deadline the client waits for the server to give up
+// a lock wait.
+const lockGrace = 2 * time.Second
+
+// waitContext returns the context a lock wait runs under: ctx, or, when ctx has a deadline, one
+// with lockGrace more (cancelled still when ctx is cancelled for another reason).
+func waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), d.Add(lockGrace))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return wctx, func() { stop(); cancel() }
 }
 
 // releaseTimeout bounds the COMMIT that releases a lock. When it expires pgx closes the

@@ -89,8 +89,10 @@ func TestPostgresLockerExcludesAcrossHosts(t *testing.T) {
 	}
 }
 
-// A wait for a key another host holds ends when ctx does, holding nothing: the same host can
-// lock the key as soon as the other host lets it go, and no connection stays in use.
+// A wait for a key another host holds ends when ctx does, holding nothing: at a deadline the
+// server gives up the wait itself (no server process is left waiting), on a cancellation the
+// client drops it; either way no connection stays in use and the host locks the key as soon as
+// the other host lets it go.
 func TestPostgresLockerWaitRespectsContext(t *testing.T) {
 	b := storetest.Postgres(t)
 	a, w := NewPostgresLocker(b.Open(t)), NewPostgresLocker(b.Open(t))
@@ -99,8 +101,8 @@ func TestPostgresLockerWaitRespectsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One waiter in PostgreSQL, one queued behind it on the local lock.
-	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	// Deadline: one waiter in PostgreSQL, one queued behind it on the local lock.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	errs := make(chan error, 2)
 	for range 2 {
@@ -116,6 +118,23 @@ func TestPostgresLockerWaitRespectsContext(t *testing.T) {
 		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("wait for a held key: %v, want the context's deadline", err)
 		}
+	}
+	if n := advisoryWaiters(t, w.db); n != 0 {
+		t.Errorf("%d server processes still wait for the lock after the deadline", n)
+	}
+	// Cancellation: the waiter is seen waiting in PostgreSQL, then cancelled.
+	cctx, cancel = context.WithCancel(ctx)
+	go func() {
+		unlock, err := w.Lock(cctx, "chat")
+		if err == nil {
+			unlock()
+		}
+		errs <- err
+	}()
+	waitFor(t, "the waiter in PostgreSQL", func() bool { return advisoryWaiters(t, a.db) == 1 })
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
 	}
 	if n := w.local.Len(); n != 0 {
 		t.Errorf("%d local lock entries left after the cancelled waits", n)
@@ -133,6 +152,35 @@ func TestPostgresLockerWaitRespectsContext(t *testing.T) {
 	unlock()
 	if a.Lost()+w.Lost() != 0 {
 		t.Errorf("lost locks: %d, %d", a.Lost(), w.Lost())
+	}
+}
+
+// A server default lock_timeout does not cut a boundary's wait short: the lock sets its own.
+func TestPostgresLockerIgnoresServerLockTimeout(t *testing.T) {
+	b := storetest.Postgres(t)
+	a := NewPostgresLocker(b.Open(t))
+	ctx := context.Background()
+	if _, err := a.db.ExecContext(ctx, `DO $$ BEGIN
+		EXECUTE format('ALTER DATABASE %I SET lock_timeout = %L', current_database(), '50ms'); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	w := NewPostgresLocker(b.Open(t)) // its connections start with lock_timeout = 50ms
+	unlockA, err := a.Lock(ctx, "chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		unlock, err := w.Lock(ctx, "chat")
+		if err == nil {
+			unlock()
+		}
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // past the server's lock_timeout
+	unlockA()
+	if err := <-done; err != nil {
+		t.Fatalf("wait under a server lock_timeout: %v", err)
 	}
 }
 
