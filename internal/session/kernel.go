@@ -153,6 +153,9 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 			return nil, errors.New("session: a LocalLocker on PostgreSQL would not exclude the other hosts sharing the database; leave Options.Locker nil for the PostgreSQL advisory lock")
 		}
 		if opt.Locker == nil {
+			if n := db.Stats().MaxOpenConnections; n == 1 {
+				return nil, errors.New("session: a PostgreSQL pool of one connection cannot hold a boundary lock and run the boundary's queries")
+			}
 			opt.Locker = NewPostgresLocker(db)
 		}
 		opt.CacheSize = -1

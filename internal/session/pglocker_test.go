@@ -292,4 +292,8 @@ func TestOpenOnPostgresConfiguresTheBoundary(t *testing.T) {
 	if _, err := Open(context.Background(), db, Options{Locker: NewLocalLocker()}); err == nil {
 		t.Fatal("Open took a LocalLocker on PostgreSQL")
 	}
+	db.SetMaxOpenConns(1) // the lock would take the only connection from the boundary's queries
+	if _, err := Open(context.Background(), db, Options{}); err == nil {
+		t.Fatal("Open took a pool of one connection")
+	}
 }
