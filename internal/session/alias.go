@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Chat aliases carry a conversation over when a chat changes its id: a Telegram group upgraded
@@ -26,6 +28,15 @@ import (
 // learns of the migration late (it missed the service messages, or ran a plugin that dropped
 // them) must not take over a supergroup conversation users already have. The first alias of a
 // chat wins; recording it again is a no-op.
+//
+// Several hosts on one PostgreSQL database each keep the table in memory. A host reloads it when
+// it records an alias, and otherwise at most aliasRefresh after another host recorded one: a
+// message of the new chat that reaches another host within that window is keyed under the new
+// chat's own id.
+
+// aliasRefresh is how old a host's copy of the alias table may get on PostgreSQL, where other
+// hosts may add to it.
+const aliasRefresh = 2 * time.Second
 
 // aliasKey names a chat within a key namespace: aliases follow the namespace (profile) and
 // platform, as keys do.
@@ -50,12 +61,38 @@ func (k *Kernel) loadAliases(ctx context.Context) error {
 		}
 		m[a] = to
 	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("session: load chat aliases: %w", err)
+	}
 	k.aliases.Store(&m)
-	return rows.Err()
+	k.aliasesAt.Store(time.Now().UnixNano())
+	return nil
+}
+
+// refreshAliases reloads the alias table on PostgreSQL when the copy is older than aliasRefresh.
+// One caller reloads while the others go on with the copy they have; a failed reload is tried
+// again after aliasRefresh.
+func (k *Kernel) refreshAliases() {
+	if k.dialect != store.Postgres || time.Now().UnixNano()-k.aliasesAt.Load() < int64(aliasRefresh) {
+		return
+	}
+	if !k.aliasMu.TryLock() {
+		return
+	}
+	defer k.aliasMu.Unlock()
+	if time.Now().UnixNano()-k.aliasesAt.Load() < int64(aliasRefresh) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), aliasRefresh)
+	defer cancel()
+	if k.loadAliases(ctx) != nil {
+		k.aliasesAt.Store(time.Now().UnixNano())
+	}
 }
 
 // aliased returns src with its chat id replaced by the chat it continues, if any.
 func (k *Kernel) aliased(src abi.Source) abi.Source {
+	k.refreshAliases()
 	m := k.aliases.Load()
 	if m == nil || len(*m) == 0 || src.ChatID == "" {
 		return src
@@ -94,6 +131,11 @@ func (k *Kernel) AliasChat(ctx context.Context, platform, profile, chat, aliasOf
 	}
 	k.aliasMu.Lock()
 	defer k.aliasMu.Unlock()
+	if k.dialect == store.Postgres { // another host may have recorded aliases since
+		if err := k.loadAliases(ctx); err != nil {
+			return false, err
+		}
+	}
 	cur := *k.aliases.Load()
 	if to, ok := cur[aliasKey{ns, platform, aliasOf}]; ok {
 		aliasOf = to // chains collapse: keys always use the first chat's id
@@ -105,8 +147,8 @@ func (k *Kernel) AliasChat(ctx context.Context, platform, profile, chat, aliasOf
 	if err != nil || used {
 		return false, err
 	}
-	res, err := k.db.ExecContext(ctx, `INSERT OR IGNORE INTO session_chat_aliases (namespace, platform, chat_id, alias_of, created_at)
-		VALUES (?, ?, ?, ?, ?)`, ns, platform, chat, aliasOf, k.now().UnixMilli())
+	res, err := k.db.ExecContext(ctx, `INSERT INTO session_chat_aliases (namespace, platform, chat_id, alias_of, created_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, ns, platform, chat, aliasOf, k.now().UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("session: record chat alias: %w", err)
 	}
@@ -137,7 +179,7 @@ func (k *Kernel) chatInUse(ctx context.Context, src abi.Source) (bool, error) {
 		var one int
 		// The key itself, or any key that continues it with ":…" (';' follows ':' in byte order).
 		err := k.db.QueryRowContext(ctx, `SELECT 1 FROM session_routes
-			WHERE session_key = ? OR (session_key > ? AND session_key < ?) LIMIT 1`,
+			WHERE session_key = ? OR (`+k.bytewise("session_key")+` > ? AND `+k.bytewise("session_key")+` < ?) LIMIT 1`,
 			prefix, prefix+":", prefix+";").Scan(&one)
 		switch {
 		case err == nil:

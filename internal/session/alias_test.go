@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 func groupMsg(chat, user string) abi.Source {
@@ -130,5 +131,28 @@ func TestChatInUseMatchesWholeIDs(t *testing.T) {
 		if got, _ := e.k.chatInUse(e.ctx, abi.Source{Platform: "telegram", ChatID: chat}); !got {
 			t.Errorf("chat %s not in use", chat)
 		}
+	}
+}
+
+// Two hosts on one PostgreSQL database: an alias one host records reaches the other's keys
+// within aliasRefresh, and the other host refuses to record a conflicting one.
+func TestChatAliasSeenByAnotherHost(t *testing.T) {
+	b := storetest.Postgres(t)
+	ea, eb := newEnvOn(t, b, Options{}), newEnvOn(t, b, Options{})
+	ea.t, eb.t = t, t
+	const group, super = "-4002", "-1004002"
+	if got, want := eb.key(groupMsg(super, "111")), eb.key(groupMsg(group, "111")); got == want {
+		t.Fatal("keyed as the group before any alias")
+	}
+	if !ea.alias("telegram", "", super, group) {
+		t.Fatal("alias not recorded")
+	}
+	want := ea.key(groupMsg(group, "111"))
+	waitFor(t, "the other host to key the supergroup as the group", func() bool {
+		k, _ := eb.k.Key(groupMsg(super, "111"))
+		return k == want
+	})
+	if eb.alias("telegram", "", super, "-9999") {
+		t.Fatal("the other host recorded a second alias of the supergroup")
 	}
 }

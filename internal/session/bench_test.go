@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // BenchmarkClassifyWarm is the pre-flight classification of a stamp whose session is current,
 // with a warm cache (the common case for every completion and watch match).
 func BenchmarkClassifyWarm(b *testing.B) {
-	e := newEnv(b, Options{})
+	e := newSQLiteEnv(b, Options{})
 	s := benchStamp(b, e, dm("bench"))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -52,7 +52,7 @@ func BenchmarkClassifyWarm(b *testing.B) {
 // BenchmarkClassifyInBoundary is the authoritative check: take the key's lock, classify,
 // release (what every send pays on top of the send itself).
 func BenchmarkClassifyInBoundary(b *testing.B) {
-	e := newEnv(b, Options{})
+	e := newSQLiteEnv(b, Options{})
 	s := benchStamp(b, e, dm("bench"))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -225,7 +225,7 @@ func BenchmarkTransition(b *testing.B) {
 				name = op + "/many-keys"
 			}
 			b.Run(name, func(b *testing.B) {
-				e := newEnv(b, Options{})
+				e := newSQLiteEnv(b, Options{})
 				const nKeys = 256
 				keys := make([]string, nKeys)
 				for i := range keys {

@@ -1,8 +1,9 @@
 // Package session is the host's session boundary kernel: session keys, physical sessions and
 // their transcripts, the transitions between them (/new, /reset, /resume, /branch, /stop,
 // compression, auto-reset), the per-key boundary lock, and the stale classification every
-// background notification passes before it may reach a chat. State lives in SQLite (tables
-// sessions, session_routes, session_messages; migrations under component "session").
+// background notification passes before it may reach a chat. State lives in the host's database,
+// SQLite or PostgreSQL (tables sessions, session_routes, session_messages, session_chat_aliases;
+// migrations under component "session"; the SQL is written once, in the subset both speak).
 //
 // # Keys
 //
@@ -30,7 +31,17 @@
 //	})
 //
 // While the callback runs no transition of that key can happen, so the verdict still holds
-// when the send goes out. Do not call Kernel methods that take a lock from inside the callback
+// when the send goes out.
+//
+// # Several hosts
+//
+// On PostgreSQL, several hosts may share the database, and Open sets the kernel up for that
+// without being asked: the boundary lock is PostgresLocker, a transaction-scoped advisory lock
+// per key held on a connection of its own for the whole callback (including the plugin's
+// send), behind an in-process lock so a host's waiters queue locally; and the route cache is
+// off, so every check inside the boundary reads the database. If the lock's connection fails,
+// PostgreSQL releases the lock and another host may enter: Boundary.Verify, just before a
+// send, proves the lock still holds, and the unlock logs any loss (PostgresLocker.Lost). Do not call Kernel methods that take a lock from inside the callback
 // (they return ErrNestedBoundary when given b.Context()); use the Boundary's methods.
 //
 // # Verdicts

@@ -79,7 +79,7 @@ func TestFailureMidTransactionRollsBack(t *testing.T) {
 	}
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) {
-			e := newEnv(t, Options{})
+			e := newSQLiteEnv(t, Options{})
 			e.t = t
 			s := e.stamp(dm("f"))
 			e.exec(`INSERT INTO session_messages (session_id, role, text, created_at) VALUES (?, 'user', 'hi', 0)`, s.SessionID)
@@ -191,7 +191,7 @@ func TestFailureBusyWriter(t *testing.T) {
 // The DB is closed while a boundary is held and a transition is under way: the transition
 // fails, classification is unverifiable, and reopening shows the routing table unchanged.
 func TestFailureClosedDB(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newSQLiteEnv(t, Options{})
 	e.t = t
 	s := e.stamp(dm("closed"))
 	before := snapshot(t, e.db)

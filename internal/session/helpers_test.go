@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 // epoch is where the fake clock of a test bubble starts (inBubble).
@@ -27,33 +27,62 @@ func inBubble(t *testing.T, f func(t *testing.T)) {
 }
 
 type env struct {
-	t    *testing.T
-	ctx  context.Context
-	path string
-	db   *sql.DB
-	k    *Kernel
+	t       *testing.T
+	ctx     context.Context
+	backend storetest.Backend
+	path    string // the SQLite database file; "" on PostgreSQL
+	db      *sql.DB
+	k       *Kernel
 }
 
+// newEnv opens a kernel on the test backend storetest.Default picks (SQLite, or PostgreSQL with
+// HERMES_TEST_STORE=postgres).
 func newEnv(t testing.TB, opt Options) *env {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "hermes.db")
-	db, err := store.Open(path, store.Options{})
-	if err != nil {
-		t.Fatal(err)
+	return newEnvOn(t, storetest.Default(t), opt)
+}
+
+// newEnvOn opens a kernel on backend b.
+func newEnvOn(t testing.TB, b storetest.Backend, opt Options) *env {
+	t.Helper()
+	db := b.Open(t)
+	e := &env{ctx: context.Background(), backend: b, db: db}
+	if b.Source == "" {
+		e.path = filepath.Join(b.Dir, "hermes.db")
 	}
-	e := &env{ctx: context.Background(), path: path, db: db}
+	var err error
 	e.k, err = Open(e.ctx, db, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		e.k.Close()
-		db.Close()
-	})
+	t.Cleanup(func() { e.k.Close() })
 	if tt, ok := t.(*testing.T); ok {
 		e.t = tt
 	}
 	return e
+}
+
+// envOpener opens a test kernel (newEnv, or one on a given backend).
+type envOpener func(t testing.TB, opt Options) *env
+
+// onBackends runs fn as a subtest on SQLite and on PostgreSQL (skipped without
+// HERMES_TEST_POSTGRES). fn opens its kernels with the newEnv it is given, so a test written with
+// the package's newEnv runs on both by taking it as a parameter; every kernel it opens gets a
+// database of its own.
+func onBackends(t *testing.T, fn func(t *testing.T, newEnv envOpener)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		fn(t, func(t testing.TB, opt Options) *env { return newEnvOn(t, storetest.SQLite(t), opt) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, func(t testing.TB, opt Options) *env { return newEnvOn(t, storetest.Postgres(t), opt) })
+	})
+}
+
+// newSQLiteEnv opens a kernel on SQLite whatever the test backend (tests of SQLite's file).
+func newSQLiteEnv(t testing.TB, opt Options) *env {
+	t.Helper()
+	return newEnvOn(t, storetest.SQLite(t), opt)
 }
 
 func dm(chat string) abi.Source {

@@ -64,14 +64,14 @@ func (k *Kernel) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
 		FROM session_routes r LEFT JOIN sessions s ON s.id = r.session_id`
 	var args []any
 	if prefix != "" {
-		q += ` WHERE r.session_key >= ?`
+		q += ` WHERE ` + k.bytewise("r.session_key") + ` >= ?`
 		args = append(args, prefix)
 		if hi, ok := prefixEnd(prefix); ok {
-			q += ` AND r.session_key < ?`
+			q += ` AND ` + k.bytewise("r.session_key") + ` < ?`
 			args = append(args, hi)
 		}
 	}
-	rows, err := k.db.QueryContext(ctx, q+` ORDER BY r.session_key`, args...)
+	rows, err := k.db.QueryContext(ctx, q+` ORDER BY `+k.bytewise("r.session_key"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("session: list: %w", err)
 	}

@@ -14,8 +14,21 @@ import (
 
 func (e *env) parked(key string, n int) {
 	e.t.Helper()
-	l := e.k.locker.(*LocalLocker)
+	l := e.localLock()
 	waitFor(e.t, "goroutines parked on the boundary lock", func() bool { return l.waiters(key) == n })
+}
+
+// localLock returns the kernel's in-process lock (the PostgreSQL lock queues a host's waiters on
+// one).
+func (e *env) localLock() *LocalLocker {
+	switch l := e.k.locker.(type) {
+	case *LocalLocker:
+		return l
+	case *PostgresLocker:
+		return l.local
+	}
+	e.t.Fatalf("no local lock in %T", e.k.locker)
+	return nil
 }
 
 // holdThen runs fn inside key's boundary in a goroutine: it signals once inside, waits for
@@ -304,7 +317,7 @@ func TestInterleaveConcurrentGetOrCreate(t *testing.T) {
 				t.Fatalf("callers got %s and %s", id, ids[0])
 			}
 		}
-		if l := e.k.locker.(*LocalLocker).Len(); l != 0 {
+		if l := e.localLock().Len(); l != 0 {
 			t.Fatalf("%d lock entries left", l)
 		}
 	}
@@ -355,7 +368,7 @@ func TestBoundaryDiscipline(t *testing.T) {
 	}
 	release()
 	<-done
-	if l := e.k.locker.(*LocalLocker).Len(); l != 0 {
+	if l := e.localLock().Len(); l != 0 {
 		t.Fatalf("%d lock entries left", l)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,22 +102,27 @@ type ResetPolicy struct {
 
 // Options configure a Kernel. The zero value is a working single-instance configuration.
 type Options struct {
-	Keys      KeyOptions
-	Locker    Locker           // default NewLocalLocker()
+	Keys KeyOptions
+	// Locker is the boundary lock. Default: NewLocalLocker() on SQLite, NewPostgresLocker(db)
+	// on PostgreSQL, where other hosts may share the database. Open refuses a LocalLocker on
+	// PostgreSQL.
+	Locker    Locker
 	Now       func() time.Time // default time.Now
 	AutoReset ResetPolicy      // default off
 	Processes LiveProcesses    // consulted by auto-reset; nil means no process is ever live
 	// CacheSize bounds the warm route cache (keys). 0 means 262144; negative disables it,
-	// which a deployment with a multi-instance Locker must do.
+	// which a deployment with a multi-instance Locker must do. On PostgreSQL the cache is
+	// always off: another host sharing the database would make it stale.
 	CacheSize int
 	// MaxTipHops bounds compression-tip walks. Default 100.
 	MaxTipHops int
 }
 
 // Kernel is the session boundary: keys, physical sessions, transitions, the boundary lock and
-// stale classification, persisted in SQLite. It is safe for concurrent use.
+// stale classification, persisted in SQLite or PostgreSQL. It is safe for concurrent use.
 type Kernel struct {
 	db      *sql.DB
+	dialect store.Dialect
 	opt     Options
 	locker  Locker
 	cache   *routeCache
@@ -126,8 +130,9 @@ type Kernel struct {
 
 	stRoute, stRow, stChild, stTouch *sql.Stmt
 
-	aliasMu sync.Mutex                  // serializes AliasChat (writers of aliases)
-	aliases atomic.Pointer[chatAliases] // read by Key without a lock; see alias.go
+	aliasMu   sync.Mutex                  // serializes AliasChat (writers of aliases)
+	aliases   atomic.Pointer[chatAliases] // read by Key without a lock; see alias.go
+	aliasesAt atomic.Int64                // when aliases was loaded (unix ns; refreshed on PostgreSQL)
 
 	// failpoint, when set (tests only), runs at named stages inside transactions; an error aborts
 	// the transaction.
@@ -135,8 +140,26 @@ type Kernel struct {
 }
 
 // Open migrates the session tables in db (component "session") and returns a Kernel over it.
-// db should come from store.Open. Close the Kernel before the DB.
+// db should come from store.Open or store.OpenSource. Close the Kernel before the DB.
+//
+// On PostgreSQL, where several hosts may share the database, Open configures the kernel for
+// that: the boundary lock defaults to NewPostgresLocker(db) (a LocalLocker is refused, as it
+// would let two hosts into one key's boundary) and the route cache is off, so every check
+// inside the boundary reads the database.
 func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
+	dialect := store.DialectOf(db)
+	if dialect == store.Postgres {
+		if _, ok := opt.Locker.(*LocalLocker); ok {
+			return nil, errors.New("session: a LocalLocker on PostgreSQL would not exclude the other hosts sharing the database; leave Options.Locker nil for the PostgreSQL advisory lock")
+		}
+		if opt.Locker == nil {
+			if n := db.Stats().MaxOpenConnections; n == 1 {
+				return nil, errors.New("session: a PostgreSQL pool of one connection cannot hold a boundary lock and run the boundary's queries")
+			}
+			opt.Locker = NewPostgresLocker(db)
+		}
+		opt.CacheSize = -1
+	}
 	if err := store.Migrate(ctx, db, Component, migrations); err != nil {
 		return nil, err
 	}
@@ -155,7 +178,7 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 	if opt.AutoReset.Location == nil {
 		opt.AutoReset.Location = time.UTC
 	}
-	k := &Kernel{db: db, opt: opt, locker: opt.Locker, cache: newRouteCache(opt.CacheSize)}
+	k := &Kernel{db: db, dialect: dialect, opt: opt, locker: opt.Locker, cache: newRouteCache(opt.CacheSize)}
 	if err := k.loadAliases(ctx); err != nil {
 		return nil, err
 	}
@@ -211,6 +234,7 @@ func InBoundary(ctx context.Context) bool { return ctx.Value(boundaryCtxKey{}) !
 type Boundary struct {
 	k      *Kernel
 	key    string
+	hold   *pgHold // the PostgreSQL lock, for Verify; nil with other Lockers
 	ctx    context.Context
 	closed atomic.Bool
 }
@@ -222,7 +246,11 @@ type Boundary struct {
 // Lock discipline: a goroutine holds at most one key lock. ctx (and b.Context()) carry a marker,
 // and WithBoundary called with a marked context returns ErrNestedBoundary instead of
 // deadlocking. The SQLite write lock is only ever taken while holding a key lock, never the
-// other way round, and fn's own slow work (a platform send) does not hold any SQLite lock.
+// other way round, and fn's own slow work (a platform send) does not hold any SQLite lock. On
+// PostgreSQL the key lock is the in-process lock, then a holder slot, then the advisory lock on
+// its own connection, always in that order; fn's queries use other connections of the pool,
+// and at most half the pool holds locks (PostgresLocker), so holders never starve their own
+// queries of connections.
 func (k *Kernel) WithBoundary(ctx context.Context, key string, fn func(b *Boundary) error) error {
 	_, err := k.boundary(ctx, key, nil, fn)
 	return err
@@ -248,7 +276,18 @@ func (k *Kernel) boundary(ctx context.Context, key string, wait *time.Duration, 
 		lctx, cancel = context.WithTimeout(ctx, *wait)
 		defer cancel()
 	}
-	unlock, err := k.locker.Lock(lctx, key)
+	var (
+		unlock func()
+		hold   *pgHold
+		err    error
+	)
+	if pl, ok := k.locker.(*PostgresLocker); ok {
+		if hold, err = pl.lock(lctx, key); err == nil {
+			unlock = hold.unlock
+		}
+	} else {
+		unlock, err = k.locker.Lock(lctx, key)
+	}
 	if err != nil {
 		if wait != nil && ctx.Err() == nil {
 			return false, nil // held by someone else for longer than wait
@@ -256,7 +295,7 @@ func (k *Kernel) boundary(ctx context.Context, key string, wait *time.Duration, 
 		return false, fmt.Errorf("session: boundary %s: %w", key, err)
 	}
 	defer unlock()
-	b := &Boundary{k: k, key: key, ctx: context.WithValue(ctx, boundaryCtxKey{}, key)}
+	b := &Boundary{k: k, key: key, hold: hold, ctx: context.WithValue(ctx, boundaryCtxKey{}, key)}
 	defer b.closed.Store(true)
 	return true, fn(b)
 }
@@ -267,6 +306,21 @@ func (b *Boundary) Key() string { return b.key }
 // Context returns the boundary's context: the caller's, marked as inside a boundary. Pass it to
 // anything called from the callback.
 func (b *Boundary) Context() context.Context { return b.ctx }
+
+// Verify returns nil if the boundary lock is provably still held, or an error wrapping
+// ErrLockLost if the PostgreSQL connection holding it has failed (PostgreSQL then released the
+// lock, and another host may be inside this key's boundary). It costs one database round trip on
+// PostgreSQL and nothing with a LocalLocker, whose lock cannot be lost. Call it just before an
+// irreversible step (a platform send) when acting on a lost lock would do harm.
+func (b *Boundary) Verify() error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if b.hold == nil {
+		return nil
+	}
+	return b.hold.verify(b.ctx)
+}
 
 func (b *Boundary) check() error {
 	if b.closed.Load() {
@@ -481,28 +535,55 @@ func encodeSource(src abi.Source) string {
 
 // insertSession inserts a new row that becomes current at the key's generation gen, retrying
 // with a fresh id on the (astronomically rare) id collision. origin == "" copies the origin of
-// parent.
+// parent. ON CONFLICT DO NOTHING turns a collision into "no row inserted" rather than an error,
+// which on PostgreSQL would abort the whole transaction.
 func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, origin string, title sql.NullString,
 	gen int64, now time.Time) (string, error) {
 	for attempt := 0; ; attempt++ {
 		id := NewSessionID(now)
+		var res sql.Result
 		var err error
 		if origin == "" {
-			err = mustAffect(tx.ExecContext(b.ctx, `INSERT INTO sessions
+			res, err = tx.ExecContext(b.ctx, `INSERT INTO sessions
 				(id, session_key, parent_session_id, branched_from, created_by, created_gen, started_at, origin, title)
-				SELECT ?, ?, ?, ?, ?, ?, ?, origin, ? FROM sessions WHERE id = ?`,
-				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, gen, now.UnixMilli(), title, parent))
+				SELECT ?, ?, ?, ?, ?, ?, ?, origin, ? FROM sessions WHERE id = ?
+				ON CONFLICT (id) DO NOTHING`,
+				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, gen, now.UnixMilli(), title, parent)
 		} else {
-			_, err = tx.ExecContext(b.ctx, `INSERT INTO sessions
+			res, err = tx.ExecContext(b.ctx, `INSERT INTO sessions
 				(id, session_key, parent_session_id, branched_from, created_by, created_gen, started_at, origin, title)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, gen, now.UnixMilli(), origin, title)
 		}
-		if err != nil && attempt < 3 && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
-			continue
+		if err != nil {
+			return "", err
 		}
-		return id, err
+		n, err := res.RowsAffected()
+		if err != nil || n == 1 {
+			return id, err
+		}
+		// Nothing inserted: the id is taken, or (copying its origin) the parent is missing.
+		var taken int
+		if err := tx.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM sessions WHERE id = ?`, id).Scan(&taken); err != nil {
+			return "", err
+		}
+		if taken == 0 {
+			return "", fmt.Errorf("%w: store row not in the expected state", ErrConflict)
+		}
+		if attempt >= 3 {
+			return "", fmt.Errorf("session: new session id %s already taken %d times", id, attempt+1)
+		}
 	}
+}
+
+// bytewise returns col compared byte by byte: key ranges (a prefix and everything after it up
+// to the next byte) assume byte order, which SQLite's default collation is and a PostgreSQL
+// database's (en_US.UTF-8, say) need not be.
+func (k *Kernel) bytewise(col string) string {
+	if k.dialect == store.Postgres {
+		return col + ` COLLATE "C"`
+	}
+	return col
 }
 
 func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

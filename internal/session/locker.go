@@ -6,9 +6,16 @@ import (
 	"sync/atomic"
 )
 
-// Locker provides the boundary lock: mutual exclusion per session key. The in-process
-// LocalLocker is the default; a multi-instance deployment can supply a distributed one (it must
-// then also run the kernel with the route cache disabled, see Options.CacheSize).
+// Locker provides the boundary lock: mutual exclusion per session key. Open picks one from the
+// database: the in-process LocalLocker on SQLite (one host owns the file), PostgresLocker on
+// PostgreSQL (several hosts may share the database; Open then also turns the route cache off,
+// since another host's transitions would make it stale, and refuses a LocalLocker). A caller
+// supplying another distributed Locker must disable the cache itself (Options.CacheSize < 0).
+//
+// A distributed lock can be lost while held (PostgresLocker: its connection fails). The kernel's
+// writes stay consistent without it (compare-and-set on the route in serializable
+// transactions), but a check-then-send is exclusive only while the lock holds: see
+// PostgresLocker and Boundary.Verify.
 type Locker interface {
 	// Lock blocks until the caller holds key's lock or ctx is done. The returned unlock must be
 	// called exactly once.

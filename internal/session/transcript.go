@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -38,17 +40,21 @@ func (b *Boundary) Append(sessionID string, m Message) (int64, error) {
 	if at.IsZero() {
 		at = b.k.now()
 	}
-	res, err := b.k.db.ExecContext(b.ctx, `INSERT INTO session_messages
+	// RETURNING gives the new row's seq on both backends (SQLite 3.35+, PostgreSQL); no row
+	// means the session is not one of this key's.
+	var seq int64
+	err := b.k.db.QueryRowContext(b.ctx, `INSERT INTO session_messages
 		(session_id, role, text, platform_message_id, created_at, turn_id, meta)
-		SELECT id, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND session_key = ?`,
-		m.Role, m.Text, nullStr(m.PlatformMessageID), at.UnixMilli(), nullStr(m.Turn), nullStr(m.Meta), sessionID, b.key)
+		SELECT id, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND session_key = ?
+		RETURNING seq`,
+		m.Role, m.Text, nullStr(m.PlatformMessageID), at.UnixMilli(), nullStr(m.Turn), nullStr(m.Meta), sessionID, b.key).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("%w: %s in %s", ErrNotFound, sessionID, b.key)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("session: append to %s: %w", sessionID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return 0, fmt.Errorf("%w: %s in %s", ErrNotFound, sessionID, b.key)
-	}
-	return res.LastInsertId()
+	return seq, nil
 }
 
 // Redact blanks every copy of the message with platformMessageID in this key's sessions (the
@@ -84,12 +90,18 @@ func (k *Kernel) Redact(ctx context.Context, key, platformMessageID string) (boo
 
 // Transcript returns the last limit messages of session id in order (all of them if limit <= 0).
 func (k *Kernel) Transcript(ctx context.Context, id string, limit int) ([]Message, error) {
+	const cols = `SELECT seq, role, text, COALESCE(platform_message_id, ''),
+		created_at, redacted_at IS NOT NULL, COALESCE(copied_from, 0), COALESCE(turn_id, ''), COALESCE(meta, '')`
+	var (
+		rows *sql.Rows
+		err  error
+	)
 	if limit <= 0 {
-		limit = -1
+		rows, err = k.db.QueryContext(ctx, cols+` FROM session_messages WHERE session_id = ? ORDER BY seq`, id)
+	} else {
+		rows, err = k.db.QueryContext(ctx, cols+` FROM (SELECT * FROM session_messages WHERE session_id = ?
+			ORDER BY seq DESC LIMIT ?) AS tail ORDER BY seq`, id, limit)
 	}
-	rows, err := k.db.QueryContext(ctx, `SELECT seq, role, text, COALESCE(platform_message_id, ''),
-		created_at, redacted_at IS NOT NULL, COALESCE(copied_from, 0), COALESCE(turn_id, ''), COALESCE(meta, '')
-		FROM (SELECT * FROM session_messages WHERE session_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq`, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("session: transcript of %s: %w", id, err)
 	}

@@ -224,11 +224,20 @@ func (b *Boundary) bump(suspend bool, also ...TxFunc) (Route, error) {
 	return b.transition(st.entry().live, func(tx *sql.Tx) (Route, error) {
 		if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = ?, suspended = ?
 			WHERE session_key = ? AND session_id = ? AND generation = ?`,
-			st.gen+1, st.suspended, b.key, st.sid, st.gen)); err != nil {
+			st.gen+1, boolInt(st.suspended), b.key, st.sid, st.gen)); err != nil {
 			return Route{}, err
 		}
 		return Route{Key: b.key, SessionID: st.sid, Generation: st.gen + 1}, nil
 	}, also...)
+}
+
+// boolInt is b as the 0 or 1 an INTEGER flag column holds (PostgreSQL does not take a boolean
+// for a BIGINT).
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Compress rotates the conversation: the current session, which must be expected (compare
