@@ -169,7 +169,7 @@ plugins:
 	// Per chat: what the fake shows against what the ledger says was, or may have been, sent.
 	for _, u := range users {
 		var delivered, unknown int
-		lane := "telegram\x00main\x00" + fmt.Sprint(u.ID)
+		lane := fmt.Sprintf(`["telegram","main","%d"]`, u.ID) // a lane's id on PostgreSQL
 		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE lane = ? AND state = 'delivered'`, lane).Scan(&delivered)
 		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE lane = ? AND state = 'failed'`, lane).Scan(&unknown)
 		got := len(tg.SentTexts(u.ID, 0))
