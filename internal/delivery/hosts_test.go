@@ -13,9 +13,9 @@ import (
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
-// Two hosts on one database, each with its own pool, kernel and ledger, both sweeping: every row
-// is sent exactly once, whichever host's lane reaches it first; and rows left "sending" by a host
-// that stopped mid-send are reconciled by the other as failed, never resent.
+// Two hosts on one database, each with its own pool, kernel and ledger: every row
+// is sent exactly once, whichever host's lane reaches it first (on PostgreSQL with the hosts
+// sweeping each other's lanes too).
 func TestTwoHostsSendEachRowOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -30,7 +30,14 @@ func TestTwoHostsSendEachRowOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := Open(ctx, db, k, p, Options{Logger: slog.New(slog.DiscardHandler), Sweep: 5 * time.Millisecond,
+			// On SQLite the two hosts' boundaries are each host's own (two hosts on one SQLite
+			// file is not a supported deployment): no sweeper, whose reconciliation relies on a
+			// shared boundary; the claim alone must keep each row to one send.
+			var sweep time.Duration
+			if b.Name == "postgres" {
+				sweep = 5 * time.Millisecond
+			}
+			l, err := Open(ctx, db, k, p, Options{Logger: slog.New(slog.DiscardHandler), Sweep: sweep,
 				Backoff: 5 * time.Millisecond, Observer: func(r Row) {
 					mu.Lock()
 					if r.State.Final() {
@@ -45,7 +52,7 @@ func TestTwoHostsSendEachRowOnce(t *testing.T) {
 			return l
 		}
 		a, c := open(), open()
-		// Rows enqueued while no host runs: both hosts find them (a at Start, c by sweeping).
+		// Rows enqueued while no host runs: both hosts find them at Start and race for them.
 		const chats, each = 8, 12
 		var ids []string
 		for i := range chats * each {

@@ -347,6 +347,11 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		}
 		// The check and the send are in this one critical section: no transition of this key
 		// can happen between them.
+		// On a shared database the boundary is a PostgreSQL lock held by a connection: make
+		// sure it still is (a connection that broke released it) before claiming the row.
+		if err := b.Verify(); err != nil {
+			return err
+		}
 		r.Attempts++
 		if claimed, err := l.claim(b.Context(), r); err != nil || !claimed {
 			return err // !claimed: another sender (another host on a shared database) took it

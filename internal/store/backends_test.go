@@ -214,3 +214,40 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 		}
 	}
 }
+
+// A NUL character in text: SQLite keeps it; PostgreSQL's text cannot hold it, so the store puts
+// U+FFFD in its place instead of refusing the statement (and, with it, the chat's message).
+func TestBackendNULInText(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		if err := store.Migrate(ctx, db, "nul", []string{`CREATE TABLE n (id INTEGER PRIMARY KEY, v TEXT NOT NULL, raw BLOB)`}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO n (id, v, raw) VALUES (?, ?, ?)`, 1, "a\x00b", []byte("a\x00b")); err != nil {
+			t.Fatal(err)
+		}
+		st, err := db.PrepareContext(ctx, `INSERT INTO n (id, v) VALUES (?, ?)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := st.ExecContext(ctx, 2, "c\x00d"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]string{1: "a\x00b", 2: "c\x00d"}
+		if b.Name == "postgres" {
+			want = map[int]string{1: "a\uFFFDb", 2: "c\uFFFDd"}
+		}
+		for id, w := range want {
+			var v string
+			if err := db.QueryRow(`SELECT v FROM n WHERE id = ?`, id).Scan(&v); err != nil || v != w {
+				t.Errorf("row %d: %q, %v; want %q", id, v, err, w)
+			}
+		}
+		var raw []byte
+		if err := db.QueryRow(`SELECT raw FROM n WHERE id = 1`).Scan(&raw); err != nil || string(raw) != "a\x00b" {
+			t.Errorf("bytes: %q, %v", raw, err)
+		}
+	})
+}

@@ -262,9 +262,15 @@ func (c *pgConn) b() pgBase { return c.base.(pgBase) }
 // Unwrap returns pgx's connection.
 func (c *pgConn) Unwrap() driver.Conn { return c.base }
 
-func (c *pgConn) Prepare(query string) (driver.Stmt, error) { return c.base.Prepare(Rebind(query)) }
+func (c *pgConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
 func (c *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.b().PrepareContext(ctx, Rebind(query))
+	st, err := c.b().PrepareContext(ctx, Rebind(query))
+	if err != nil {
+		return nil, err
+	}
+	return pgStmt{st.(pgBaseStmt)}, nil
 }
 func (c *pgConn) Close() error { return c.base.Close() }
 func (c *pgConn) Begin() (driver.Tx, error) {
@@ -276,12 +282,46 @@ func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx,
 }
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	roundTrips.Add(1)
-	return c.b().ExecContext(ctx, Rebind(query), args)
+	return c.b().ExecContext(ctx, Rebind(query), noNUL(args))
 }
 func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	roundTrips.Add(1)
-	return c.b().QueryContext(ctx, Rebind(query), args)
+	return c.b().QueryContext(ctx, Rebind(query), noNUL(args))
+}
+
+// noNUL replaces NUL characters in string arguments with U+FFFD. PostgreSQL's text cannot hold
+// U+0000 and refuses the whole statement, so one chat message containing it (which SQLite
+// stores) would be refused again at every redelivery and block its chat's intake. The message
+// is kept, with the replacement character where the NUL was. Byte arguments (bytea) keep
+// their NULs.
+func noNUL(args []driver.NamedValue) []driver.NamedValue {
+	for i, a := range args {
+		if s, ok := a.Value.(string); ok && strings.IndexByte(s, 0) >= 0 {
+			args[i].Value = strings.ReplaceAll(s, "\x00", "\uFFFD")
+		}
+	}
+	return args
 }
 func (c *pgConn) Ping(ctx context.Context) error              { return c.b().Ping(ctx) }
 func (c *pgConn) ResetSession(ctx context.Context) error      { return c.b().ResetSession(ctx) }
 func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error { return c.b().CheckNamedValue(nv) }
+
+// pgBaseStmt is what every statement of pgx's stdlib implements.
+type pgBaseStmt interface {
+	driver.Stmt
+	driver.StmtExecContext
+	driver.StmtQueryContext
+}
+
+// pgStmt is a prepared statement whose arguments pass noNUL and whose runs are counted.
+type pgStmt struct{ pgBaseStmt }
+
+func (s pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	roundTrips.Add(1)
+	return s.pgBaseStmt.ExecContext(ctx, noNUL(args))
+}
+
+func (s pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	roundTrips.Add(1)
+	return s.pgBaseStmt.QueryContext(ctx, noNUL(args))
+}
