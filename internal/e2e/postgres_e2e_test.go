@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,7 +20,8 @@ import (
 // TestSharedPostgres runs two, then three, real `hermes-host serve` processes against one
 // PostgreSQL database, each with its own data directory and listeners, with telegram.wasm
 // polling the Bot API fake. 64 chats talk at once (background processes, /new and /compress at
-// random, plain messages) while one host at a time is killed with SIGKILL and started again.
+// random, plain messages) while one host at a time is killed with SIGKILL and started again
+// (the first kill is the host that polls, mid-poll).
 // Then the hosts settle and the checker requires: 0 lost inbound updates (every update the fake
 // queued has one inbox row, ended), 0 duplicate messages at the fake (per chat, no more
 // messages than the ledger delivered plus the sends whose outcome is unknown), 0 deliveries
@@ -122,11 +124,32 @@ plugins:
 			}
 		})
 	}
+	db, err := store.OpenSource(context.Background(), backend.Source, t.TempDir(), store.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The first kill is the poller's host (the holder of its loop lease names its pid), mid-poll;
+	// later ones are at random, mid-delivery or mid-turn as it happens.
+	poller := func() *inst {
+		var holder string
+		db.QueryRow(`SELECT holder FROM leases WHERE name = 'loop:telegram/main'`).Scan(&holder)
+		for _, h := range insts {
+			if f := strings.Split(holder, ":"); len(f) == 3 && f[1] == fmt.Sprint(h.pid) {
+				return h
+			}
+		}
+		return nil
+	}
 	rng := rand.New(rand.NewPCG(seed, 1000))
-	kills := 0
+	kills, pollerKills := 0, 0
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
 		time.Sleep(time.Duration(3000+rng.IntN(3000)) * time.Millisecond)
 		h := insts[rng.IntN(hosts)]
+		if p := poller(); p != nil && (kills == 0 || p == h) {
+			h = p
+			pollerKills++
+		}
 		syscall.Kill(h.pid, syscall.SIGKILL)
 		h.stop()
 		h.up = false
@@ -136,13 +159,10 @@ plugins:
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d hosts, %d kills, %d updates queued over %d chats", hosts, kills, total, chats)
-
-	db, err := store.OpenSource(context.Background(), backend.Source, t.TempDir(), store.Options{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("%d hosts, %d kills (%d of the poller's host), %d updates queued over %d chats", hosts, kills, pollerKills, total, chats)
+	if pollerKills == 0 {
+		t.Error("no kill hit the poller's host")
 	}
-	defer db.Close()
 	// Every queued update reaches the inbox (the poller confirms an update only after recording it).
 	var inbox int
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
