@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,25 @@ plugins:
 	}
 }
 
+// The store's password comes from the environment, and the URL is never printed: it is not in
+// the configuration's JSON (what `hermes-host config` and the console show).
+func TestStoreFromEnv(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hermes.yaml")
+	os.WriteFile(path, []byte(`store: "postgres://hermes:${TEST_PG_PASSWORD}@db.internal:5432/hermes"`+"\n"), 0o600)
+	t.Setenv("TEST_PG_PASSWORD", "s3cret")
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store != "postgres://hermes:s3cret@db.internal:5432/hermes" {
+		t.Fatalf("store %q", c.Store)
+	}
+	b, _ := json.Marshal(c)
+	if strings.Contains(string(b), "s3cret") {
+		t.Fatalf("the store's password is in the configuration's JSON: %s", b)
+	}
+}
+
 func TestErrorsAreClear(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ body, want string }{
@@ -65,6 +85,9 @@ func TestErrorsAreClear(t *testing.T) {
 		_, err := Load(path)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to mention %q", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("%s: the error shows a password: %v", name, err)
 		}
 	}
 }
@@ -91,12 +114,16 @@ func TestEveryValueIsValidated(t *testing.T) {
 		"egress with scheme": {"plugins: {telegram: {egress_extra: [\"https://api.example.com/\"]}}\n", `egress host "https://api.example.com/"`},
 		"plugin name":        {"plugins: {Telegram: {}}\n", `"Telegram" is not a plugin name`},
 		"empty profile":      {"plugins:\n  telegram:\n    profiles:\n      main:\n", "plugins.telegram.profiles.main is empty"},
+		"store":              {"store: \"mysql://u:secretpw@h/db\"\n", `store: want empty (SQLite in data_dir) or a postgres:// URL`},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
 		os.WriteFile(path, []byte(tc.body), 0o600)
 		_, err := Load(path)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to mention %q", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("%s: the error shows a password: %v", name, err)
 		}
 	}
 	// Several problems are reported together.

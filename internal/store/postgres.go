@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,13 +47,20 @@ func IsPostgres(source string) bool {
 	return strings.HasPrefix(source, "postgres://") || strings.HasPrefix(source, "postgresql://")
 }
 
-// Redact returns source with its password replaced, for logs and error messages.
+// Redact returns source with the password of a URL (or of a key=value connection string)
+// replaced, for logs and error messages.
 func Redact(source string) string {
-	cfg, err := pgx.ParseConfig(source)
-	if err != nil || cfg.Password == "" {
+	if u, err := url.Parse(source); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
 		return source
 	}
-	return strings.Replace(source, ":"+cfg.Password+"@", ":xxxxx@", 1)
+	if cfg, err := pgx.ParseConfig(source); err == nil && cfg.Password != "" {
+		return strings.ReplaceAll(source, cfg.Password, "xxxxx")
+	}
+	return source
 }
 
 // Postgres pool size: every held boundary lock (one per chat being worked on) keeps a

@@ -28,3 +28,16 @@ func TestPostgresDDL(t *testing.T) {
 		t.Errorf("postgresDDL:\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://hermes:s3cret@db:5432/h?sslmode=disable": "postgres://hermes:xxxxx@db:5432/h?sslmode=disable",
+		"mysql://u:s3cret@h/db":                              "mysql://u:xxxxx@h/db",
+		"postgres://hermes@db/h":                             "postgres://hermes@db/h",
+		"host=db user=hermes password=s3cret":                "host=db user=hermes password=xxxxx",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
