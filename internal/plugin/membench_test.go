@@ -1,58 +1,30 @@
 package plugin
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime"
-	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/egress"
+	"github.com/hermes-host/hermes-host/internal/memstat"
 )
 
-// memSample is the process's memory at one moment, after a forced collection that also
-// returns freed heap pages to the operating system.
-type memSample struct {
-	rss, heapInuse, sys int64 // bytes
-}
-
-func sampleMemory(tb testing.TB) memSample {
+// settled samples the process's memory after a forced collection (memstat.Settled).
+func settled(tb testing.TB) memstat.Sample {
 	tb.Helper()
-	runtime.GC()
-	debug.FreeOSMemory()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return memSample{rss: vmRSS(tb), heapInuse: int64(ms.HeapInuse), sys: int64(ms.Sys)}
-}
-
-// vmRSS reads the process's resident set size from /proc/self/status (Linux).
-func vmRSS(tb testing.TB) int64 {
-	tb.Helper()
-	f, err := os.Open("/proc/self/status")
+	m, err := memstat.Settled()
+	if errors.Is(err, memstat.ErrNoProc) {
+		tb.Skip(err)
+	}
 	if err != nil {
-		tb.Skipf("no /proc/self/status: %v", err)
+		tb.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				tb.Fatalf("VmRSS %q: %v", rest, err)
-			}
-			return kb << 10
-		}
-	}
-	tb.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return m
 }
 
 const mib = float64(1 << 20)
@@ -79,7 +51,7 @@ func BenchmarkMemory(b *testing.B) {
 	}))
 	defer outbox.Close()
 	for b.Loop() {
-		before := sampleMemory(b)
+		before := settled(b)
 		r := newRuntime(b, map[string]string{"echo.wasm": echoDir}, Config{
 			Env: &Env{Egress: egress.NewClient(egress.Limits{})},
 			Plugins: map[string]Settings{"echo": {
@@ -91,7 +63,7 @@ func BenchmarkMemory(b *testing.B) {
 			b.Fatal(rej)
 		}
 		v := r.Get("echo").current()
-		loaded := sampleMemory(b)
+		loaded := settled(b)
 
 		// Take warmInstances at once, then run one send on each through the host's call path,
 		// which puts it back idle. Echo has inbound exports, so the describe instance stays
@@ -119,15 +91,15 @@ func BenchmarkMemory(b *testing.B) {
 		for _, inst := range insts {
 			linear += inst.mem.bytes()
 		}
-		warm := sampleMemory(b)
+		warm := settled(b)
 
 		extra := float64(warmInstances)
-		b.ReportMetric(float64(warm.rss-loaded.rss)/mib/extra, "rss-MiB/instance")
-		b.ReportMetric(float64(warm.heapInuse-loaded.heapInuse)/mib/extra, "heap-MiB/instance")
-		b.ReportMetric(float64(warm.sys-loaded.sys)/mib/extra, "gosys-MiB/instance")
+		b.ReportMetric(float64(warm.RSS-loaded.RSS)/mib/extra, "rss-MiB/instance")
+		b.ReportMetric(float64(warm.HeapInuse-loaded.HeapInuse)/mib/extra, "heap-MiB/instance")
+		b.ReportMetric(float64(warm.Sys-loaded.Sys)/mib/extra, "gosys-MiB/instance")
 		b.ReportMetric(float64(linear)/mib/float64(warmInstances), "linear-MiB/instance")
-		b.ReportMetric(float64(loaded.rss-before.rss)/mib, "load-rss-MiB")
-		b.ReportMetric(float64(warm.rss)/mib, "total-rss-MiB")
+		b.ReportMetric(float64(loaded.RSS-before.RSS)/mib, "load-rss-MiB")
+		b.ReportMetric(float64(warm.RSS)/mib, "total-rss-MiB")
 		r.Close()
 	}
 }

@@ -87,3 +87,18 @@ func (c *routeCache) drop(key string) {
 	delete(s.m, key)
 	s.mu.Unlock()
 }
+
+// len returns the number of keys cached (tests and benchmarks).
+func (c *routeCache) len() int {
+	if c == nil {
+		return 0
+	}
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
