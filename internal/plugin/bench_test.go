@@ -20,6 +20,13 @@ import (
 // spinning guest would hang the caller forever); "bare-timeout" sets Extism's own per-call
 // timeout, the cheapest way Extism offers to stop a spinning guest; "bare-same-config" has the
 // host's runtime configuration but no deadline on the call.
+//
+// Each reports, besides wall time, the process's CPU time per call (cpu-µs/op: user and system
+// time of every thread, so the deadline's watcher goroutines and the collector count), which is
+// steadier than wall time on a shared machine; "host" also reports both as ratios to
+// bare-default measured in the same run (x-bare-default, cpu-x-bare-default).
+//
+// Run: go test -run '^$' -bench 'BenchmarkCall$' -benchtime 20000x -count 3 ./internal/plugin
 func BenchmarkCall(b *testing.B) {
 	ctx := context.Background()
 	wasm, err := os.ReadFile(wasmbuild.MustBuild(b, probeDir))
@@ -44,14 +51,10 @@ func BenchmarkCall(b *testing.B) {
 		}
 		return p
 	}
+	var baseWall, baseCPU float64 // bare-default, per call
 	b.Run("bare-default", func(b *testing.B) {
 		p := bare(b, wazero.NewRuntimeConfig(), 0)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, _, err := p.Call("noop", nil); err != nil {
-				b.Fatal(err)
-			}
-		}
+		baseWall, baseCPU = measureCalls(b, func() error { _, _, err := p.Call("noop", nil); return err })
 	})
 	// The same bare instance running the SDK's send export ("version": no host call), so the
 	// figure over bare-default is the guest's own work: decoding the request and encoding the
@@ -68,43 +71,56 @@ func BenchmarkCall(b *testing.B) {
 	} {
 		b.Run(name, func(b *testing.B) {
 			p := bare(b, rc, 0)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, _, err := p.Call(abi.ExportSend, in); err != nil {
-					b.Fatal(err)
-				}
-			}
+			measureCalls(b, func() error { _, _, err := p.Call(abi.ExportSend, in); return err })
 		})
 	}
 	b.Run("bare-timeout", func(b *testing.B) {
 		p := bare(b, wazero.NewRuntimeConfig(), 10_000) // Extism's own call timeout
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, _, err := p.Call("noop", nil); err != nil {
-				b.Fatal(err)
-			}
-		}
+		measureCalls(b, func() error { _, _, err := p.Call("noop", nil); return err })
 	})
 	b.Run("bare-same-config", func(b *testing.B) {
 		p := bare(b, wazero.NewRuntimeConfig().WithCloseOnContextDone(true), 0)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, _, err := p.Call("noop", nil); err != nil {
-				b.Fatal(err)
-			}
-		}
+		measureCalls(b, func() error { _, _, err := p.Call("noop", nil); return err })
+	})
+	// bare-same-config with a deadline on each call, as the host sets one: the cheapest
+	// call that a deadline can stop, on Extism and wazero as they are.
+	b.Run("bare-same-config-deadline", func(b *testing.B) {
+		p := bare(b, wazero.NewRuntimeConfig().WithCloseOnContextDone(true), 0)
+		measureCalls(b, func() error {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, _, err := p.CallWithContext(cctx, "noop", nil)
+			return err
+		})
 	})
 	b.Run("host", func(b *testing.B) {
 		r := newRuntime(b, map[string]string{"probe.wasm": probeDir}, Config{Metrics: NewMetrics(newRegistry())})
 		r.Scan(ctx)
 		p := r.Get("probe")
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, err := p.Call(ctx, "main", "noop", nil); err != nil {
-				b.Fatal(err)
-			}
+		wall, cpu := measureCalls(b, func() error { _, err := p.Call(ctx, "main", "noop", nil); return err })
+		if baseWall > 0 {
+			b.ReportMetric(wall/baseWall, "x-bare-default")
+			b.ReportMetric(cpu/baseCPU, "cpu-x-bare-default")
 		}
 	})
+}
+
+// measureCalls runs call b.N times and reports the process's CPU time per call (cpu-µs/op).
+// It returns the wall and CPU time per call, in nanoseconds.
+func measureCalls(b *testing.B, call func() error) (wall, cpu float64) {
+	b.Helper()
+	cpu0 := processCPU()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	wall = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	cpu = float64(processCPU()-cpu0) / float64(b.N)
+	b.ReportMetric(cpu/1e3, "cpu-µs/op")
+	return wall, cpu
 }
 
 // BenchmarkPool measures acquiring and releasing a warm instance.
