@@ -24,7 +24,8 @@ import (
 // Each reports, besides wall time, the process's CPU time per call (cpu-µs/op: user and system
 // time of every thread, so the deadline's watcher goroutines and the collector count), which is
 // steadier than wall time on a shared machine; "host" also reports both as ratios to
-// bare-default measured in the same run (x-bare-default, cpu-x-bare-default).
+// bare-default (x-bare-default, cpu-x-bare-default) and to bare-same-config-deadline
+// (x-bare-deadline, cpu-x-bare-deadline) measured in the same run.
 //
 // Run: go test -run '^$' -bench 'BenchmarkCall$' -benchtime 20000x -count 3 ./internal/plugin
 func BenchmarkCall(b *testing.B) {
@@ -51,7 +52,7 @@ func BenchmarkCall(b *testing.B) {
 		}
 		return p
 	}
-	var baseWall, baseCPU float64 // bare-default, per call
+	var baseWall, baseCPU, dlWall, dlCPU float64 // bare-default and bare-same-config-deadline, per call
 	b.Run("bare-default", func(b *testing.B) {
 		p := bare(b, wazero.NewRuntimeConfig(), 0)
 		baseWall, baseCPU = measureCalls(b, func() error { _, _, err := p.Call("noop", nil); return err })
@@ -86,7 +87,7 @@ func BenchmarkCall(b *testing.B) {
 	// call that a deadline can stop, on Extism and wazero as they are.
 	b.Run("bare-same-config-deadline", func(b *testing.B) {
 		p := bare(b, wazero.NewRuntimeConfig().WithCloseOnContextDone(true), 0)
-		measureCalls(b, func() error {
+		dlWall, dlCPU = measureCalls(b, func() error {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			_, _, err := p.CallWithContext(cctx, "noop", nil)
@@ -101,6 +102,10 @@ func BenchmarkCall(b *testing.B) {
 		if baseWall > 0 {
 			b.ReportMetric(wall/baseWall, "x-bare-default")
 			b.ReportMetric(cpu/baseCPU, "cpu-x-bare-default")
+		}
+		if dlWall > 0 {
+			b.ReportMetric(wall/dlWall, "x-bare-deadline")
+			b.ReportMetric(cpu/dlCPU, "cpu-x-bare-deadline")
 		}
 	})
 }
