@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // Sample is the process's memory at one moment, in bytes.
@@ -54,4 +55,18 @@ func residentSet() (int64, error) {
 		return 0, err
 	}
 	return 0, errors.New("memstat: no VmRSS in /proc/self/status")
+}
+
+// Must is Settled for tests and benchmarks: it skips tb where /proc/self/status does not
+// exist and fails it on any other error.
+func Must(tb testing.TB) Sample {
+	tb.Helper()
+	m, err := Settled()
+	if errors.Is(err, ErrNoProc) {
+		tb.Skip(err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
 }

@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -13,19 +12,6 @@ import (
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/memstat"
 )
-
-// settled samples the process's memory after a forced collection (memstat.Settled).
-func settled(tb testing.TB) memstat.Sample {
-	tb.Helper()
-	m, err := memstat.Settled()
-	if errors.Is(err, memstat.ErrNoProc) {
-		tb.Skip(err)
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
-}
 
 const mib = float64(1 << 20)
 
@@ -51,7 +37,7 @@ func BenchmarkMemory(b *testing.B) {
 	}))
 	defer outbox.Close()
 	for b.Loop() {
-		before := settled(b)
+		before := memstat.Must(b)
 		r := newRuntime(b, map[string]string{"echo.wasm": echoDir}, Config{
 			Env: &Env{Egress: egress.NewClient(egress.Limits{})},
 			Plugins: map[string]Settings{"echo": {
@@ -63,7 +49,7 @@ func BenchmarkMemory(b *testing.B) {
 			b.Fatal(rej)
 		}
 		v := r.Get("echo").current()
-		loaded := settled(b)
+		loaded := memstat.Must(b)
 
 		// Take warmInstances at once, then run one send on each through the host's call path,
 		// which puts it back idle. Echo has inbound exports, so the describe instance stays
@@ -91,7 +77,7 @@ func BenchmarkMemory(b *testing.B) {
 		for _, inst := range insts {
 			linear += inst.mem.bytes()
 		}
-		warm := settled(b)
+		warm := memstat.Must(b)
 
 		extra := float64(warmInstances)
 		b.ReportMetric(float64(warm.RSS-loaded.RSS)/mib/extra, "rss-MiB/instance")

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -50,13 +49,13 @@ func idleSessionsOnce(b *testing.B, cacheSize, idleSessions int, per1k float64) 
 		b.Fatal(err)
 	}
 	dbBefore := dbBytes(b, e)
-	before := memNow(b)
+	before := memstat.Must(b)
 	for i := range idleSessions {
 		if _, err := e.k.Resolve(e.ctx, dm(fmt.Sprintf("idle-%d", i)), ResolveOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	after := memNow(b)
+	after := memstat.Must(b)
 	dbAfter := dbBytes(b, e)
 	if n, want := e.k.cache.len(), idleSessions+1; n != want && cacheSize >= 0 || n != 0 && cacheSize < 0 {
 		b.Fatalf("%d route cache entries with cache size %d", n, cacheSize)
@@ -69,19 +68,6 @@ func idleSessionsOnce(b *testing.B, cacheSize, idleSessions int, per1k float64) 
 	b.ReportMetric(float64(after.RSS-before.RSS)/1024/per1k, "rss-KiB/1k-sessions")
 	b.ReportMetric(float64(dbAfter-dbBefore)/1024/per1k, "db-KiB/1k-sessions")
 	b.ReportMetric(float64(locks), "lock-entries")
-}
-
-// memNow samples the process's memory after a forced collection (memstat.Settled).
-func memNow(tb testing.TB) memstat.Sample {
-	tb.Helper()
-	m, err := memstat.Settled()
-	if errors.Is(err, memstat.ErrNoProc) {
-		tb.Skip(err)
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
 }
 
 // dbBytes checkpoints the WAL into the database file and returns the file's size.
