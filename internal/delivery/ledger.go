@@ -30,6 +30,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/chunk"
+	"github.com/hermes-host/hermes-host/internal/lease"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 )
@@ -217,6 +218,12 @@ type Options struct {
 	// deliveries a host that died left: its interrupted sends and its lanes' pending rows
 	// (sweep). 0 (one host) turns the sweeper off.
 	Sweep time.Duration
+	// Leases, when several hosts share one database, makes each lane run in one host at a
+	// time: a lane runs while its host holds the lease "lane:<lane id>" (renewed every third of
+	// the lease, deleted when the lane goes idle), and a lane whose host died is claimed by
+	// the sweeper once its lease expired. Without it every host's lane for a chat would race
+	// for each row (claim keeps that correct, but each row would cost every host a boundary).
+	Leases *lease.Manager
 }
 
 // Ledger is the delivery ledger and its senders.

@@ -146,6 +146,16 @@ func (l *Ledger) sweep(ctx context.Context) {
 		if _, err := l.reconcile(ctx, l.opt.Sweep); err != nil && ctx.Err() == nil {
 			l.log.Warn("delivery: sweeping interrupted sends failed", "error", err)
 		}
+		if l.opt.Leases != nil {
+			// Lanes whose host died holding them (FOR UPDATE SKIP LOCKED: each to one host).
+			claims, err := l.opt.Leases.ClaimExpired(ctx, "lane:", 64)
+			if err != nil && ctx.Err() == nil {
+				l.log.Warn("delivery: claiming the lanes of stopped hosts failed", "error", err)
+			}
+			for _, c := range claims {
+				l.wake(strings.TrimPrefix(c.Name, "lane:"))
+			}
+		}
 		if err := l.wakePending(ctx, l.opt.Sweep); err != nil && ctx.Err() == nil {
 			l.log.Warn("delivery: sweeping pending lanes failed", "error", err)
 		}
@@ -190,16 +200,32 @@ func (l *Ledger) wake(id string) {
 	go l.runLane(ln)
 }
 
-// runLane sends the lane's due rows one at a time, in order, and exits when none is left.
+// runLane sends the lane's due rows one at a time, in order, and exits when none is left. With
+// Options.Leases it runs only while this host holds the lane's lease (laneLease).
 func (l *Ledger) runLane(ln *lane) {
 	defer l.wg.Done()
 	ctx := l.ctx
+	hold, ok := l.acquireLane(ctx, ln)
+	if !ok {
+		l.exitLane(ln, true)
+		return
+	}
 	for {
 		l.mu.Lock()
 		stopping := !l.running || ctx.Err() != nil
 		blocked := ln.blockedUntil
 		l.mu.Unlock()
 		if stopping {
+			l.exitLane(ln, true)
+			if hold != nil {
+				// Stopping with rows left: let another host claim the lane now, not at expiry.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				l.opt.Leases.Release(rctx, hold.name, hold.fence)
+				cancel()
+			}
+			return
+		}
+		if !hold.renew(ctx) {
 			l.exitLane(ln, true)
 			return
 		}
@@ -230,9 +256,13 @@ func (l *Ledger) runLane(ln *lane) {
 			continue
 		case wait == 0:
 			if l.exitLane(ln, false) {
+				l.releaseLane(ctx, ln, hold)
 				return
 			}
 			continue
+		}
+		if hold != nil {
+			wait = min(wait, hold.every) // wake to renew the lease
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -241,6 +271,65 @@ func (l *Ledger) runLane(ln *lane) {
 		case <-ctx.Done():
 		}
 		timer.Stop()
+	}
+}
+
+// laneHold is a lane's lease while this host runs the lane (several hosts on one database).
+type laneHold struct {
+	l       *Ledger
+	name    string
+	fence   int64
+	every   time.Duration // renewal period: a third of the lease
+	renewed time.Time
+}
+
+// acquireLane takes the lane's lease when the ledger has Options.Leases; ok is false when
+// another host holds it (its lane reads the rows this host enqueued from the database).
+func (l *Ledger) acquireLane(ctx context.Context, ln *lane) (*laneHold, bool) {
+	if l.opt.Leases == nil {
+		return nil, true
+	}
+	name := "lane:" + ln.id
+	fence, ok, err := l.opt.Leases.TryAcquire(ctx, name)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Warn("delivery: taking a lane's lease failed; the sweeper tries again", "lane", ln.id, "error", err)
+		}
+		return nil, false
+	}
+	if !ok {
+		return nil, false
+	}
+	return &laneHold{l: l, name: name, fence: fence, every: l.opt.Leases.TTL() / 3, renewed: l.opt.Now()}, true
+}
+
+// renew renews the lease once a third of it has passed; false when the lease was lost (the lane
+// must stop: another host may run it now).
+func (h *laneHold) renew(ctx context.Context) bool {
+	if h == nil || h.l.opt.Now().Sub(h.renewed) < h.every {
+		return true
+	}
+	if err := h.l.opt.Leases.Renew(ctx, h.name, h.fence); err != nil {
+		h.l.log.Warn("delivery: a lane's lease was lost; another host takes the lane over", "lane", h.name, "error", err)
+		return false
+	}
+	h.renewed = h.l.opt.Now()
+	return true
+}
+
+// releaseLane gives up an idle lane's lease, then looks again: a row another host enqueued while
+// this one held the lease found the lease taken and left the lane to it.
+func (l *Ledger) releaseLane(ctx context.Context, ln *lane, h *laneHold) {
+	if h == nil {
+		return
+	}
+	if err := l.opt.Leases.Delete(ctx, h.name, h.fence); err != nil && ctx.Err() == nil {
+		l.log.Warn("delivery: releasing a lane's lease failed; it expires", "lane", ln.id, "error", err)
+	}
+	var one int
+	err := l.db.QueryRowContext(ctx, `SELECT 1 FROM deliveries WHERE lane = ? AND state = ? LIMIT 1`, ln.id, string(Pending)).Scan(&one)
+	if err == nil {
+		l.wake(ln.id)
 	}
 }
 

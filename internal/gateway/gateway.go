@@ -264,7 +264,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	}
 	lopt := delivery.Options{Logger: g.log, Suppressed: g.consumed}
 	if g.shared != nil {
-		lopt.Sweep = sweepEach
+		lopt.Sweep, lopt.Leases = sweepEach, g.shared.leases
 	}
 	g.ledger, err = delivery.Open(ctx, g.db, g.kernel, transport{g}, lopt)
 	if err != nil {
