@@ -235,7 +235,7 @@ func BenchmarkSharedDeliveries(b *testing.B) {
 			}
 			return n
 		}
-		before, trips := sent(), store.RoundTrips()
+		before, trips, retries := sent(), store.RoundTrips(), store.Retries()
 		b.ResetTimer()
 		start := time.Now()
 		for i := 0; i < b.N; i++ {
@@ -256,6 +256,7 @@ func BenchmarkSharedDeliveries(b *testing.B) {
 			baseline = rate
 		} else {
 			b.ReportMetric(float64(store.RoundTrips()-trips)/float64(b.N), "trips/delivery")
+			b.ReportMetric(float64(store.Retries()-retries)/float64(b.N), "retries/delivery")
 		}
 		if baseline > 0 {
 			b.ReportMetric(rate/baseline, "x-sqlite")

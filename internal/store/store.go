@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -200,9 +201,17 @@ func WithTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 		if err == nil || !retryable(err) {
 			return err
 		}
+		retries.Add(1)
 	}
 	return fmt.Errorf("store: transaction still conflicting after %d attempts: %w", txAttempts, err)
 }
+
+// retries counts the transactions WithTx ran again after PostgreSQL aborted them.
+var retries atomic.Int64
+
+// Retries returns how many transactions this process ran again after PostgreSQL aborted them as
+// serialization failures or deadlocks; benchmarks divide its growth by the work done.
+func Retries() int64 { return retries.Load() }
 
 // txAttempts bounds WithTx's runs of one transaction on PostgreSQL.
 const txAttempts = 20
