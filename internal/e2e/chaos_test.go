@@ -110,18 +110,22 @@ func (c *chaos) chat(chat string, rng *rand.Rand, stop chan struct{}) {
 			return
 		case <-time.After(time.Duration(100+rng.IntN(500)) * time.Millisecond):
 		}
-		var text string
-		switch r := rng.IntN(100); {
-		case r < 45:
-			text = fmt.Sprintf("run sleep 0.%d; echo OUT-%s-%d", 1+rng.IntN(9), chat, n)
-		case r < 60:
-			text = "/new"
-		case r < 75:
-			text = "/compress"
-		default:
-			text = fmt.Sprintf("hello %s %d", chat, n)
-		}
-		c.post(chat, fmt.Sprintf("%s-m%d", chat, n), text, stop)
+		c.post(chat, fmt.Sprintf("%s-m%d", chat, n), chaosText(rng, chat, n), stop)
+	}
+}
+
+// chaosText is a chat's n-th message in a chaos run: a short background process (45%), /new or
+// /compress (15% each), or a plain message.
+func chaosText(rng *rand.Rand, chat string, n int) string {
+	switch r := rng.IntN(100); {
+	case r < 45:
+		return fmt.Sprintf("run sleep 0.%d; echo OUT-%s-%d", 1+rng.IntN(9), chat, n)
+	case r < 60:
+		return "/new"
+	case r < 75:
+		return "/compress"
+	default:
+		return fmt.Sprintf("hello %s %d", chat, n)
 	}
 }
 

@@ -105,18 +105,7 @@ plugins:
 					return
 				case <-time.After(time.Duration(400+rng.IntN(1600)) * time.Millisecond):
 				}
-				var text string
-				switch r := rng.IntN(100); {
-				case r < 40:
-					text = fmt.Sprintf("run sleep 0.%d; echo OUT-%d-%d", 1+rng.IntN(9), i, n)
-				case r < 55:
-					text = "/new"
-				case r < 70:
-					text = "/compress"
-				default:
-					text = fmt.Sprintf("hello %d %d", i, n)
-				}
-				bot.PrivateText(u, text)
+				bot.PrivateText(u, chaosText(rng, fmt.Sprint(i), n))
 				mu.Lock()
 				injected[u.ID]++
 				total++
