@@ -63,6 +63,15 @@ func (s *streamer) waitGate(force bool) bool {
 		next := s.e.lastEdit[s.chatKey()].Add(s.e.opt.EditInterval)
 		now := time.Now()
 		if !now.Before(next) {
+			if len(s.e.lastEdit) >= 1024 {
+				// Forget the chats whose interval has passed: their entry no longer holds
+				// anything back, and kept they would grow with every chat ever streamed to.
+				for c, last := range s.e.lastEdit {
+					if now.Sub(last) >= s.e.opt.EditInterval {
+						delete(s.e.lastEdit, c)
+					}
+				}
+			}
 			s.e.lastEdit[s.chatKey()] = now
 			s.e.mu.Unlock()
 			return true
