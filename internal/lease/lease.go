@@ -251,17 +251,3 @@ func (m *Manager) ClaimExpired(ctx context.Context, prefix string, n int) ([]Cla
 	}
 	return claims, nil
 }
-
-// Live reports whether lease name is held by someone and not expired (by this instance's clock;
-// a lease expiring now is still live, as TryAcquire and ClaimExpired count it).
-func (m *Manager) Live(ctx context.Context, name string) (bool, error) {
-	var expires int64
-	err := m.db.QueryRowContext(ctx, `SELECT expires_at FROM leases WHERE name = ?`, name).Scan(&expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return expires >= m.clock.Now().UnixMilli(), nil
-}
