@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,21 +14,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/conformance/telegramtest"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 // TestSharedPostgres runs two, then three, real `hermes-host serve` processes against one
-// PostgreSQL database, each with its own data directory and listeners, with telegram.wasm
-// polling the Bot API fake. 64 chats talk at once (background processes, /new and /compress at
+// PostgreSQL database, each with its own data directory and its own webhook address, with
+// telegram.wasm polling the Bot API fake (64 chats) and echo.wasm receiving webhooks (16 chats,
+// each event posted to one host and then again to another, as a platform retrying through
+// another address would). The chats talk at once (background processes, /new and /compress at
 // random, plain messages) while one host at a time is killed with SIGKILL and started again
-// (the first kill is the host that polls, mid-poll).
-// Then the hosts settle and the checker requires: 0 lost inbound updates (every update the fake
-// queued has one inbox row, ended), 0 duplicate messages at the fake (per chat, no more
-// messages than the ledger delivered plus the sends whose outcome is unknown), 0 deliveries
-// into a left session and 0 silent drops (checkCompletions), and one getUpdates poller at a
-// time: no 409 "terminated by other getUpdates request" answered to a live host.
+// (the first kill is the host that polls, mid-poll). Then the hosts settle and the checker
+// requires: 0 lost inbound events (every update the fake queued, and every webhook event a host
+// accepted, has exactly one inbox row, ended), 0 duplicate messages (per Telegram chat, no more
+// messages than the ledger delivered plus the sends whose outcome is unknown; no echo delivery
+// posted twice), 0 deliveries into a left session and 0 silent drops (checkCompletions), and
+// one getUpdates poller at a time: no 409 "terminated by other getUpdates request".
 func TestSharedPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-host run skipped in -short mode")
@@ -47,19 +52,37 @@ func sharedRun(t *testing.T, hosts int) {
 		users[i] = telegramtest.User{ID: int64(5000 + i), FirstName: fmt.Sprint("U", i)}
 		tg.AddPrivate(users[i])
 	}
+	echo := echotest.New()
+	defer echo.Close()
 	type inst struct {
 		data, cfg string
 		pid       int
 		stop      func()
-		up        bool
+		addr      string // the public listener (webhooks); "" while down; guarded by hmu
 	}
+	var hmu sync.Mutex
 	insts := make([]*inst, hosts)
 	start := func(h *inst) {
-		_, h.stop = startServe(t, bin, plugins, h.data, "--config", h.cfg)
+		addr, stop := startServe(t, bin, plugins, h.data, "--config", h.cfg)
 		pidsMu.Lock()
-		h.pid = lastPID
+		pid := lastPID
 		pidsMu.Unlock()
-		h.up = true
+		hmu.Lock()
+		h.addr, h.stop, h.pid = addr, stop, pid
+		hmu.Unlock()
+	}
+	// upHosts returns the webhook addresses of the hosts that are up, in random order.
+	upHosts := func(rng *rand.Rand) []string {
+		hmu.Lock()
+		defer hmu.Unlock()
+		var out []string
+		for _, h := range insts {
+			if h != nil && h.addr != "" {
+				out = append(out, h.addr)
+			}
+		}
+		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		return out
 	}
 	for i := range insts {
 		h := &inst{data: t.TempDir()}
@@ -75,13 +98,19 @@ plugins:
       main: {token: "%s", api_base: "%s", require_mention: false}
     access:
       main: %s
-`, backend.Source, bot.Token(), tg.URL(), openAccess)), 0o600)
+  echo:
+    egress_extra: ["127.0.0.1"]
+    profiles:
+      main: {outbox_url: "%s/outbox"}
+    access:
+      main: {allow_all: true, tools: [shell, processes]}
+`, backend.Source, bot.Token(), tg.URL(), openAccess, echo.URL())), 0o600)
 		insts[i] = h
 		start(h)
 	}
 	defer func() {
 		for _, h := range insts {
-			if h.up {
+			if h.addr != "" {
 				h.stop()
 			}
 		}
@@ -113,6 +142,47 @@ plugins:
 			}
 		})
 	}
+	// Webhook chats: echo's platform posts each event to one host's webhook and then, as a
+	// platform retrying through another address would, the same event to another host.
+	const hookChats = 16
+	accepted := map[string]bool{} // event ids some host answered 200; guarded by mu
+	client := &http.Client{Timeout: 10 * time.Second}
+	for c := range hookChats {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(500+c)))
+			chat := fmt.Sprint("w", c)
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Duration(400+rng.IntN(1600)) * time.Millisecond):
+				}
+				id := fmt.Sprintf("%s-m%d", chat, n)
+				body, _ := json.Marshal(map[string]string{"id": id, "chat_id": chat, "user_id": "u-" + chat, "text": chaosText(rng, chat, n)})
+				ok := 0
+				for try := 0; ok < 2 && try < 100; try++ {
+					hosts := upHosts(rng)
+					if len(hosts) == 0 {
+						time.Sleep(50 * time.Millisecond)
+						continue
+					}
+					resp, err := client.Post("http://"+hosts[0]+"/hooks/echo/main", "application/json", strings.NewReader(string(body)))
+					if err == nil {
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusOK {
+							ok++
+						}
+					}
+				}
+				if ok > 0 {
+					mu.Lock()
+					accepted[id] = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+
 	db, err := store.OpenSource(context.Background(), backend.Source, t.TempDir(), store.Options{MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +209,12 @@ plugins:
 			h = p
 			pollerKills++
 		}
-		syscall.Kill(h.pid, syscall.SIGKILL)
-		h.stop()
-		h.up = false
+		hmu.Lock()
+		pid, stop := h.pid, h.stop
+		h.addr = ""
+		hmu.Unlock()
+		syscall.Kill(pid, syscall.SIGKILL)
+		stop()
 		kills++
 		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
 		start(h)
@@ -192,6 +265,28 @@ plugins:
 		report["messages at the fake"] += got
 		report["failed (outcome unknown)"] += unknown
 	}
+	// The webhook events: each recorded once, though posted to two hosts, and each delivery
+	// reached echo's platform at most once.
+	for id := range accepted {
+		var n int
+		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE plugin = 'echo' AND event_id = ?`, id).Scan(&n)
+		if n != 1 {
+			lost++
+			t.Errorf("webhook event %s has %d inbox rows", id, n)
+		}
+	}
+	report["webhook events"] = len(accepted)
+	seenDelivery := map[string]int{}
+	for _, m := range echo.Messages() {
+		seenDelivery[m.DeliveryID]++
+	}
+	for id, n := range seenDelivery {
+		if n > 1 || echo.Attempts(id) > 1 {
+			dups++
+			t.Errorf("duplicate: delivery %s reached echo's platform %d times (%d attempts)", id, n, echo.Attempts(id))
+		}
+	}
+	report["messages at echo's platform"] = len(seenDelivery)
 	cdups, silent, left := checkCompletions(t, db, report)
 	dups += cdups
 	// One poller at a time: a second getUpdates while one is parked ends the parked one with
