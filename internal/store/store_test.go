@@ -50,24 +50,6 @@ func TestMigrateAppliesOnceAndInOrder(t *testing.T) {
 	}
 }
 
-func TestMigrateFailureRollsBack(t *testing.T) {
-	ctx := context.Background()
-	db, err := Open(filepath.Join(t.TempDir(), "h.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = Migrate(ctx, db, "bad", []string{`CREATE TABLE ok (x)`, `THIS IS NOT SQL`})
-	if err == nil {
-		t.Fatal("want an error for a broken migration")
-	}
-	var n int
-	db.QueryRow(`SELECT COUNT(*) FROM schema_migrations WHERE component = 'bad'`).Scan(&n)
-	if n != 1 {
-		t.Fatalf("recorded %d migrations, want 1 (the good one)", n)
-	}
-}
-
 // A path with characters that mean something in a file: URI opens exactly that file, with the
 // options applied (a subtest named "" gets a temporary directory "…#00").
 func TestOpenPathWithURICharacters(t *testing.T) {
