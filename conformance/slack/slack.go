@@ -21,8 +21,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -74,8 +72,7 @@ type suite struct {
 	record *recorder
 	checks conformance.Checks
 
-	postsMu sync.Mutex
-	posts   []string // message-posting calls that reached Slack from another export than send
+	offSend *conformance.OffSend // message-posting calls that reached Slack from another export than send
 }
 
 // Run checks the Slack adapter at wasmPath against fake Slacks and reports each behaviour as a
@@ -113,15 +110,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	defer closeEnv()
 	s.env = env
-	env.Egressed = func(c plugin.Caller, _ string, u *url.URL, err error) {
-		method := path.Base(u.Path)
-		if c.Export == abi.ExportSend || !postingMethod(method) || abi.CodeOf(err) == abi.CodeDenied {
-			return
-		}
-		s.postsMu.Lock()
-		s.posts = append(s.posts, c.Export+": "+method)
-		s.postsMu.Unlock()
-	}
+	s.offSend = conformance.WatchOffSend(env, "Slack", postingMethod)
 	defer func() {
 		if s.rt != nil {
 			s.rt.Close()
@@ -152,7 +141,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 		check("socket: ack after the host records", s.checkSocketAck)
 		check("socket: reconnect, no duplicates", s.checkSocketReconnect)
 	}
-	check("egress: messages posted only from send", s.checkPostsOnlyFromSend)
+	check("egress: messages posted only from send", s.offSend.Check)
 	return s.rep
 }
 
@@ -165,19 +154,6 @@ func postingMethod(m string) bool {
 		}
 	}
 	return false
-}
-
-// checkPostsOnlyFromSend: during the whole run, nothing posted into a conversation from
-// webhook, poll or configure reached Slack. Only send runs inside the session boundary, after
-// the stale check, with a ledger row; a message posted from anywhere else bypasses all three.
-func (s *suite) checkPostsOnlyFromSend() (string, error) {
-	s.postsMu.Lock()
-	defer s.postsMu.Unlock()
-	if len(s.posts) > 0 {
-		return "", fmt.Errorf("%d message-posting calls outside send reached Slack (%s): only send may post, inside the host's guarded path; declare egress_scopes so the host refuses them",
-			len(s.posts), strings.Join(s.posts[:min(len(s.posts), 5)], ", "))
-	}
-	return "every message-posting call came from send", nil
 }
 
 // recorder is the host's hermes_dispatch for the suite: it records when each event id was first

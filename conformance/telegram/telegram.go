@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,10 +103,9 @@ type suite struct {
 	hookURL string
 	// sendTokens maps each chat the suite sends to to the token its profile must use.
 	sendTokens map[int64]string
-	// posts records Bot API methods that post into a chat, called from an export other than
-	// send and let through (reaching the fake), as "export: method".
-	postsMu sync.Mutex
-	posts   []string
+	// offSend records Bot API methods that post into a chat, called from an export other than
+	// send and let through (reaching the fake).
+	offSend *conformance.OffSend
 }
 
 // Run checks the Telegram adapter at wasmPath against a fake Bot API and reports each behaviour
@@ -140,15 +138,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	defer closeEnv()
 	s.env = env
-	env.Egressed = func(c plugin.Caller, _ string, u *url.URL, err error) {
-		method := path.Base(u.Path)
-		if c.Export == abi.ExportSend || !postingMethod(method) || abi.CodeOf(err) == abi.CodeDenied {
-			return
-		}
-		s.postsMu.Lock()
-		s.posts = append(s.posts, c.Export+": "+method)
-		s.postsMu.Unlock()
-	}
+	s.offSend = conformance.WatchOffSend(env, "the Bot API", postingMethod)
 	defer func() {
 		if s.rt != nil {
 			s.rt.Close()
@@ -184,7 +174,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.check("webhook: secret enforced", s.checkWebhookSecret)
 	s.check("configure: slow getMe accepts the profile", s.checkSlowGetMe)
 	s.check("profiles: own token only", s.checkTokens)
-	s.check("egress: messages posted only from send", s.checkPostsOnlyFromSend)
+	s.check("egress: messages posted only from send", s.offSend.Check)
 	return s.rep
 }
 
@@ -200,19 +190,6 @@ func postingMethod(m string) bool {
 		}
 	}
 	return false
-}
-
-// checkPostsOnlyFromSend: during the whole run, nothing posted into a chat from poll, webhook or
-// configure reached the fake. Only send runs inside the session boundary, after the stale
-// check, with a ledger row; a message posted from anywhere else bypasses all three.
-func (s *suite) checkPostsOnlyFromSend() (string, error) {
-	s.postsMu.Lock()
-	defer s.postsMu.Unlock()
-	if len(s.posts) > 0 {
-		return "", fmt.Errorf("%d message-posting calls outside send reached the Bot API (%s): only send may post, inside the host's guarded path; declare egress_scopes so the host refuses them",
-			len(s.posts), strings.Join(s.posts[:min(len(s.posts), 5)], ", "))
-	}
-	return "every message-posting call came from send", nil
 }
 
 func sortedProfiles() []string {
