@@ -228,12 +228,13 @@ type Options struct {
 
 // Ledger is the delivery ledger and its senders.
 type Ledger struct {
-	db     *sql.DB
-	kernel *session.Kernel
-	tr     Transport
-	opt    Options
-	log    *slog.Logger
-	pg     bool // the database is PostgreSQL (lane ids and one query differ; see laneOf, nextDueQuery)
+	db       *sql.DB
+	kernel   *session.Kernel
+	tr       Transport
+	opt      Options
+	log      *slog.Logger
+	pg       bool   // the database is PostgreSQL (lane ids and one query differ; see laneOf)
+	qNextDue string // qNextDue in the database's dialect (PostgreSQL has no INDEXED BY)
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // prepared once: parsing SQL costs more than running it here
@@ -274,7 +275,10 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		opt.Lanes = 64
 	}
 	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, pg: store.DialectOf(db) == store.Postgres, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}}
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, qNextDue: qNextDue}
+	if l.pg {
+		l.qNextDue = strings.Replace(qNextDue, " INDEXED BY deliveries_lane", "", 1)
+	}
 	rows, err := db.QueryContext(ctx, `SELECT plugin, profile, chat_id, new_chat_id FROM chat_migrations`)
 	if err != nil {
 		return nil, err

@@ -357,7 +357,7 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 // nextDue returns the lane's oldest pending row that may be sent now (no earlier part of its
 // message still open), or how long until one may be.
 func (l *Ledger) nextDue(ctx context.Context, laneID string, now time.Time) (Row, time.Duration, bool, error) {
-	sel, err := l.stmt(ctx, l.nextDueQuery())
+	sel, err := l.stmt(ctx, l.qNextDue)
 	if err != nil {
 		return Row{}, 0, false, err
 	}
@@ -381,14 +381,6 @@ func (l *Ledger) nextDue(ctx context.Context, laneID string, now time.Time) (Row
 		return Row{}, 0, false, nil
 	}
 	return Row{}, max(time.UnixMilli(next.Int64).Sub(now), time.Millisecond), false, nil
-}
-
-// nextDueQuery is qNextDue in the database's dialect.
-func (l *Ledger) nextDueQuery() string {
-	if l.pg {
-		return strings.Replace(qNextDue, " INDEXED BY deliveries_lane", "", 1)
-	}
-	return qNextDue
 }
 
 func (l *Ledger) backoff(attempts int) time.Duration {

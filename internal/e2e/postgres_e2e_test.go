@@ -159,9 +159,12 @@ plugins:
 				}
 				id := fmt.Sprintf("%s-m%d", chat, n)
 				body, _ := json.Marshal(map[string]string{"id": id, "chat_id": chat, "user_id": "u-" + chat, "text": chaosText(rng, chat, n)})
-				ok := 0
+				ok, first := 0, ""
 				for try := 0; ok < 2 && try < 100; try++ {
 					hosts := upHosts(rng)
+					if len(hosts) > 1 && hosts[0] == first {
+						hosts = hosts[1:] // the second post goes to another host
+					}
 					if len(hosts) == 0 {
 						time.Sleep(50 * time.Millisecond)
 						continue
@@ -171,6 +174,7 @@ plugins:
 						resp.Body.Close()
 						if resp.StatusCode == http.StatusOK {
 							ok++
+							first = hosts[0]
 						}
 					}
 				}

@@ -38,7 +38,7 @@ CREATE INDEX turn_inbox_open ON turn_inbox (state, created_at) WHERE state IN ('
 	`ALTER TABLE turn_inbox ADD COLUMN event_kind TEXT NOT NULL DEFAULT '';
 CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'received';`,
 	// The host that received the event and runs its turn ('' for a single host). With several
-	// hosts on one database, a host that stops leaves its open rows to another (Engine.adopt).
+	// hosts on one database, a host that stops leaves its open rows to another (Engine.Adopt).
 	`ALTER TABLE turn_inbox ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
 }
 
