@@ -127,6 +127,15 @@ type Row struct {
 	transcript  string
 	tRole       string
 	seed        string
+	// stored is the state and attempt count the database holds for the row as this host last
+	// read or wrote it: every later write of the row is a compare-and-set on it (see cas).
+	stored stored
+}
+
+// stored is a row's state and attempts as last seen in the database.
+type stored struct {
+	state    State
+	attempts int
 }
 
 var migrations = []string{`
@@ -503,7 +512,8 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: tg, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed})
+				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed,
+				stored: stored{state, 0}})
 		}
 		return nil
 	}
@@ -534,8 +544,11 @@ const (
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
 		ORDER BY d.rowid LIMIT 1`
 	qNextAt = `SELECT MIN(next_at) FROM deliveries WHERE lane = ? AND state = 'pending'`
-	qClaim  = `UPDATE deliveries SET state = 'sending', reason = '', attempts = ?, updated_at = ? WHERE id = ? AND state = 'pending'`
-	qSettle = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ?`
+	// Every write of an existing row is a compare-and-set on the state and attempt count this
+	// host last saw (Row.stored): see cas.
+	qClaim  = `UPDATE deliveries SET state = 'sending', reason = '', attempts = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
+	qSettle = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
+	qRetry  = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, next_at = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
 )
 
 // Wait blocks until every part of group is final (or ctx ends) and returns the last part's row.
@@ -733,6 +746,7 @@ func scanRow(s scanner) (Row, error) {
 			return r, fmt.Errorf("delivery: row %s: corrupt message ids: %w", r.ID, err)
 		}
 	}
+	r.stored = stored{r.State, r.Attempts}
 	r.CreatedAt, r.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
 	if nextAt > 0 {
 		r.NextAttempt = time.UnixMilli(nextAt)

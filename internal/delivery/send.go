@@ -35,6 +35,9 @@ type lane struct {
 	running      bool
 	kick         chan struct{} // buffered(1): new work or a state change
 	blockedUntil time.Time     // the platform's retry_after for this chat
+	// hold is the lane's lease while runLane runs it with several hosts (nil otherwise). Only
+	// the lane's running goroutine reads or writes it.
+	hold *laneHold
 }
 
 // Start reconciles rows a previous run left "sending" (they become failed, never resent) and
@@ -73,8 +76,8 @@ func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error
 	for _, r := range stale {
 		var moved bool
 		err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
-			res, err := l.db.ExecContext(b.Context(), `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE id = ? AND state = ?`,
-				string(Failed), ReasonInterrupted, l.opt.Now().UnixMilli(), r.ID, string(Sending))
+			res, err := l.db.ExecContext(b.Context(), `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`,
+				string(Failed), ReasonInterrupted, l.opt.Now().UnixMilli(), r.ID, string(Sending), r.Attempts)
 			if err != nil {
 				return err
 			}
@@ -210,6 +213,7 @@ func (l *Ledger) runLane(ln *lane) {
 		l.exitLane(ln, true)
 		return
 	}
+	ln.hold = hold // a later runLane of this lane starts after this one retired it (exitLane)
 	for {
 		l.mu.Lock()
 		stopping := !l.running || ctx.Err() != nil
@@ -434,7 +438,7 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			return err
 		}
 		r.Attempts++
-		if claimed, err := l.claim(b.Context(), r); err != nil || !claimed {
+		if claimed, err := l.claim(b.Context(), &r); err != nil || !claimed {
 			return err // !claimed: another sender (another host on a shared database) took it
 		}
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
@@ -548,7 +552,9 @@ func (l *Ledger) check(b *session.Boundary, r Row) session.Verdict {
 }
 
 // retry puts r back to pending after retryAfter (or the backoff), or fails it when it has used
-// its attempts. A platform's retry_after blocks the whole chat.
+// its attempts. A platform's retry_after blocks the whole chat. The row's write is a
+// compare-and-set on what this host last saw of it; the chat-wide block is written only while
+// this host still holds the lane's lease (with several hosts), checked in the same transaction.
 func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Duration, why string) {
 	if r.Attempts >= l.opt.MaxAttempts {
 		l.settle(ctx, r, Failed, fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, why), nil, "")
@@ -558,36 +564,61 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 	if wait <= 0 {
 		wait = l.backoff(max(r.Attempts, 1))
 	}
+	l.postpone(ctx, ln, r, wait, retryAfter > 0, why)
+}
+
+// postpone puts r back to pending, due after wait; block makes the whole chat wait as long (a
+// platform's retry_after). It reports whether the row was still as this host last saw it.
+func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Duration, block bool, why string) bool {
 	next := l.opt.Now().Add(wait)
+	var ok bool
 	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, next_at = ?, updated_at = ? WHERE id = ?`,
-			string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID); err != nil {
+		res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
+			string(r.stored.state), r.stored.attempts)
+		if err != nil {
 			return err
 		}
-		if retryAfter > 0 {
-			// Flood control is per chat: nothing else goes to this chat before then.
-			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE lane = ? AND state = ? AND next_at < ?`,
-				next.UnixMilli(), l.laneID(r), string(Pending), next.UnixMilli())
-			return err
+		if ok = applied(res); !ok {
+			return nil
 		}
-		return nil
+		if !block {
+			return nil
+		}
+		if h := ln.hold; h != nil {
+			fence, held, err := l.opt.Leases.Fence(ctx, tx, h.name)
+			if err != nil {
+				return err
+			}
+			if !held || fence != h.fence {
+				return nil // the lane is another host's now: its sender meets the platform's limit itself
+			}
+		}
+		// Flood control is per chat: nothing else goes to this chat before then.
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE lane = ? AND state = ? AND next_at < ?`,
+			next.UnixMilli(), l.laneID(r), string(Pending), next.UnixMilli())
+		return err
 	})
 	if err != nil {
 		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
-		return
+		return false
 	}
-	if retryAfter > 0 {
+	if !ok {
+		l.overtaken(r, "the retry")
+		return false
+	}
+	if block {
 		l.mu.Lock()
 		if next.After(ln.blockedUntil) {
 			ln.blockedUntil = next
 		}
 		l.mu.Unlock()
 	}
-	r.State, r.Reason, r.NextAttempt = Pending, why, next
+	r.State, r.Reason, r.NextAttempt, r.stored = Pending, why, next, stored{Pending, r.Attempts}
 	l.observe(r)
 	// Every failed attempt is visible to the operator as it happens, not only the final outcome.
 	l.log.Warn("delivery attempt failed; will retry", "id", r.ID, "key", r.Key, "plugin", r.Plugin,
 		"attempt", r.Attempts, "of", l.opt.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "reason", why)
+	return true
 }
 
 func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v session.Verdict) {
@@ -600,23 +631,38 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 }
 
 // claim moves r from pending to sending, inside its key's boundary, right before the send. It
-// reports false, changing nothing, when r is no longer pending: with several hosts on one
-// database another host's lane may have sent it since this lane read it. The boundary makes the
-// claim and the send one critical section, so a row is sent at most once.
-func (l *Ledger) claim(ctx context.Context, r Row) (bool, error) {
-	res, err := l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
+// reports false, changing nothing, when r is no longer as this lane read it: with several hosts
+// on one database another host's lane may have sent it since. The boundary makes the claim and
+// the send one critical section, so a row is sent at most once.
+func (l *Ledger) claim(ctx context.Context, r *Row) (bool, error) {
+	res, err := l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return false, err
 	}
-	r.State, r.Reason = Sending, ""
-	l.observe(r)
+	r.State, r.Reason, r.stored = Sending, "", stored{Sending, r.Attempts}
+	l.observe(*r)
 	return true, nil
 }
 
-// settle moves r to a final state.
+// applied reports whether a compare-and-set write of one row applied. When it did not, the row
+// was no longer as this host last saw it: another host's lane took the lane over after this
+// one's lease lapsed, and sent or settled the row. This host then records nothing over what the
+// new owner did (overtaken says so in the log).
+func applied(res sql.Result) bool {
+	n, err := res.RowsAffected()
+	return err == nil && n == 1
+}
+
+// overtaken logs a write of r that did not apply because another host changed the row.
+func (l *Ledger) overtaken(r Row, what string) {
+	l.log.Warn("delivery: the row changed under this host (another host took its lane over); "+what+" not recorded",
+		"id", r.ID, "key", r.Key, "expected_state", r.stored.state, "expected_attempts", r.stored.attempts)
+}
+
+// settle moves r to a final state (compare-and-set on r.stored).
 func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids []string, sessionID string) {
 	idsJSON := ""
 	if len(ids) > 0 {
@@ -624,31 +670,44 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 		idsJSON = string(b)
 	}
 	ctx = context.WithoutCancel(ctx) // an outcome that happened is recorded even while stopping
-	if _, err := l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID); err != nil {
+	res, err := l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID,
+		string(r.stored.state), r.stored.attempts)
+	if err != nil {
 		l.log.Error("delivery: recording an outcome failed", "id", r.ID, "state", s, "error", err)
+		return
+	}
+	if !applied(res) {
+		l.overtaken(r, "the outcome "+string(s))
 		return
 	}
 	if s == Dropped || s == Failed {
 		l.log.Info("delivery "+string(s), "id", r.ID, "key", r.Key, "kind", r.Kind, "reason", reason)
 	}
-	r.State, r.Reason, r.MessageIDs, r.SessionID = s, reason, ids, sessionID
+	r.State, r.Reason, r.MessageIDs, r.SessionID, r.stored = s, reason, ids, sessionID, stored{s, r.Attempts}
 	l.observe(r)
 	l.finish(r)
 }
 
-// setTarget records r's target (after the plugin reported where the message really went).
+// setTarget records r's target (after the plugin reported where the message really went); r is
+// the row this host is sending.
 func (l *Ledger) setTarget(ctx context.Context, r Row) {
 	b, _ := json.Marshal(r.Target)
-	if _, err := l.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET target = ? WHERE id = ?`, string(b), r.ID); err != nil {
+	res, err := l.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET target = ? WHERE id = ? AND state = ? AND attempts = ?`,
+		string(b), r.ID, string(r.stored.state), r.stored.attempts)
+	if err != nil {
 		l.log.Error("delivery: recording the thread a message went to failed", "id", r.ID, "error", err)
+		return
+	}
+	if !applied(res) {
+		l.overtaken(r, "the thread it went to")
 	}
 }
 
 // migrate handles a send refused because its chat moved (a Telegram group upgraded to a
-// supergroup): the chat is re-addressed (MigrateChat, which puts r back to pending with the
-// rest of its lane), and the session kernel is told that the new chat continues the old one's
-// conversations, so that the supergroup's messages carry on where the group left off. It runs
-// inside r's boundary (the alias takes no key lock).
+// supergroup): the chat is re-addressed (r, which this host is sending, and the rest of its
+// lane go back to pending for the new chat), and the session kernel is told that the new chat
+// continues the old one's conversations, so that the supergroup's messages carry on where the
+// group left off. It runs inside r's boundary (the alias takes no key lock).
 func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 	old := r.Target.ChatID
 	if k, err := l.kernel.ParseKey(r.Key); err == nil {
@@ -658,14 +717,20 @@ func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 			l.log.Info("chat migrated; its conversations continue in the new chat", "key", r.Key, "from", old, "to", newChat)
 		}
 	}
-	l.MigrateChat(ctx, r.Plugin, r.Profile, old, newChat)
+	l.moveChat(ctx, &r, r.Plugin, r.Profile, old, newChat)
 }
 
 // MigrateChat re-addresses a chat that moved (a Telegram group upgraded to a supergroup): every
-// open row for the old chat goes to the new id, due at once (a flood wait was the old chat's),
-// as will future messages. Recording the same
-// migration again is harmless.
+// pending row for the old chat goes to the new id, due at once (a flood wait was the old chat's),
+// as will future messages. Recording the same migration again is harmless.
 func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat string) {
+	l.moveChat(ctx, nil, plugin, profile, old, newChat)
+}
+
+// moveChat is MigrateChat, and also puts sending (the row whose send was refused because the
+// chat moved; nil for none) back to pending for the new chat. Rows another sender holds
+// ("sending") are not touched: their sender settles them.
+func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, old, newChat string) {
 	ctx = context.WithoutCancel(ctx)
 	oldLane := l.laneOf(plugin, profile, old)
 	newLane := l.laneOf(plugin, profile, newChat)
@@ -675,17 +740,27 @@ func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat 
 			plugin, profile, old, newChat); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, target FROM deliveries WHERE lane = ? AND state IN ('pending', 'sending')`, oldLane)
+		rows, err := tx.QueryContext(ctx, `SELECT id, target, state, attempts FROM deliveries WHERE lane = ? AND state IN ('pending', 'sending')`, oldLane)
 		if err != nil {
 			return err
 		}
-		type upd struct{ id, target string }
+		type upd struct {
+			id, target string
+			was        stored
+		}
 		var ups []upd
 		for rows.Next() {
-			var u upd
-			if err := rows.Scan(&u.id, &u.target); err != nil {
+			var (
+				u     upd
+				state string
+			)
+			if err := rows.Scan(&u.id, &u.target, &state, &u.was.attempts); err != nil {
 				rows.Close()
 				return err
+			}
+			u.was.state = State(state)
+			if u.was.state == Sending && (sending == nil || u.id != sending.ID || u.was != sending.stored) {
+				continue // another sender's: it settles the row, and a refusal brings it here again
 			}
 			ups = append(ups, u)
 		}
@@ -703,8 +778,9 @@ func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat 
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, next_at = 0, updated_at = ? WHERE id = ?`,
-				string(b), newLane, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, next_at = 0, updated_at = ?
+				WHERE id = ? AND state = ? AND attempts = ?`,
+				string(b), newLane, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id, string(u.was.state), u.was.attempts); err != nil {
 				return err
 			}
 		}
