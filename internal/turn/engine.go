@@ -519,7 +519,7 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		case submit != nil:
 			state = stQueued
 		}
-		if _, err := setState(b.Context(), e.db, []string{row.id}, state, outcome, e.opt.Now(), stReceived); err != nil {
+		if _, err := e.setState(b.Context(), e.db, []string{row.id}, state, outcome, stReceived); err != nil {
 			return err
 		}
 		if submit != nil {
@@ -640,7 +640,7 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 				return err
 			}
 		}
-		if _, err := setState(ctx, tx, []string{row.id}, stDone, "command "+by, e.opt.Now(), stReceived); err != nil {
+		if _, err := e.setState(ctx, tx, []string{row.id}, stDone, "command "+by, stReceived); err != nil {
 			return err
 		}
 		_, err := lt.Enqueue(ctx, e.noticeMsg(row.plugin, row.profile, key, row.src, confirm))
@@ -755,7 +755,7 @@ func (e *Engine) recall(key, msgID string) {
 		return
 	}
 	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
-		if _, err := setState(ctx, t.SQL(), dropped, stDropped, "recalled by the sender before its turn", e.opt.Now(), stQueued); err != nil {
+		if _, err := e.setState(ctx, t.SQL(), dropped, stDropped, "recalled by the sender before its turn", stQueued); err != nil {
 			return err
 		}
 		if running == nil {
@@ -860,7 +860,7 @@ func (e *Engine) begin(key string, it *item) bool {
 	var moved []string
 	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
 		var err error
-		moved, err = setState(ctx, t.SQL(), it.ids, stRunning, "", e.opt.Now(), stQueued)
+		moved, err = e.setState(ctx, t.SQL(), it.ids, stRunning, "", stQueued)
 		return err
 	})
 	if err != nil {
@@ -1079,7 +1079,7 @@ func (e *Engine) end(key string, it *item, state, outcome string, answer *delive
 // settle moves it's inbox rows that are in one of the from states to state with outcome, and
 // writes a ledger drop record for each notification row it drops. It returns how many rows moved.
 func (e *Engine) settle(ctx context.Context, t *delivery.Tx, key string, it *item, state, outcome string, from ...string) (int, error) {
-	moved, err := setState(ctx, t.SQL(), it.ids, state, outcome, e.opt.Now(), from...)
+	moved, err := e.setState(ctx, t.SQL(), it.ids, state, outcome, from...)
 	if err != nil || state != stDropped || it.kind != kindNotification {
 		return len(moved), err
 	}

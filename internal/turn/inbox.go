@@ -121,15 +121,18 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 	return n == 1, err
 }
 
-// setState moves the rows ids that are in one of the from states to state with outcome, in db
-// (usually the transaction that records what goes with the change), and returns the ids that
-// moved.
-func setState(ctx context.Context, db execer, ids []string, state, outcome string, now time.Time, from ...string) ([]string, error) {
+// setState moves the rows ids that this host owns and that are in one of the from states to
+// state with outcome, in db (usually the transaction that records what goes with the change),
+// and returns the ids that moved. The owner condition is the fence of a turn's rows: a host
+// that was paused past its host lease, and whose rows another host adopted meanwhile
+// (Engine.Adopt), moves none of them when it resumes.
+func (e *Engine) setState(ctx context.Context, db execer, ids []string, state, outcome string, from ...string) ([]string, error) {
 	var moved []string
-	q := `UPDATE turn_inbox SET state = ?, outcome = ?, updated_at = ? WHERE id = ? AND state IN (?` +
+	q := `UPDATE turn_inbox SET state = ?, outcome = ?, updated_at = ? WHERE id = ? AND owner = ? AND state IN (?` +
 		strings.Repeat(", ?", len(from)-1) + `)`
+	now := e.opt.Now()
 	for _, id := range ids {
-		args := []any{state, outcome, now.UnixMilli(), id}
+		args := []any{state, outcome, now.UnixMilli(), id, e.opt.Instance}
 		for _, f := range from {
 			args = append(args, f)
 		}
@@ -203,7 +206,7 @@ func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inb
 func (e *Engine) failCorrupt(ctx context.Context, corrupt map[string]string, from ...string) error {
 	for id, why := range corrupt {
 		e.log.Error("turn: inbox row cannot be decoded; marked failed", "id", id, "error", why)
-		if _, err := setState(ctx, e.db, []string{id}, stFailed, why, e.opt.Now(), from...); err != nil {
+		if _, err := e.setState(ctx, e.db, []string{id}, stFailed, why, from...); err != nil {
 			return err
 		}
 	}

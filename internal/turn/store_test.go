@@ -50,14 +50,19 @@ func TestStoreSuite(t *testing.T) {
 			t.Fatalf("%d rows for u1, %v", n, err)
 		}
 
-		moved, err := setState(ctx, db, []string{"in_z", "in_u"}, stRunning, "", time.Now(), stQueued)
+		// Another host moves none of h1's rows: the owner is the rows' fence.
+		other := &Engine{db: db, opt: Options{Now: time.Now, Instance: "h2"}, log: slog.New(slog.DiscardHandler)}
+		if moved, err := other.setState(ctx, db, []string{"in_z", "in_u"}, stDone, "stale host", stQueued); err != nil || len(moved) != 0 {
+			t.Fatalf("another host moved %v, %v", moved, err)
+		}
+		moved, err := e.setState(ctx, db, []string{"in_z", "in_u"}, stRunning, "", stQueued)
 		if err != nil || !slices.Equal(moved, []string{"in_z", "in_u"}) {
 			t.Fatalf("moved %v, %v", moved, err)
 		}
-		if moved, err := setState(ctx, db, []string{"in_z"}, stRunning, "", time.Now(), stQueued); err != nil || len(moved) != 0 {
+		if moved, err := e.setState(ctx, db, []string{"in_z"}, stRunning, "", stQueued); err != nil || len(moved) != 0 {
 			t.Fatalf("moved again %v, %v", moved, err)
 		}
-		if moved, err := setState(ctx, db, []string{"in_u"}, stDone, "answered", time.Now(), stQueued, stRunning); err != nil || len(moved) != 1 {
+		if moved, err := e.setState(ctx, db, []string{"in_u"}, stDone, "answered", stQueued, stRunning); err != nil || len(moved) != 1 {
 			t.Fatalf("done: %v, %v", moved, err)
 		}
 
