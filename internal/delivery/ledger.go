@@ -53,6 +53,7 @@ func (s State) Final() bool { return s == Delivered || s == Failed || s == Dropp
 // Kinds of message, for display.
 const (
 	KindReply        = "reply"        // the answer to a user's turn
+	KindDraft        = "draft"        // an answer shown while it is written (streaming), before its final text
 	KindNotification = "notification" // a background process notice or synthetic-turn answer
 	KindScheduled    = "scheduled"    // sent by a scheduler plugin (cron)
 	KindNotice       = "notice"       // a host notice (/new confirmation, errors)
@@ -99,6 +100,9 @@ type Message struct {
 	// scheduled message's record in the transcript, so a reply continues with it as context.
 	Seed   string
 	Origin string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
+	// Link, when set, is the group of an earlier message this one relates to: the draft of a
+	// streamed answer whose outcome is unknown, which this message completes.
+	Link string
 }
 
 // Row is one ledger entry (one part of a message).
@@ -121,6 +125,7 @@ type Row struct {
 	MessageIDs  []string            `json:"message_ids,omitempty"`
 	SessionID   string              `json:"session_id,omitempty"` // where it was delivered
 	Origin      string              `json:"origin,omitempty"`
+	Link        string              `json:"link,omitempty"` // see Message.Link
 	CreatedAt   time.Time           `json:"created_at"`
 	UpdatedAt   time.Time           `json:"updated_at"`
 	NextAttempt time.Time           `json:"next_attempt,omitempty"`
@@ -182,6 +187,8 @@ CREATE TABLE chat_migrations (
 	`ALTER TABLE deliveries ADD COLUMN transcript_role TEXT NOT NULL DEFAULT '';`,
 	// A scheduled message's seed for the transcript ('' for none).
 	`ALTER TABLE deliveries ADD COLUMN seed TEXT NOT NULL DEFAULT '';`,
+	// The group of an earlier message this one relates to ('' for none; Message.Link).
+	`ALTER TABLE deliveries ADD COLUMN link TEXT NOT NULL DEFAULT '';`,
 }
 
 // Transport sends messages through the platform plugins.
@@ -507,12 +514,12 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 			if _, err := l.exec(ctx, tx, qInsert,
 				id, group, i+1, len(parts), m.Plugin, m.Profile, l.laneOf(m.Plugin, m.Profile, m.Target.ChatID),
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
-				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed); err != nil {
+				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed, m.Link); err != nil {
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: tg, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed,
+				State: state, Reason: reason, Origin: m.Origin, Link: m.Link, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed,
 				stored: stored{state, 0}})
 		}
 		return nil
@@ -535,8 +542,8 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 
 const (
 	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
-		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed, link)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qNextDue is the lane's next row to send. SQLite is told to use the lane index (its
 	// planner would otherwise pick the partial deliveries_open index and sort); PostgreSQL has
 	// no INDEXED BY, and plans it from statistics (nextDueQuery drops the clause).
@@ -700,7 +707,7 @@ func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, er
 }
 
 const rowColumns = `id, grp, part, parts, plugin, profile, session_key, target, kind, guard, stamp, generation,
-	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed`
+	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed, link`
 
 func queryRows(ctx context.Context, db *sql.DB, tail string, args ...any) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+rowColumns+` FROM deliveries `+tail, args...)
@@ -729,7 +736,7 @@ func scanRow(s scanner) (Row, error) {
 		created, updated, nextAt  int64
 	)
 	if err := s.Scan(&r.ID, &r.Group, &r.Part, &r.Parts, &r.Plugin, &r.Profile, &r.Key, &target, &r.Kind, &guard, &stamp,
-		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed); err != nil {
+		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed, &r.Link); err != nil {
 		return r, err
 	}
 	r.Guard, r.State = GuardMode(guard), State(state)

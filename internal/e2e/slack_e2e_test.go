@@ -28,6 +28,13 @@ type slackHost struct {
 
 func startSlackHost(t *testing.T, extraYAML string, opts ...st.Option) *slackHost {
 	t.Helper()
+	return startSlackHostWith(t, "", extraYAML, opts...)
+}
+
+// startSlackHostWith is startSlackHost with topYAML (top-level configuration, e.g. the agent)
+// in the host's configuration file too.
+func startSlackHostWith(t *testing.T, topYAML, extraYAML string, opts ...st.Option) *slackHost {
+	t.Helper()
 	s := st.New(t, opts...)
 	s.Team().AddChannel(slackGeneral, "general")
 	s.Team().AddUser(slackAnn, "ann")
@@ -36,7 +43,7 @@ func startSlackHost(t *testing.T, extraYAML string, opts ...st.Option) *slackHos
 	bin, plugins := buildHost(t)
 	data := t.TempDir()
 	cfg := filepath.Join(data, "hermes.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+	os.WriteFile(cfg, []byte(topYAML+fmt.Sprintf(`
 plugins:
   slack:
     egress_extra: ["127.0.0.1"]

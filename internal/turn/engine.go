@@ -974,14 +974,22 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		return
 	}
 	parts, rest := e.capParts(it.plugin, text)
-	e.setMore(key, &pending{text: rest, plugin: it.plugin, profile: it.profile, target: outbound(it.src), stamp: st})
-	if stream != nil && stream.finish(parts) {
-		e.end(key, it, state, strings.TrimPrefix(outcome+"; answered (streamed)", "; "), nil, stRunning)
-		return
+	var link string
+	if stream != nil {
+		if stream.finish(parts) {
+			e.end(key, it, state, strings.TrimPrefix(outcome+"; answered (streamed)", "; "), nil, stRunning)
+			return
+		}
+		if link = stream.completes(); link != "" {
+			// The draft may be in the chat, cut off: the answer says it completes it.
+			parts, rest = e.capParts(it.plugin, DraftResumed+"\n"+text)
+			outcome = strings.TrimPrefix(outcome+"; the streamed draft "+link+" has an unknown outcome", "; ")
+		}
 	}
+	e.setMore(key, &pending{text: rest, plugin: it.plugin, profile: it.profile, target: outbound(it.src), stamp: st})
 	e.end(key, it, state, outcome, &delivery.Message{
 		Plugin: it.plugin, Profile: it.profile, Key: key, Target: target, Text: text, Parts: parts, Kind: delivery.KindReply,
-		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Origin: "turn:" + it.ids[0],
+		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Origin: "turn:" + it.ids[0], Link: link,
 	}, stRunning)
 }
 

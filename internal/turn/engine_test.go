@@ -27,6 +27,9 @@ type chatPlatform struct {
 	cond   *sync.Cond
 	flood  time.Duration // if set, the next send is refused with this retry_after
 	floods int           // sends refused so
+	// lies, if set, is asked after each message is posted whether to answer as a platform that
+	// applied it but whose answer was lost (an uncertain outcome).
+	lies func(abi.OutboundMessage) bool
 }
 
 // refused is how many sends the platform refused with retry_after.
@@ -54,6 +57,9 @@ func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessag
 	c.sent = append(c.sent, m)
 	c.at = append(c.at, time.Now())
 	c.cond.Broadcast()
+	if c.lies != nil && c.lies(m) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendUncertain, Message: "500 after posting"}}, nil
+	}
 	if m.EditMessageID != "" { // an edit keeps the message's id
 		return &abi.SendResult{MessageIDs: []string{m.EditMessageID}}, nil
 	}

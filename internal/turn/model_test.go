@@ -323,3 +323,75 @@ func TestStreamingEditsInPlace(t *testing.T) {
 		t.Logf("%d sends over %v", len(sent), at[len(at)-1].Sub(at[0]))
 	})
 }
+
+// A streamed answer whose draft has an unknown outcome is never posted twice: when the draft's
+// first post is answered 500 after posting, streaming stops there and the finished answer is
+// sent once as a new message that says it completes the interrupted draft, linked to the draft
+// in the ledger; when a later edit's outcome is unknown, the draft is edited once more to the
+// final text and nothing is posted again.
+func TestStreamedDraftWithUnknownOutcome(t *testing.T) {
+	var pieces []string
+	for i := range 30 {
+		pieces = append(pieces, "word"+strconv.Itoa(i)+" ")
+	}
+	final := strings.TrimSpace(strings.Join(pieces, ""))
+	for _, c := range []struct {
+		name string
+		lie  func(n int, m abi.OutboundMessage) bool // n counts the platform's sends, from 1
+	}{
+		{"first post", func(n int, m abi.OutboundMessage) bool { return n == 1 }},
+		{"an edit", func(n int, m abi.OutboundMessage) bool { return n == 2 && m.EditMessageID != "" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := agenttest.NewUnstarted(t, agenttest.Chunks(150*time.Millisecond, pieces...))
+				a := modelAgent(t, srv, agent.Config{Transport: srv.Transport()})
+				h := newHarness(t, a, Options{CanEdit: func(string) bool { return true }})
+				n := 0
+				h.chat.lies = func(m abi.OutboundMessage) bool { n++; return c.lie(n, m) }
+				h.say(dm, "tell me a story")
+				h.chat.waitFor(t, "the final text", func(m abi.OutboundMessage) bool { return strings.HasSuffix(m.Text, final) })
+				h.inboxOutcome(h.key(dm), "tell me a story", stDone, "")
+				synctest.Wait()
+				sent := h.chat.texts()
+				full := 0
+				for _, text := range sent {
+					if strings.Contains(text, final) {
+						full++
+					}
+				}
+				if full != 1 {
+					t.Fatalf("the whole answer reached the chat %d times: %q", full, sent)
+				}
+				h.chat.mu.Lock()
+				msgs := append([]abi.OutboundMessage(nil), h.chat.sent...)
+				h.chat.mu.Unlock()
+				last := msgs[len(msgs)-1]
+				switch c.name {
+				case "first post":
+					if len(msgs) != 2 || msgs[0].EditMessageID != "" || last.EditMessageID != "" ||
+						last.Text != DraftResumed+"\n"+final || !strings.HasSuffix(msgs[0].Text, streamSuffix) {
+						t.Fatalf("want the cut draft, then the marked complete answer; sent %+v", msgs)
+					}
+					rows, err := h.ledger.List(context.Background(), delivery.Filter{Kind: delivery.KindReply})
+					if err != nil || len(rows) != 1 {
+						t.Fatalf("reply rows %+v %v", rows, err)
+					}
+					drafts, err := h.ledger.List(context.Background(), delivery.Filter{Kind: delivery.KindDraft})
+					if err != nil || len(drafts) != 1 || !drafts[0].Uncertain() || rows[0].Link != drafts[0].Group {
+						t.Fatalf("the reply %+v is not linked to the uncertain draft %+v (%v)", rows[0], drafts, err)
+					}
+				case "an edit":
+					for _, m := range msgs[1:] {
+						if m.EditMessageID != msgs[0].EditMessageID && m.EditMessageID == "" {
+							t.Fatalf("a new message was posted after the draft: %+v", msgs)
+						}
+					}
+					if last.Text != final || len(msgs) != 3 {
+						t.Fatalf("want post, uncertain edit, one final edit; sent %+v", msgs)
+					}
+				}
+			})
+		})
+	}
+}

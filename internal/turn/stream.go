@@ -14,6 +14,14 @@ import (
 // first text is posted at once, later text replaces it in place, at most once per
 // Options.EditInterval per chat; the final text is put in place by finish. Posts and edits go
 // through the ledger with the turn's guard, so a /new during the turn stops them too.
+//
+// The draft rule: a post or edit whose outcome is unknown (the platform may have applied it)
+// stops streaming into that draft; nothing is posted again in its place. If the draft's first
+// post is the one whose outcome is unknown, the draft may or may not be in the chat, with part of
+// the answer: the finished answer is then sent once as a new message that says it completes an
+// interrupted draft (DraftResumed), linked to the draft in the ledger (Message.Link). If a
+// later edit's outcome is unknown, the draft exists; finish edits it once more to the final text
+// (an edit never duplicates). The same text is never posted twice in full.
 type streamer struct {
 	e      *Engine
 	key    string
@@ -27,7 +35,14 @@ type streamer struct {
 	stopped chan struct{}
 	msgID   string // the posted message; "" until the first post is delivered
 	shown   string // the text the chat shows
+	// lost is the ledger group of a first post whose outcome is unknown ("" for none): the
+	// draft that may be in the chat with part of the answer.
+	lost string
 }
+
+// DraftResumed is the first line of an answer sent as a new message because the streamed draft's
+// first post has an unknown outcome (it may be in the chat, cut off).
+const DraftResumed = "↪ The complete answer (the draft above was interrupted):"
 
 // streamSuffix marks a message that is still being written.
 const streamSuffix = " …"
@@ -112,7 +127,8 @@ func (s *streamer) run() {
 }
 
 // show posts text (first) or edits the posted message to it, and waits for the outcome. Only
-// the first part of a long text is shown while streaming. It reports whether streaming can go on.
+// the first part of a long text is shown while streaming; final marks the answer's final text
+// (recorded as a reply, not a draft). It reports whether streaming can go on.
 func (s *streamer) show(text string, final bool) bool {
 	parts := s.e.ledger.Split(s.msg.Plugin, text)
 	if len(parts) == 0 {
@@ -128,6 +144,9 @@ func (s *streamer) show(text string, final bool) bool {
 	s.mu.Unlock()
 	m := s.msg
 	m.Text, m.Parts = first, []string{first}
+	if !final {
+		m.Kind = delivery.KindDraft
+	}
 	if id != "" {
 		m.Target.EditMessageID = id
 		m.Target.ReplyTo = ""
@@ -139,11 +158,17 @@ func (s *streamer) show(text string, final bool) bool {
 		return false
 	}
 	row, err := s.e.ledger.Wait(s.e.ctx, group)
-	if err != nil || row.State != delivery.Delivered {
+	if err != nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if row.State != delivery.Delivered {
+		if id == "" && row.Uncertain() {
+			s.lost = group // the draft may be in the chat: finish sends the answer as its completion
+		}
+		return false
+	}
 	if s.msgID == "" && len(row.MessageIDs) > 0 {
 		s.msgID = row.MessageIDs[0]
 	}
@@ -153,7 +178,7 @@ func (s *streamer) show(text string, final bool) bool {
 
 // finish stops the loop and puts the final text in place: its first part into the streamed
 // message, the rest as new messages (parts, already capped). It reports false when nothing was
-// streamed (the caller sends the answer the usual way).
+// streamed (the caller sends the answer the usual way; see completes).
 func (s *streamer) finish(parts []string) bool {
 	s.halt()
 	s.mu.Lock()
@@ -174,6 +199,15 @@ func (s *streamer) finish(parts []string) bool {
 		}
 	}
 	return true
+}
+
+// completes returns the ledger group of the draft the answer completes, once finish reported
+// false: the draft's first post had an unknown outcome, so the answer goes out as a new message
+// marked as its completion (DraftResumed). "" when no draft may be in the chat.
+func (s *streamer) completes() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
 }
 
 // halt stops the loop and waits for it.
