@@ -231,6 +231,12 @@ const (
 	SendUncertain = "uncertain"
 )
 
+// SendNotConnected is the SendError code of a retryable failure that certainly sent nothing
+// because the plugin has no connection to its platform right now (a socket that reconnects). The
+// host does not count it as an attempt: the message waits for the connection, looking again
+// after RetryAfterMs, for at most the operator's deliveries.undelivered_after.
+const SendNotConnected = "not_connected"
+
 // SendError is a typed send failure.
 type SendError struct {
 	Kind         string `json:"kind" jsonschema:"enum=retryable,enum=permanent,enum=uncertain"` // SendRetryable, SendPermanent or SendUncertain

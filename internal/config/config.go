@@ -54,6 +54,7 @@ type Config struct {
 	Plugins       map[string]Plugin `yaml:"plugins" json:"plugins"`
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
+	Deliveries    Deliveries        `yaml:"deliveries" json:"deliveries"`
 
 	// TestClock is a file holding the time plugins see (serve --test-clock, tests only); never
 	// read from a config file.
@@ -184,6 +185,13 @@ type Sessions struct {
 // Processes configures the background-process registry.
 type Processes struct {
 	MaxAge Duration `yaml:"max_age" json:"max_age"`
+}
+
+// Deliveries configures the outbound ledger.
+type Deliveries struct {
+	// UndeliveredAfter bounds how long a message waits for its platform plugin to be connected
+	// (a send it reports certainly not sent, "not_connected") before it fails; 0: 10 minutes.
+	UndeliveredAfter Duration `yaml:"undelivered_after" json:"undelivered_after"`
 }
 
 // Duration is a time.Duration written as "10s" in YAML.
@@ -401,6 +409,9 @@ func (c *Config) validate() error {
 	case "", "none", "idle", "daily", "both":
 	default:
 		add("sessions.reset_mode %q: want none, idle, daily or both", c.Sessions.ResetMode)
+	}
+	if c.Deliveries.UndeliveredAfter < 0 {
+		add("deliveries.undelivered_after %v: must not be negative (0 means the default, 10 minutes)", time.Duration(c.Deliveries.UndeliveredAfter))
 	}
 	if c.Sessions.IdleMinutes < 0 {
 		add("sessions.idle_minutes %d: must not be negative (0 means the default, 24 hours)", c.Sessions.IdleMinutes)

@@ -240,6 +240,13 @@ type Options struct {
 	// the sweeper once its lease expired. Without it every host's lane for a chat would race
 	// for each row (claim keeps that correct, but each row would cost every host a boundary).
 	Leases *lease.Manager
+	// UncertainDelay is how long after a message ends "outcome unknown" the chat's notice about
+	// it is due; UncertainHold how long at most the notice then waits for the platform to
+	// answer again (uncertain.go). Defaults 2s and 30s.
+	UncertainDelay, UncertainHold time.Duration
+	// UndeliveredAfter bounds how long a message waits for its plugin to be connected to the
+	// platform (sends answered abi.SendNotConnected) before it fails. Default 10m.
+	UndeliveredAfter time.Duration
 }
 
 // Ledger is the delivery ledger and its senders.
@@ -262,9 +269,12 @@ type Ledger struct {
 	lanes   map[string]*lane
 	sem     chan struct{}
 	waiters map[string][]chan Row // group → waiters for its final state
-	running bool
-	ctx     context.Context
-	wg      sync.WaitGroup
+	// lastAnswer is when each plugin's profile last gave a certain answer to a send
+	// ("plugin\x00profile" → time): uncertain-outcome notices wait for it (uncertain.go).
+	lastAnswer map[string]time.Time
+	running    bool
+	ctx        context.Context
+	wg         sync.WaitGroup
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
@@ -290,8 +300,17 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 	if opt.Lanes <= 0 {
 		opt.Lanes = 64
 	}
+	if opt.UncertainDelay <= 0 {
+		opt.UncertainDelay = defaultUncertainDelay
+	}
+	if opt.UncertainHold <= 0 {
+		opt.UncertainHold = defaultUncertainHold
+	}
+	if opt.UndeliveredAfter <= 0 {
+		opt.UndeliveredAfter = 10 * time.Minute
+	}
 	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, pg: store.DialectOf(db) == store.Postgres, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, qNextDue: qNextDue}
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, qNextDue: qNextDue}
 	if l.pg {
 		l.qNextDue = strings.Replace(qNextDue, " INDEXED BY deliveries_lane", "", 1)
 	}
@@ -437,12 +456,17 @@ func (t *Tx) Enqueue(ctx context.Context, m Message) (string, error) {
 			parts = t.l.Split(m.Plugin, m.Text)
 		}
 	}
-	return t.insert(ctx, m, parts, Pending, "")
+	return t.insert(ctx, m, parts, Pending, "", time.Time{})
+}
+
+// insertDue is Enqueue of m's parts, due at due.
+func (t *Tx) insertDue(ctx context.Context, m Message, parts []string, due time.Time) (string, error) {
+	return t.insert(ctx, m, parts, Pending, "", due)
 }
 
 // Record is Ledger.Record inside the transaction.
 func (t *Tx) Record(ctx context.Context, m Message, state State, reason string) (string, error) {
-	return t.insert(ctx, m, []string{m.Text}, state, reason)
+	return t.insert(ctx, m, []string{m.Text}, state, reason, time.Time{})
 }
 
 // Committed publishes the rows written through t: pending ones wake their lane, final ones
@@ -465,7 +489,7 @@ func (t *Tx) Committed() {
 	t.rows = nil
 }
 
-func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State, reason string) (string, error) {
+func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State, reason string, due time.Time) (string, error) {
 	l := t.l
 	if m.Target.ChatID == "" {
 		return "", fmt.Errorf("delivery: message has no chat id")
@@ -486,6 +510,10 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 	// A chat that migrated (Telegram group → supergroup) is re-addressed before sending.
 	if moved, ok := l.migrated(m.Plugin, m.Profile, m.Target.ChatID); ok {
 		m.Target.ChatID = moved
+	}
+	var nextAt int64
+	if !due.IsZero() {
+		nextAt = due.UnixMilli()
 	}
 	var rows []Row
 	write := func(tx *sql.Tx) error {
@@ -514,12 +542,12 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 			if _, err := l.exec(ctx, tx, qInsert,
 				id, group, i+1, len(parts), m.Plugin, m.Profile, l.laneOf(m.Plugin, m.Profile, m.Target.ChatID),
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
-				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed, m.Link); err != nil {
+				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed, m.Link, nextAt); err != nil {
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: tg, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, Link: m.Link, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed,
+				State: state, Reason: reason, Origin: m.Origin, Link: m.Link, NextAttempt: due, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed,
 				stored: stored{state, 0}})
 		}
 		return nil
@@ -542,8 +570,8 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 
 const (
 	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
-		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed, link)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed, link, next_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qNextDue is the lane's next row to send. SQLite is told to use the lane index (its
 	// planner would otherwise pick the partial deliveries_open index and sort); PostgreSQL has
 	// no INDEXED BY, and plans it from statistics (nextDueQuery drops the clause).

@@ -374,7 +374,7 @@ func TestSendingRowsAreReconciledNotResent(t *testing.T) {
 	f.cancel()
 	f.l.Stop()
 	m := f.msg(st, "in flight", GuardNone)
-	id, err := (&Tx{l: f.l}).insert(context.Background(), m, []string{m.Text}, Sending, "")
+	id, err := (&Tx{l: f.l}).insert(context.Background(), m, []string{m.Text}, Sending, "", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

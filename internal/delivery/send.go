@@ -96,6 +96,7 @@ func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error
 			"id", r.ID, "key", r.Key, "chat", r.Target.ChatID)
 		l.observe(r)
 		l.finish(r)
+		l.oweNotice(ctx, r, noticeUncertain)
 		out = append(out, r)
 	}
 	return out, nil
@@ -397,6 +398,10 @@ func (l *Ledger) backoff(attempts int) time.Duration {
 
 // attempt makes one delivery attempt of r inside its key's boundary.
 func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
+	if d := l.holdNotice(r); d > 0 {
+		l.postpone(ctx, ln, r, d, false, "waiting for the platform to answer again") // not an attempt
+		return
+	}
 	if _, err := l.tr.Limit(r.Plugin); err != nil {
 		if errors.Is(err, ErrPluginStarting) {
 			l.retry(ctx, ln, r, time.Second, err.Error()) // not an attempt: nothing was tried
@@ -442,9 +447,14 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			return err // !claimed: another sender (another host on a shared database) took it
 		}
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
+		if err == nil && (res.Error == nil || res.Error.Kind != abi.SendUncertain && res.Error.Code != abi.SendNotConnected) {
+			l.answered(r.Plugin, r.Profile) // the platform answered: notices waiting for it may go
+		}
 		switch {
 		case err != nil && errors.Is(err, ErrOutcomeUnknown):
-			l.settle(ctx, r, Failed, err.Error(), nil, "")
+			if l.settle(ctx, r, Failed, err.Error(), nil, "") {
+				l.oweNotice(ctx, r, noticeUncertain)
+			}
 		case err != nil:
 			l.retry(ctx, ln, r, 0, "plugin error: "+err.Error())
 		case res.Error == nil:
@@ -470,7 +480,11 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		case res.Error.MigrateToChatID != "":
 			l.migrate(b.Context(), r, res.Error.MigrateToChatID)
 		case res.Error.Kind == abi.SendUncertain:
-			l.settle(ctx, r, Failed, "outcome unknown (not resent to avoid a duplicate): "+sendErr(res.Error), res.Error.Accepted, "")
+			if l.settle(ctx, r, Failed, "outcome unknown (not resent to avoid a duplicate): "+sendErr(res.Error), res.Error.Accepted, "") {
+				l.oweNotice(ctx, r, noticeUncertain)
+			}
+		case res.Error.Kind == abi.SendRetryable && res.Error.Code == abi.SendNotConnected:
+			l.waitConnected(ctx, ln, r, res.Error)
 		case res.Error.Kind == abi.SendRetryable:
 			l.retry(ctx, ln, r, time.Duration(res.Error.RetryAfterMs)*time.Millisecond, sendErr(res.Error))
 		default:
@@ -662,8 +676,8 @@ func (l *Ledger) overtaken(r Row, what string) {
 		"id", r.ID, "key", r.Key, "expected_state", r.stored.state, "expected_attempts", r.stored.attempts)
 }
 
-// settle moves r to a final state (compare-and-set on r.stored).
-func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids []string, sessionID string) {
+// settle moves r to a final state (compare-and-set on r.stored). It reports whether it did.
+func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids []string, sessionID string) bool {
 	idsJSON := ""
 	if len(ids) > 0 {
 		b, _ := json.Marshal(ids) // a []string always encodes
@@ -674,11 +688,11 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 		string(r.stored.state), r.stored.attempts)
 	if err != nil {
 		l.log.Error("delivery: recording an outcome failed", "id", r.ID, "state", s, "error", err)
-		return
+		return false
 	}
 	if !applied(res) {
 		l.overtaken(r, "the outcome "+string(s))
-		return
+		return false
 	}
 	if s == Dropped || s == Failed {
 		l.log.Info("delivery "+string(s), "id", r.ID, "key", r.Key, "kind", r.Kind, "reason", reason)
@@ -686,6 +700,7 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 	r.State, r.Reason, r.MessageIDs, r.SessionID, r.stored = s, reason, ids, sessionID, stored{s, r.Attempts}
 	l.observe(r)
 	l.finish(r)
+	return true
 }
 
 // setTarget records r's target (after the plugin reported where the message really went); r is

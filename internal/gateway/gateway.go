@@ -262,7 +262,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lopt := delivery.Options{Logger: g.log, Suppressed: g.consumed}
+	lopt := delivery.Options{Logger: g.log, Suppressed: g.consumed, UndeliveredAfter: time.Duration(cfg.Deliveries.UndeliveredAfter)}
 	if g.shared != nil {
 		lopt.Sweep, lopt.Leases = sweepEach, g.shared.leases
 	}

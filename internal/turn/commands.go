@@ -14,9 +14,13 @@ import (
 // command runs a queued slash command (/resume, /branch, /compress, /sessions) in its turn, so it
 // never overtakes the turn before it.
 func (e *Engine) command(ctx context.Context, key string, it *item) {
-	if it.cmd == "more" {
+	switch it.cmd {
+	case "more":
 		state, outcome := e.sendMore(ctx, key, it)
 		e.end(key, it, state, outcome, nil, stRunning)
+		return
+	case "last":
+		e.sendLast(ctx, key, it)
 		return
 	}
 	var (
@@ -80,6 +84,27 @@ func (e *Engine) command(ctx context.Context, key string, it *item) {
 		answer = &n
 	}
 	e.end(key, it, state, outcome, answer, stRunning)
+}
+
+// NothingLast answers /last when the chat has been sent nothing to send again.
+const NothingLast = "There is no earlier message to send again."
+
+// sendLast answers /last: the chat's last message (see delivery.Ledger.Last) is sent again as a
+// new message, with the command's outcome. It is how a user gets an answer whose outcome was
+// unknown (delivery.UncertainNotice): the host never resends one unasked.
+func (e *Engine) sendLast(ctx context.Context, key string, it *item) {
+	m, ok, err := e.ledger.Last(ctx, key)
+	switch {
+	case err != nil:
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ /last failed: "+err.Error())
+		e.end(key, it, stFailed, "command /last: "+err.Error(), &n, stRunning)
+	case !ok:
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, NothingLast)
+		e.end(key, it, stDone, "command /last: nothing to send", &n, stRunning)
+	default:
+		m.Origin = "last:" + it.ids[0]
+		e.end(key, it, stDone, "command /last", &m, stRunning)
+	}
 }
 
 // compressSummary writes the summary /compress continues from: by the agent when it can

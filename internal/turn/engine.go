@@ -601,7 +601,7 @@ func splitCommand(text string) (string, string) {
 func parseCommand(text string) (string, string) {
 	word, arg := splitCommand(text)
 	switch word {
-	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more":
+	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last":
 		return word, arg
 	}
 	return "", ""

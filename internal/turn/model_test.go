@@ -395,3 +395,34 @@ func TestStreamedDraftWithUnknownOutcome(t *testing.T) {
 		})
 	}
 }
+
+// An uncertain reply is never silent, and never resent unasked: the chat gets one line saying it
+// may not have arrived; /last sends it again as a new message.
+func TestUncertainReplyNoticeAndLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{})
+		first := true
+		h.chat.lies = func(m abi.OutboundMessage) bool {
+			lie := first && strings.Contains(m.Text, "built-in agent")
+			if lie {
+				first = false
+			}
+			return lie
+		}
+		h.say(dm, "help")
+		time.Sleep(time.Minute) // the notice waits for the platform to answer again, 30 s at most
+		synctest.Wait()
+		if n := h.chat.count(delivery.UncertainNotice); n != 1 {
+			t.Fatalf("%d notices: %q", n, h.chat.texts())
+		}
+		if n := h.chat.count("built-in agent"); n != 1 {
+			t.Fatalf("the uncertain answer was resent unasked: %q", h.chat.texts())
+		}
+		h.say(dm, "/last")
+		h.inboxOutcome(h.key(dm), "/last", stDone, "command /last")
+		synctest.Wait()
+		if n := h.chat.count("built-in agent"); n != 2 {
+			t.Fatalf("/last did not send the answer again: %q", h.chat.texts())
+		}
+	})
+}
