@@ -101,7 +101,8 @@ type Message struct {
 	Seed   string
 	Origin string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
 	// Link, when set, is the group of an earlier message this one relates to: the draft of a
-	// streamed answer whose outcome is unknown, which this message completes.
+	// streamed answer whose outcome is unknown, which this message completes, or the message
+	// /last sends again (Last).
 	Link string
 }
 

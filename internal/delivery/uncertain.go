@@ -139,14 +139,21 @@ func (l *Ledger) waitConnected(ctx context.Context, ln *lane, r Row, e *abi.Send
 	l.postpone(ctx, ln, r, min(wait, left), false, "waiting for the connection: "+sendErr(e))
 }
 
-// Last returns the last message the chat of key was sent or meant to be sent (a reply,
-// notification or scheduled message that was delivered or failed), rebuilt for sending again as
-// a new message: the same parts, to the same chat and thread, guarded by the same conversation
-// (GuardLineage: it goes nowhere the user has left). ok is false when there is none.
+// Last returns the message /last sends again in the chat of key: the latest message that may not
+// have arrived (a reply, notification or scheduled message that failed: outcome unknown, or
+// undelivered) and that no /last has delivered since; else the latest such message that was
+// delivered. It is rebuilt for sending as a new message: the same parts, to the same chat and
+// thread, guarded by the same conversation (GuardLineage: it goes nowhere the user has left), and
+// linked to the message it repeats. ok is false when there is none.
 func (l *Ledger) Last(ctx context.Context, key string) (m Message, ok bool, err error) {
 	var group string
-	err = l.db.QueryRowContext(ctx, `SELECT grp FROM deliveries WHERE session_key = ? AND kind IN (?, ?, ?) AND state IN (?, ?)
-		ORDER BY rowid DESC LIMIT 1`, key, KindReply, KindNotification, KindScheduled, string(Delivered), string(Failed)).Scan(&group)
+	err = l.db.QueryRowContext(ctx, `SELECT grp FROM deliveries d WHERE session_key = ? AND kind IN (?, ?, ?) AND state = ?
+		AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.link = d.grp AND x.state = ?)
+		ORDER BY rowid DESC LIMIT 1`, key, KindReply, KindNotification, KindScheduled, string(Failed), string(Delivered)).Scan(&group)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = l.db.QueryRowContext(ctx, `SELECT grp FROM deliveries WHERE session_key = ? AND kind IN (?, ?, ?) AND state = ?
+			ORDER BY rowid DESC LIMIT 1`, key, KindReply, KindNotification, KindScheduled, string(Delivered)).Scan(&group)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return Message{}, false, nil
 	}
@@ -159,7 +166,7 @@ func (l *Ledger) Last(ctx context.Context, key string) (m Message, ok bool, err 
 	}
 	first := rows[0]
 	t := first.Target
-	m = Message{Plugin: first.Plugin, Profile: first.Profile, Key: first.Key, Kind: first.Kind, Guard: first.Guard, Stamp: first.Stamp,
+	m = Message{Plugin: first.Plugin, Profile: first.Profile, Key: first.Key, Kind: first.Kind, Guard: first.Guard, Stamp: first.Stamp, Link: group,
 		Target: abi.OutboundMessage{ChatType: t.ChatType, ChatID: t.ChatID, ThreadID: t.ThreadID, UserID: t.UserID, ScopeID: t.ScopeID}}
 	if m.Guard == GuardWork {
 		m.Guard = GuardLineage // asked for now: the generation it was written at has no say
