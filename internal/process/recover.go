@@ -171,9 +171,9 @@ func (r *Registry) endStored(in Info, st endStatus, now time.Time) *op {
 	if in.OutputChars <= 0 {
 		in.OutputChars = r.opt.TailChars
 	}
-	var tail string
-	var cut bool
-	tail, cut, in.OutputBytes = fileTail(filepath.Join(r.logDir, in.ID+".log"), in.OutputChars)
+	logPath := filepath.Join(r.logDir, in.ID+".log")
+	tail, cut, size, rerr := fileTail(logPath, in.OutputChars)
+	in.OutputBytes = size
 	in.Gen++
 	in.Owner = selfIdentity()
 	ev := Event{
@@ -181,9 +181,13 @@ func (r *Registry) endStored(in Info, st endStatus, now time.Time) *op {
 		At: now, State: in.State, ExitCode: in.ExitCode, Reason: in.Reason, Notify: in.NotifyOnComplete,
 		Output: tail, OutputCut: cut,
 	}
-	state := qPending
+	qe := queuedEvent{ev: ev, state: qPending}
 	if in.Consumed {
-		state = qSuppressed
+		qe.state = qSuppressed
 	}
-	return r.w.submit(&op{row: &in, events: []queuedEvent{{ev: ev, state: state}}})
+	if rerr != nil {
+		qe.ev.Output = withUnread(tail, rerr)
+		qe.tailFrom, qe.tailChars = logPath, in.OutputChars
+	}
+	return r.w.submit(&op{row: &in, events: []queuedEvent{qe}})
 }

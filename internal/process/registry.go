@@ -154,6 +154,7 @@ type proc struct {
 	readOff int64    // next byte of the log file to read
 	punched int64    // bytes at the start of the log file given back to the disk; -1: cannot
 	partial []byte   // an incomplete last line, for watch matching
+	readErr error    // the last read of the log file failed: the ring may lack output (restoreLocked)
 	watch   watchLimiter
 	waiters int    // Wait calls blocked on done
 	killWhy string // set once a kill was requested: the reason
@@ -447,6 +448,7 @@ func (r *Registry) finish(p *proc, st endStatus) {
 	}
 	for r.drainLocked(p, false) { // all of it: the completion's tail is the real end
 	}
+	r.restoreLocked(p) // a read that failed is tried once more, from a fresh handle
 	if p.killWhy != "" && st.state == StateExited {
 		st.state, st.reason = StateKilled, p.killWhy
 		if st.signal == "" && st.code != nil && *st.code > 128 && *st.code < 128+65 {
@@ -483,19 +485,37 @@ func (r *Registry) finish(p *proc, st endStatus) {
 }
 
 // completionLocked builds p's completion event. p.mu must be held.
+//
+// If the log file could not be read to its end (an I/O error), the tail says so, and the writer
+// reads the tail from the log file again right before each attempt to commit the event (see
+// queuedEvent.tailFrom): an end that waits for a failing store is reported with the output the
+// file holds once it can be read, not with what the ring happened to get.
 func (r *Registry) completionLocked(p *proc, now time.Time) queuedEvent {
 	tail, cut := p.ring.tail(p.ring.total, p.info.OutputChars, 0)
-	ev := Event{
+	qe := queuedEvent{state: qPending}
+	if p.readErr != nil {
+		tail = withUnread(tail, p.readErr)
+		qe.tailFrom, qe.tailChars = p.logPath, p.info.OutputChars
+	}
+	qe.ev = Event{
 		Kind: EventCompletion, ProcID: p.id, Command: p.info.Command, Stamp: p.info.Stamp,
 		StartedAt: p.info.StartedAt, At: now, State: p.info.State, ExitCode: p.info.ExitCode,
 		Signal: p.info.Signal, Reason: p.info.Reason, Notify: p.info.NotifyOnComplete,
 		Output: tail, OutputCut: cut,
 	}
-	state := qPending
 	if p.info.Consumed {
-		state = qSuppressed
+		qe.state = qSuppressed
 	}
-	return queuedEvent{ev: ev, state: state}
+	return qe
+}
+
+// withUnread marks a tail that lacks output because the log file could not be read.
+func withUnread(tail string, err error) string {
+	note := "[… the rest of the output could not be read (" + err.Error() + "); `hermes-host ps log` reads the log file …]"
+	if tail == "" {
+		return note
+	}
+	return tail + "\n" + note
 }
 
 // lookup returns the in-memory proc of id, or nil.
@@ -528,9 +548,13 @@ func (r *Registry) Poll(ctx context.Context, id string) (Status, error) {
 	if p := r.lookup(id); p != nil {
 		p.mu.Lock()
 		r.drainLocked(p, true)
+		r.restoreLocked(p) // the ring lacks what a failed read missed: the file has it
 		st := Status{Info: p.info}
 		st.OutputBytes = p.ring.total
 		st.Output, st.OutputCut = p.ring.tail(p.ring.total, p.info.OutputChars, 0)
+		if p.readErr != nil {
+			st.Output = withUnread(st.Output, p.readErr)
+		}
 		p.mu.Unlock()
 		return st, nil
 	}
@@ -542,7 +566,11 @@ func (r *Registry) Poll(ctx context.Context, id string) (Status, error) {
 		in.OutputChars = r.opt.TailChars
 	}
 	st := Status{Info: in}
-	st.Output, st.OutputCut, st.OutputBytes = fileTail(filepath.Join(r.logDir, id+".log"), in.OutputChars)
+	var rerr error
+	st.Output, st.OutputCut, st.OutputBytes, rerr = fileTail(filepath.Join(r.logDir, id+".log"), in.OutputChars)
+	if rerr != nil {
+		st.Output = withUnread(st.Output, rerr)
+	}
 	return st, nil
 }
 
@@ -564,6 +592,7 @@ func (r *Registry) Log(ctx context.Context, id string, offset int64, limit int) 
 	if p := r.lookup(id); p != nil {
 		p.mu.Lock()
 		r.drainLocked(p, true)
+		r.restoreLocked(p)
 		total := p.ring.total
 		ended := p.info.State.Final()
 		var (

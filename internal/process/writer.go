@@ -16,6 +16,24 @@ import (
 type queuedEvent struct {
 	ev    Event
 	state string // qPending or qSuppressed
+
+	// tailFrom is set when ev.Output lacks output because the log file could not be read: the
+	// writer reads the tail (tailChars characters) from this log file again before each attempt
+	// to commit, and keeps it once a read succeeds.
+	tailFrom  string
+	tailChars int
+}
+
+// refreshTail reads qe's output tail from its log file if it lacked output; see tailFrom.
+func (qe *queuedEvent) refreshTail() {
+	if qe.tailFrom == "" {
+		return
+	}
+	tail, cut, _, err := fileTail(qe.tailFrom, qe.tailChars)
+	if err != nil {
+		return // the event keeps its marked tail; tried again at the next attempt
+	}
+	qe.ev.Output, qe.ev.OutputCut, qe.tailFrom = tail, cut, ""
 }
 
 // op is one unit of durable work: an optional checkpoint row, events that go with it, and an
@@ -249,6 +267,11 @@ func (w *writer) commit(batch []*op) ([]*op, error) {
 
 func (w *writer) commitTx(batch []*op) error {
 	ctx := context.Background()
+	for _, o := range batch { // file reads, outside the transaction
+		for i := range o.events {
+			o.events[i].refreshTail()
+		}
+	}
 	now := w.now()
 	notify := false
 	err := store.WithTx(ctx, w.db, func(sqlTx *sql.Tx) error {
