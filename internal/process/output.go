@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -227,8 +228,8 @@ func fileTail(path string, chars int) (tail string, cut bool, size int64, err er
 
 // readLog reads a log file at off: f.ReadAt, through the tests' fault hook.
 func readLog(f *os.File, path string, b []byte, off int64) (int, error) {
-	if testHookReadLog != nil {
-		if err := testHookReadLog(path); err != nil {
+	if hook := testHookReadLog.Load(); hook != nil {
+		if err := (*hook)(path); err != nil {
 			return 0, err
 		}
 	}
@@ -236,8 +237,9 @@ func readLog(f *os.File, path string, b []byte, off int64) (int, error) {
 }
 
 // testHookReadLog, when set by a test, runs before every read of a log file; an error it returns
-// is the read's error (an I/O error of the disk).
-var testHookReadLog func(path string) error
+// is the read's error (an I/O error of the disk). Atomic: goroutines of earlier tests' processes
+// may still read a log file while a test sets it.
+var testHookReadLog atomic.Pointer[func(path string) error]
 
 // restoreLocked reads into p's ring what its log file holds beyond what the ring got, after a read
 // of the log file failed (p.readErr): the file is opened again by its path, so it works after the

@@ -61,6 +61,11 @@ type Options struct {
 	// completion) is written again after the store failed; it doubles up to StoreRetryMax.
 	// Defaults 100ms and 5s.
 	StoreRetry, StoreRetryMax time.Duration
+	// Host is this host's identity when several hosts share the database (the lease instance id,
+	// lease.InstanceID): every process row names the host that runs it, and another host that
+	// takes a stopped host's work over records that host's processes as lost (TakeOver). Empty
+	// on a single host.
+	Host string
 }
 
 func (o *Options) defaults() error {
@@ -122,6 +127,7 @@ func setDefault[T int | int64 | time.Duration](v *T, d T) {
 type Registry struct {
 	db     *sql.DB
 	opt    Options
+	host   string // Options.Host
 	logDir string
 	now    func() time.Time
 	log    *slog.Logger
@@ -176,7 +182,7 @@ func New(ctx context.Context, db *sql.DB, opt Options) (*Registry, error) {
 		return nil, fmt.Errorf("process: %w", err)
 	}
 	r := &Registry{
-		db: db, opt: opt, logDir: logDir, now: opt.Now, log: opt.Logger,
+		db: db, opt: opt, host: opt.Host, logDir: logDir, now: opt.Now, log: opt.Logger,
 		procs: map[string]*proc{}, stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	r.q = newQueue(db, opt.Now)
@@ -356,12 +362,12 @@ func (r *Registry) newProc(req SpawnRequest) (p *proc, wf *os.File, err error) {
 		chars = r.opt.TailChars
 	}
 	p = &proc{
-		id: id, logPath: filepath.Join(r.logDir, id+".log"), exitPath: filepath.Join(r.logDir, id+".exit"),
+		id: id, logPath: r.logPath(id), exitPath: r.exitPath(id),
 		done: make(chan struct{}), ring: newRing(r.opt.BufferBytes),
 		info: Info{
 			ID: id, Command: req.Command, Dir: req.Dir, State: StateStarting, Stamp: req.Stamp,
 			StartedAt: now, MaxAge: maxAge, NotifyOnComplete: req.NotifyOnComplete,
-			WatchPatterns: append([]string(nil), req.WatchPatterns...), OutputChars: chars,
+			WatchPatterns: append([]string(nil), req.WatchPatterns...), OutputChars: chars, Host: r.host,
 		},
 	}
 	wf, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -391,6 +397,10 @@ func (r *Registry) env(id string, req SpawnRequest) []string {
 	)
 }
 
+// logPath and exitPath are the files of process id in this host's data directory.
+func (r *Registry) logPath(id string) string  { return filepath.Join(r.logDir, id+".log") }
+func (r *Registry) exitPath(id string) string { return filepath.Join(r.logDir, id+".exit") }
+
 func newID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -400,11 +410,18 @@ func newID() string {
 // checkpointLocked bumps p's generation and submits a checkpoint of its current state with
 // events. p.mu must be held: that is what orders one process's writes.
 func (r *Registry) checkpointLocked(p *proc, events []queuedEvent) *op {
+	return r.w.submit(r.snapshotLocked(p, events))
+}
+
+// snapshotLocked bumps p's generation and returns the op of a checkpoint of its current state:
+// this host runs p, so the row must name this host (from), and if another host recorded it as
+// lost meanwhile this host's truth is written over that record (truth). p.mu must be held.
+func (r *Registry) snapshotLocked(p *proc, events []queuedEvent) *op {
 	p.info.Gen++
 	p.info.OutputBytes = p.ring.total
 	p.info.Owner = selfIdentity()
 	row := p.info
-	return r.w.submit(&op{row: &row, events: events})
+	return &op{row: &row, events: events, from: r.host, truth: true}
 }
 
 // reap waits for a child to end and records the end.
@@ -567,7 +584,7 @@ func (r *Registry) Poll(ctx context.Context, id string) (Status, error) {
 	}
 	st := Status{Info: in}
 	var rerr error
-	st.Output, st.OutputCut, st.OutputBytes, rerr = fileTail(filepath.Join(r.logDir, id+".log"), in.OutputChars)
+	st.Output, st.OutputCut, st.OutputBytes, rerr = fileTail(r.logPath(id), in.OutputChars)
 	if rerr != nil {
 		st.Output = withUnread(st.Output, rerr)
 	}
@@ -621,7 +638,7 @@ func (r *Registry) Log(ctx context.Context, id string, offset int64, limit int) 
 	if err != nil {
 		return LogChunk{}, err
 	}
-	ch, err := readLogFile(filepath.Join(r.logDir, id+".log"), offset, limit)
+	ch, err := readLogFile(r.logPath(id), offset, limit)
 	if err != nil {
 		return ch, err
 	}
@@ -658,11 +675,9 @@ func (r *Registry) consumeLocked(p *proc) *op {
 		return nil
 	}
 	p.info.Consumed = true
-	p.info.Gen++
-	p.info.OutputBytes = p.ring.total
-	p.info.Owner = selfIdentity()
-	row := p.info
-	return r.w.submit(&op{row: &row, suppress: p.id})
+	o := r.snapshotLocked(p, nil)
+	o.suppress = p.id
+	return r.w.submit(o)
 }
 
 // consumeStored consumes a process that is only in the checkpoint (ended before this host
@@ -674,7 +689,10 @@ func (r *Registry) consumeStored(ctx context.Context, in Info) error {
 	in.Consumed = true
 	in.Gen++
 	in.Owner = selfIdentity()
-	return r.w.submit(&op{row: &in, suppress: in.ID}).wait()
+	// The row keeps its host: consuming is not running it. If that host writes meanwhile, this
+	// write does not apply (the generation) and the agent's read is not recorded; the
+	// suppression below still is.
+	return r.w.submit(&op{row: &in, suppress: in.ID, from: in.Host}).wait()
 }
 
 // Wait blocks until the process ends, timeout passes or ctx is done, and returns its state. A

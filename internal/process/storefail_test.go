@@ -132,17 +132,18 @@ func TestCorruptCheckpointIsReported(t *testing.T) {
 // Once the disk is back, the completion (its end checkpoint was retried meanwhile) and a later
 // poll carry the output the log file holds, not "(no output)".
 func TestOutputAfterAnIOErrorAtTheEnd(t *testing.T) {
-	t.Cleanup(func() { testHookReadLog = nil }) // after the registry's cleanup: no goroutine reads it then
+	t.Cleanup(func() { testHookReadLog.Store(nil) })
 	e := newEnvStore(t, Options{StoreRetry: 20 * time.Millisecond, StoreRetryMax: 100 * time.Millisecond},
 		store.Options{BusyTimeout: 100 * time.Millisecond})
 	ctx := context.Background()
 	var eio atomic.Bool
-	testHookReadLog = func(path string) error {
+	eioHook := func(path string) error {
 		if eio.Load() {
 			return &os.PathError{Op: "read", Path: path, Err: syscall.EIO}
 		}
 		return nil
 	}
+	testHookReadLog.Store(&eioHook)
 	gate, open := e.gate("end")
 	res := e.spawn(SpawnRequest{Command: waitGate(gate) + "echo printed-at-the-end", NotifyOnComplete: true})
 	release := lockStore(t, e.dir)
