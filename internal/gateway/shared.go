@@ -67,33 +67,41 @@ func (s *shared) reap(ctx context.Context, g *Gateway) {
 			return
 		case <-t.C:
 		}
-		claims, err := s.leases.ClaimExpired(ctx, "host:", 4)
+		s.sweep(ctx, g)
+	}
+}
+
+// sweep claims the leases of hosts that are gone (expired or released) and takes their work
+// over: their open turns (turn.Engine.Adopt) and their running processes, recorded as lost
+// (process.Registry.TakeOver). A claim whose takeover failed is left to expire, so this host or
+// another tries again; a finished one is deleted.
+func (s *shared) sweep(ctx context.Context, g *Gateway) {
+	claims, err := s.leases.ClaimExpired(ctx, "host:", 4)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("looking for hosts that stopped failed", "error", err)
+		}
+		return
+	}
+	for _, c := range claims {
+		dead := strings.TrimPrefix(c.Name, "host:")
+		if dead == s.id {
+			continue // this host's own lease lapsed (a database outage): keepAlive takes it again
+		}
+		n, err := g.engine.Adopt(ctx, dead)
 		if err != nil {
-			if ctx.Err() == nil {
-				g.log.Warn("looking for hosts that stopped failed", "error", err)
-			}
+			g.log.Error("taking over the turns of a host that stopped failed; retried when the claim expires", "host", dead, "error", err)
 			continue
 		}
-		for _, c := range claims {
-			dead := strings.TrimPrefix(c.Name, "host:")
-			if dead == s.id {
-				continue // this host's own lease lapsed (a database outage): keepAlive takes it again
-			}
-			n, err := g.engine.Adopt(ctx, dead)
-			if err != nil {
-				g.log.Error("taking over the turns of a host that stopped failed; retried when the claim expires", "host", dead, "error", err)
-				continue
-			}
-			procs, err := g.procs.TakeOver(ctx, dead)
-			if err != nil {
-				g.log.Error("recording the processes of a host that stopped as lost failed; retried when the claim expires", "host", dead, "error", err)
-				continue
-			}
-			if err := s.leases.Delete(ctx, c.Name, c.Fence); err != nil {
-				g.log.Warn("deleting the lease of a host that stopped failed", "host", dead, "error", err)
-			}
-			g.log.Info("took over the work of a host that stopped", "host", dead, "turns", n, "lost_processes", procs)
+		procs, err := g.procs.TakeOver(ctx, dead)
+		if err != nil {
+			g.log.Error("recording the processes of a host that stopped as lost failed; retried when the claim expires", "host", dead, "error", err)
+			continue
 		}
+		if err := s.leases.Delete(ctx, c.Name, c.Fence); err != nil {
+			g.log.Warn("deleting the lease of a host that stopped failed", "host", dead, "error", err)
+		}
+		g.log.Info("took over the work of a host that stopped", "host", dead, "turns", n, "lost_processes", procs)
 	}
 }
 

@@ -63,10 +63,13 @@ func batchText(texts []string) string {
 	return b.String()
 }
 
+// ending says how a completion's process ended. A notification turn's agent reads it (the
+// builtin one by its words: "stopped" or "killed" would make a lost process one that was
+// stopped), so a lost process's ending names neither.
 func ending(ev process.Event) string {
 	switch {
 	case ev.ExitCode == nil && ev.State == process.StateLost && ev.Reason == process.ReasonHostLost:
-		return "was lost: the host running it stopped, so its outcome is unknown"
+		return "was lost: the host running it went down, so its outcome is unknown"
 	case ev.ExitCode == nil && ev.State == process.StateLost:
 		return "was lost while the host was down (exit status unknown)"
 	case ev.ExitCode == nil:
@@ -103,7 +106,7 @@ func noticeText(ev process.Event, mode string) string {
 			case ev.ExitCode != nil:
 				msg += fmt.Sprintf(" (exit %d)", *ev.ExitCode)
 			case ev.Reason == process.ReasonHostLost:
-				msg = "❓ I lost track of that job: the host running it stopped, so its outcome is unknown"
+				msg = "❓ I lost track of that job: the host running it went down, so its outcome is unknown"
 			default:
 				msg += " (it ended while the host was down; exit status unknown)"
 			}
