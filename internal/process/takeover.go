@@ -137,7 +137,7 @@ func (r *Registry) TakeOver(ctx context.Context, dead string) (int, error) {
 // happens; otherwise other names the host that holds the row.
 func reconcileRow(ctx context.Context, tx *stmtTx, in *Info, from string, now time.Time) (reclaimed bool, other string, err error) {
 	var (
-		gen                  int64
+		gen                 int64
 		host, state, reason string
 	)
 	if err := tx.tx.QueryRowContext(ctx, `SELECT gen, host, state, reason FROM processes WHERE id = ?`, in.ID).

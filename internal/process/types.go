@@ -40,8 +40,8 @@ const (
 	// the host comes back and knows the real end, that end replaces the lost record (Registry
 	// comment "Takeover by another host").
 	ReasonHostLost = "host_lost"
-	ReasonKill          = "process.kill" // the default reason of Kill
-	ReasonMaxAge        = "max_age"      // killed because it outlived its maximum age
+	ReasonKill     = "process.kill" // the default reason of Kill
+	ReasonMaxAge   = "max_age"      // killed because it outlived its maximum age
 )
 
 // Info is a snapshot of one process, as the registry and its checkpoint know it.
