@@ -35,13 +35,13 @@ const (
 	ReasonGone          = "pid_gone"       // lost: the pid was gone when the host restarted
 	ReasonRecycled      = "pid_reused"     // lost: the pid belonged to another process (start time differs)
 	ReasonSpawnCrash    = "host_down_during_spawn"
+	ReasonKill          = "process.kill" // the default reason of Kill
+	ReasonMaxAge        = "max_age"      // killed because it outlived its maximum age
 	// ReasonHostLost: lost because the host running it stopped (its lease expired) and another
 	// host took its work over; the process may have gone on running, its outcome is unknown. If
-	// the host comes back and knows the real end, that end replaces the lost record (Registry
-	// comment "Takeover by another host").
+	// the host comes back and knows the real end, that end replaces the lost record (see
+	// "Takeover by another host" in takeover.go).
 	ReasonHostLost = "host_lost"
-	ReasonKill     = "process.kill" // the default reason of Kill
-	ReasonMaxAge   = "max_age"      // killed because it outlived its maximum age
 )
 
 // Info is a snapshot of one process, as the registry and its checkpoint know it.
