@@ -127,6 +127,12 @@ func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
 		if in.NoticeOutcome != "" {
 			notice += ": " + in.NoticeOutcome
 		}
+		if in.Correction != "" { // the real end of a process an earlier notice called lost
+			notice += "; correction " + in.Correction
+			if in.CorrectionOutcome != "" {
+				notice += ": " + in.CorrectionOutcome
+			}
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, state, exit, duration(in.Age(now)),
 			maxAge, orDash(in.Stamp.Key), orDash(in.Stamp.SessionID), notice, clip(in.Command, 60))
 	}

@@ -240,8 +240,12 @@ func policies(cfg *config.Config) map[string]map[string]auth.Policy {
 func (g *Gateway) openCore(ctx context.Context) error {
 	cfg := g.cfg
 	var err error
-	g.procs, err = process.New(ctx, g.db, process.Options{DataDir: cfg.DataDir, MaxAge: time.Duration(cfg.Processes.MaxAge),
-		Env: childEnv(os.Environ(), cfg.EnvRefs), Logger: g.log})
+	popt := process.Options{DataDir: cfg.DataDir, MaxAge: time.Duration(cfg.Processes.MaxAge),
+		Env: childEnv(os.Environ(), cfg.EnvRefs), Logger: g.log}
+	if g.shared != nil {
+		popt.Host = g.shared.id // the processes' rows name the host that runs them
+	}
+	g.procs, err = process.New(ctx, g.db, popt)
 	if err != nil {
 		return err
 	}
@@ -497,14 +501,14 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	}
 	if len(rep.Adopted)+rep.Exited+rep.Lost+rep.Killed > 0 {
 		g.log.Info("background processes recovered", "adopted", len(rep.Adopted), "ended_while_down", rep.Exited,
-			"lost", rep.Lost, "killed", rep.Killed, "reclaimed_events", rep.Reclaimed)
+			"lost", rep.Lost, "killed", rep.Killed, "reclaimed_events", rep.Reclaimed, "recorded_lost_by_another_host", len(rep.Retaken))
 	}
 	if len(rep.Corrupt) > 0 {
 		g.log.Error("background-process checkpoints that cannot be decoded were left untouched", "ids", rep.Corrupt)
 	}
 	if g.shared != nil {
 		// Alive before taking anything over: the others must not take this host's work.
-		if err := g.shared.keepAlive(ctx); err != nil {
+		if err := g.shared.keepAlive(ctx, g); err != nil {
 			return err
 		}
 	}

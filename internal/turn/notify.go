@@ -58,7 +58,7 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		e.retry(ctx, c, "no plugin serves "+st.Route.Platform+" for profile "+st.Profile)
 		return
 	}
-	agentMode := ev.Kind == process.EventCompletion && ev.Notify
+	agentMode := (ev.Kind == process.EventCompletion || ev.Kind == process.EventCorrection) && ev.Notify
 	msg := delivery.Message{Plugin: plugin, Profile: st.Profile, Key: st.Key, Target: outbound(st.Route),
 		Kind: delivery.KindNotification, Guard: delivery.GuardLineage, Stamp: st, Transcript: true,
 		TranscriptRole: agent.RoleNotification, Origin: ev.ProcID}

@@ -28,6 +28,8 @@ func syntheticText(ev process.Event) string {
 	switch ev.Kind {
 	case process.EventCompletion:
 		fmt.Fprintf(&b, "[IMPORTANT: Background process %s %s.\n", ev.ProcID, ending(ev))
+	case process.EventCorrection:
+		fmt.Fprintf(&b, "[IMPORTANT: Correction: background process %s, reported earlier as lost, %s.\n", ev.ProcID, ending(ev))
 	case process.EventWatchMatch:
 		fmt.Fprintf(&b, "[IMPORTANT: Background process %s matched watch pattern %q.\n", ev.ProcID, ev.Pattern)
 	default:
@@ -61,8 +63,13 @@ func batchText(texts []string) string {
 	return b.String()
 }
 
+// ending says how a completion's process ended. A notification turn's agent reads it (the
+// builtin one by its words: "stopped" or "killed" would make a lost process one that was
+// stopped), so a lost process's ending names neither.
 func ending(ev process.Event) string {
 	switch {
+	case ev.ExitCode == nil && ev.State == process.StateLost && ev.Reason == process.ReasonHostLost:
+		return "was lost: the host running it went down, so its outcome is unknown"
 	case ev.ExitCode == nil && ev.State == process.StateLost:
 		return "was lost while the host was down (exit status unknown)"
 	case ev.ExitCode == nil:
@@ -95,9 +102,12 @@ func noticeText(ev process.Event, mode string) string {
 				return "✅ Done."
 			}
 			msg := "❌ That job hit a problem"
-			if ev.ExitCode != nil {
+			switch {
+			case ev.ExitCode != nil:
 				msg += fmt.Sprintf(" (exit %d)", *ev.ExitCode)
-			} else {
+			case ev.Reason == process.ReasonHostLost:
+				msg = "❓ I lost track of that job: the host running it went down, so its outcome is unknown"
+			default:
 				msg += " (it ended while the host was down; exit status unknown)"
 			}
 			if tail != "" {
@@ -106,6 +116,32 @@ func noticeText(ev process.Event, mode string) string {
 			return msg
 		}
 		head := fmt.Sprintf("Background job %s %s.\n$ %s", ev.ProcID, ending(ev), ev.Command)
+		if tail != "" {
+			head += "\n" + tail
+		}
+		return head
+	case process.EventCorrection:
+		// The earlier notice said the job was lost; whatever the mode showed of it, the user
+		// hears what really became of it, once (off shows nothing, as for any completion).
+		switch mode {
+		case ModeOff:
+			return ""
+		case ModeConcise, ModeError:
+			msg := "↩️ Correction: the job I said I had lost track of "
+			switch {
+			case !failed:
+				return msg + "in fact finished fine."
+			case ev.ExitCode != nil:
+				msg += fmt.Sprintf("in fact failed (exit %d)", *ev.ExitCode)
+			default:
+				msg += "ended; its exit status is unknown"
+			}
+			if tail != "" {
+				msg += ":\n" + tail
+			}
+			return msg
+		}
+		head := fmt.Sprintf("↩️ Correction: the background job I reported as lost (%s) %s.\n$ %s", ev.ProcID, ending(ev), ev.Command)
 		if tail != "" {
 			head += "\n" + tail
 		}

@@ -52,3 +52,53 @@ func TestSyntheticTextIsParsedByTheBuiltinSummary(t *testing.T) {
 		t.Fatalf("batch %q", batch)
 	}
 }
+
+// A process lost because its host went down, and the correction of that notice once the real end
+// is known, in every mode: the lost notice never says the job failed or was stopped (its outcome
+// is unknown), and the correction says it corrects the earlier notice; concise mode shows neither
+// the command nor the process id.
+func TestNoticeTextHostLostAndCorrection(t *testing.T) {
+	zero, three := 0, 3
+	lost := process.Event{Kind: process.EventCompletion, ProcID: "proc_ff", Command: "sleep 9", State: process.StateLost,
+		Reason: process.ReasonHostLost, Message: "the host running it (h1) stopped; its outcome is unknown"}
+	fixed := process.Event{Kind: process.EventCorrection, ProcID: "proc_ff", Command: "sleep 9", State: process.StateExited,
+		ExitCode: &zero, Output: "done\n"}
+	failed := fixed
+	failed.ExitCode, failed.Output = &three, "FAIL y\n"
+	for _, c := range []struct {
+		ev         process.Event
+		mode, want string
+		absent     []string
+	}{
+		{lost, ModeConcise, "I lost track of that job: the host running it went down, so its outcome is unknown", []string{"proc_ff", "sleep 9", "problem"}},
+		{lost, ModeError, "outcome is unknown", nil},
+		{lost, ModeAll, "Background job proc_ff was lost: the host running it went down, so its outcome is unknown.\n$ sleep 9", []string{"stopped"}},
+		{fixed, ModeConcise, "↩️ Correction: the job I said I had lost track of in fact finished fine.", []string{"proc_ff", "sleep 9"}},
+		{fixed, ModeError, "in fact finished fine", nil}, // the error mode showed the lost notice: it hears the correction
+		{failed, ModeConcise, "in fact failed (exit 3):\nFAIL y", []string{"proc_ff"}},
+		{failed, ModeAll, "↩️ Correction: the background job I reported as lost (proc_ff) exited with exit code 3.\n$ sleep 9\nFAIL y", nil},
+		{fixed, ModeOff, "", nil},
+	} {
+		got := noticeText(c.ev, c.mode)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s/%s: %q, want %q", c.ev.Kind, c.mode, got, c.want)
+		}
+		for _, a := range c.absent {
+			if strings.Contains(got, a) {
+				t.Errorf("%s/%s: %q shows %q", c.ev.Kind, c.mode, got, a)
+			}
+		}
+	}
+	// A notification turn gets the same, in the gateway's words; the builtin agent's summary of
+	// the lost one does not call the job stopped, and that of the correction gives the real end.
+	if text := syntheticText(lost); !strings.Contains(text, "proc_ff was lost: the host running it went down") {
+		t.Fatalf("synthetic text %q", text)
+	} else if s := plainNotice(text); strings.Contains(s, "stopped") || !strings.Contains(s, "unknown") {
+		t.Fatalf("builtin summary of the lost notice: %q", s)
+	}
+	if text := syntheticText(failed); !strings.Contains(text, "Correction: background process proc_ff, reported earlier as lost, exited with exit code 3") {
+		t.Fatalf("synthetic text %q", text)
+	} else if s := plainNotice(text); !strings.Contains(s, "exit 3") {
+		t.Fatalf("builtin summary of the correction: %q", s)
+	}
+}
