@@ -572,6 +572,7 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 		}
 		return nil
 	})
+	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
 		return
