@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +33,11 @@ import (
 //
 // Health.Watch probes the store with a one-row write (probeQuery):
 //
-//   - while a path is failing, every ProbeEvery: a success clears the failures that are older
-//     than Quiet, so a path that has stopped writing (a ledger row that is not retried, a kv
-//     key no plugin writes again) does not keep the host unhealthy after the store came back;
+//   - while a path is failing, every ProbeEvery: a success clears the paths not refused for
+//     Quiet before it started. The probe decides for every path alike (a path's own success
+//     only keeps the idle probe off), so a path that has stopped writing (a ledger row nobody
+//     retries, a kv key no plugin writes again) does not keep the host unhealthy after the
+//     store came back;
 //   - while the host is idle (no reported write succeeded within ProbeEvery): so a store that
 //     refuses writes is noticed within ProbeEvery+ProbeTimeout (1.5 s) even when nothing else
 //     writes, before the first inbound event meets it. A probe that has not committed within
@@ -49,11 +52,11 @@ import (
 // same 4 MiB of WAL file. Cheap enough to keep the promise on an idle host; a probe's cost would
 // matter only under load, where it does not run.
 //
-// Why Quiet: a store can refuse some writes and take others. A nearly full SQLite disk takes a
-// probe that rewrites one page in place, and refuses an insert that needs a new one. Were a probe
-// success to clear the insert's failure at once, /healthz would flip between ok and unhealthy
-// with every write; instead a refusal keeps the host unhealthy for at least Quiet, and until a
-// probe that started after that succeeds.
+// Why Quiet: a store can refuse some writes and take others. A nearly full disk can take a probe
+// that rewrites one page and refuse a write that needs more room. Were a success to clear the
+// refused path at once, /healthz would flip between ok and unhealthy with every write; instead
+// a refusal keeps the host unhealthy for at least Quiet, and until a probe that started after
+// that succeeds.
 const (
 	ProbeEvery   = 500 * time.Millisecond
 	ProbeTimeout = time.Second
@@ -131,7 +134,7 @@ func Report(db *sql.DB, path string, err error) {
 // PostgreSQL's insufficient resources (53: disk full, out of memory, too many connections),
 // system errors (58: I/O), connection exceptions (08), internal errors and corruption (XX),
 // a read-only transaction (25006: a standby), a shutting-down server (57P01-57P03); and a
-// connection that cannot be made or broke (the server is gone).
+// connection that cannot be made or broke (the server is gone, driver.ErrBadConn).
 func Refused(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -164,7 +167,7 @@ func Refused(err error) bool {
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO) ||
 		errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EDQUOT)
 }
