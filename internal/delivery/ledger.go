@@ -362,7 +362,9 @@ func (l *Ledger) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (s
 	if tx != nil {
 		s = tx.StmtContext(ctx, s)
 	}
-	return s.ExecContext(ctx, args...)
+	res, err := s.ExecContext(ctx, args...)
+	store.Report(l.db, store.PathLedger, err)
+	return res, err
 }
 
 func newID(prefix string) string {
@@ -438,6 +440,7 @@ func (l *Ledger) Update(ctx context.Context, fn func(t *Tx) error) error {
 		t = l.In(tx)
 		return fn(t)
 	})
+	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		return err
 	}
@@ -562,6 +565,7 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 	default:
 		err = store.WithTx(ctx, l.db, write) // all parts or none
 	}
+	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		return "", fmt.Errorf("delivery: record: %w", err)
 	}

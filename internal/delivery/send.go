@@ -612,6 +612,7 @@ func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Durati
 			next.UnixMilli(), l.laneID(r), string(Pending), next.UnixMilli())
 		return err
 	})
+	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
 		return false

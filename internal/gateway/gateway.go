@@ -72,7 +72,10 @@ type Gateway struct {
 	loops    *loop.Supervisor
 	console  *console.Console
 	// running is set by Run: from then on, each plugin load reconciles the loops at once.
-	running  atomic.Bool
+	running atomic.Bool
+	// scanned is set once the plugins directory has been scanned (every file present at start
+	// loaded or rejected); see pluginsLoading.
+	scanned  atomic.Bool
 	refusals *httpguard.Refusals
 	// demoSecret is the demo platform's secret (empty: no demo).
 	demoSecret string
@@ -368,11 +371,29 @@ func (g *Gateway) Close() {
 // LoadPlugins scans the plugins directory once and starts loops for what loaded.
 func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	rej := g.runtime.Scan(ctx)
+	g.scanned.Store(true)
 	g.loops.Reconcile(ctx)
 	for _, w := range unmatchedConfig(g.cfg, g.runtime.Plugins()) {
 		g.warnOnce(w)
 	}
 	return rej
+}
+
+// pluginsLoading lists the plugin files not loaded yet. The listeners serve before the first scan
+// of the plugins directory (Run), and until it has finished the runtime knows of no file at all:
+// then every *.wasm file in the directory is still to load (the directory itself stands for
+// them when it holds none yet), so /healthz says "loading", not "ok" with no plugins, a webhook
+// answers 503 with Retry-After instead of 404, and a delivery waits for its plugin without
+// using up an attempt. Afterwards it is the files being (re)loaded.
+func (g *Gateway) pluginsLoading() []string {
+	if g.scanned.Load() {
+		return g.runtime.Loading()
+	}
+	files, _ := filepath.Glob(filepath.Join(g.cfg.PluginsDir, "*.wasm"))
+	if len(files) == 0 {
+		files = []string{g.cfg.PluginsDir}
+	}
+	return files
 }
 
 // unmatchedConfig lists configuration that matches nothing loaded: settings the file gives for
@@ -528,6 +549,9 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	if g.shared != nil {
 		go g.shared.reap(ctx, g)
 	}
+	// /healthz's view of the store's writes: probed while a write path is refused and while
+	// the host is idle (store.Health).
+	go store.HealthOf(g.db).Watch(ctx, g.log)
 	return nil
 }
 
@@ -563,7 +587,7 @@ func (g *Gateway) checkAgent(ctx context.Context) error {
 // refused, and the demo profile is not served here.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Hidden: g.isDemo})
+	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Hidden: g.isDemo, Loading: g.pluginsLoading})
 	return httpguard.NoBrowsers(mux, g.refusals)
 }
 
@@ -573,13 +597,13 @@ func (g *Gateway) Handler() http.Handler {
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
-		Metrics: g.registry, Ping: g.db.PingContext, Jobs: g.sched}
+		Metrics: g.registry, Ping: g.db.PingContext, Writes: store.HealthOf(g.db), Loading: g.pluginsLoading, Jobs: g.sched}
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
 		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
-		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log}
+		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Loading: g.pluginsLoading}
 		inbox := &demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}
 		inbox.Register(mux)
 		g.demoChat(inbox)

@@ -46,7 +46,7 @@ func TestStoreOutageAtProcessEnd(t *testing.T) {
 	var body string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		code, b := w.get("/healthz")
-		if code == http.StatusServiceUnavailable && strings.Contains(b, "process checkpoints failing") {
+		if code == http.StatusServiceUnavailable && strings.Contains(b, `"path": "processes"`) {
 			body = b
 			break
 		}

@@ -298,6 +298,7 @@ func (w *writer) commitTx(batch []*op) error {
 		}
 		return nil
 	})
+	store.Report(w.db, store.PathProcesses, err)
 	if err == nil && notify && w.wake != nil {
 		w.wake()
 	}

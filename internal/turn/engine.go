@@ -379,6 +379,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		row.kind = kindRecord
 	}
 	fresh, err := e.insert(ctx, e.db, row, stReceived)
+	store.Report(e.db, store.PathInbox, err)
 	if err != nil {
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
 	}
