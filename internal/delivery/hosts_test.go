@@ -74,13 +74,7 @@ func twoHosts(t *testing.T, b storetest.Backend, leased bool) {
 	const chats, each = 8, 12
 	var ids []string
 	for i := range chats * each {
-		chat := fmt.Sprint(i % chats)
-		id, err := a.Enqueue(ctx, Message{Plugin: "echo", Profile: "main", Key: "echo:main:dm:" + chat,
-			Target: abi.OutboundMessage{ChatID: chat}, Text: fmt.Sprint("m", i), Kind: KindReply})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
+		ids = append(ids, enqueueNumbered(t, a, chats, i))
 	}
 	time.Sleep(10 * time.Millisecond) // let the rows age past c's sweep threshold
 	for _, l := range []*Ledger{a, c} {
@@ -111,6 +105,18 @@ func twoHosts(t *testing.T, b storetest.Backend, leased bool) {
 			t.Errorf("%s: %q", id, final[id])
 		}
 	}
+}
+
+// enqueueNumbered enqueues message "m<i>" to chat i%chats through l and returns its id.
+func enqueueNumbered(t *testing.T, l *Ledger, chats, i int) string {
+	t.Helper()
+	chat := fmt.Sprint(i % chats)
+	id, err := l.Enqueue(context.Background(), Message{Plugin: "echo", Profile: "main", Key: "echo:main:dm:" + chat,
+		Target: abi.OutboundMessage{ChatID: chat}, Text: fmt.Sprint("m", i), Kind: KindReply})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // pausing is a transport whose Reserve calls wait while the host is paused (as a host stopped
@@ -187,15 +193,7 @@ func TestPausedHostWritesNothing(t *testing.T) {
 	}
 	const chats, each = 64, 3
 	var ids []string
-	enqueue := func(l *Ledger, i int) {
-		chat := fmt.Sprint(i % chats)
-		id, err := l.Enqueue(ctx, Message{Plugin: "echo", Profile: "main", Key: "echo:main:dm:" + chat,
-			Target: abi.OutboundMessage{ChatID: chat}, Text: fmt.Sprint("m", i), Kind: KindReply})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	enqueue := func(l *Ledger, i int) { ids = append(ids, enqueueNumbered(t, l, chats, i)) }
 	// The paused host starts first and takes the lanes: every one of its lanes reads a row and
 	// then waits in Reserve, holding a lease it can no longer renew.
 	if _, err := a.Start(ctx); err != nil {
