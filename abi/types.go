@@ -90,6 +90,15 @@ const (
 	EventSeed    = "seed"    // create the session for Source without a turn (assistant thread opened)
 )
 
+// Reasons a plugin gives in InboundEvent.Addressed for a message that addresses the bot without
+// mentioning it.
+const (
+	AddressedThread       = "thread"        // a reply in a thread the bot takes part in (it was mentioned there)
+	AddressedFreeResponse = "free_response" // a channel (or profile) the operator set to answer without a mention
+	AddressedCommand      = "command"       // one of the host's commands (/new, !new on Slack)
+	AddressedReply        = "reply"         // a reply to one of the bot's own messages
+)
+
 // InboundEvent is one thing that happened on the platform, as returned by webhook and poll or
 // passed to the dispatch host function.
 type InboundEvent struct {
@@ -102,6 +111,11 @@ type InboundEvent struct {
 	Text      string `json:"text,omitempty"`
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
 	Mentioned bool   `json:"mentioned,omitempty"`
+	// Addressed, when set, says why the plugin takes a message that does not mention the bot as
+	// addressed to it all the same (Addressed* values: a thread the bot follows, a channel it
+	// answers freely, a command, a reply to the bot). The operator's require_mention treats it as
+	// a mention (ABI 1.1, additive).
+	Addressed string `json:"addressed,omitempty"`
 	UnixMs    int64  `json:"unix_ms,omitempty"`
 	// MigrateFromChatID, when set, says that the chat Source.ChatID continues the chat named
 	// here (a Telegram group upgraded to a supergroup gets a new id): the host keeps the new
