@@ -53,6 +53,7 @@ type globals struct {
 	pluginsDir string
 	listen     string
 	admin      string
+	cache      string
 	logLevel   string
 	logJSON    bool
 }
@@ -70,6 +71,7 @@ func newRoot() *cobra.Command {
 	pf.StringVarP(&g.configPath, "config", "c", os.Getenv("HERMES_CONFIG"), "YAML config file merged over the embedded defaults (env HERMES_CONFIG)")
 	pf.StringVar(&g.dataDir, "data-dir", "", "data directory (database, compilation cache); overrides the config")
 	pf.StringVar(&g.pluginsDir, "plugins", "", "plugins directory; overrides the config")
+	pf.StringVar(&g.cache, "compilation-cache", os.Getenv("HERMES_COMPILATION_CACHE"), "the plugins' compiled code (default <data_dir>/cache/wazero; env HERMES_COMPILATION_CACHE); overrides the config")
 	pf.StringVar(&g.listen, "listen", "", "public listen address (webhooks); overrides the config")
 	pf.StringVar(&g.admin, "admin-listen", "", "admin listen address (API, metrics, demo); overrides the config")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error; overrides the config")
@@ -98,6 +100,9 @@ func (g *globals) load() (*config.Config, *slog.Logger, error) {
 	}
 	if g.pluginsDir != "" {
 		cfg.PluginsDir, cfg.PluginsDirDefault = g.pluginsDir, false
+	}
+	if g.cache != "" {
+		cfg.CompilationCache = g.cache
 	}
 	if g.listen != "" {
 		cfg.Listen = g.listen

@@ -133,9 +133,13 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	}
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress, Now: g.clock.Now}
+	cache := cfg.CompilationCache
+	if cache == "" {
+		cache = filepath.Join(cfg.DataDir, "cache", "wazero")
+	}
 	g.runtime, err = plugin.New(plugin.Config{
 		Dir:          cfg.PluginsDir,
-		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
+		CacheDir:     cache,
 		Defaults:     limits(cfg.Limits),
 		Plugins:      pluginSettings(cfg, g.demoSecret),
 		Env:          g.env,

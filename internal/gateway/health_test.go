@@ -196,6 +196,7 @@ func TestHealthLoadingBeforeThePluginsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.DataDir, cfg.PluginsDir, cfg.Listen, cfg.AdminListen = dir, filepath.Join(dir, "plugins"), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t)
 	cfg.Demo.Plugin = ""
 	cfg.Plugins = map[string]config.Plugin{"echo": {EgressExtra: []string{"127.0.0.1"},
 		Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}},

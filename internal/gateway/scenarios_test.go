@@ -62,6 +62,7 @@ func newWorldFake(t *testing.T, source string, fake *echotest.Server, extra map[
 		t.Fatal(err)
 	}
 	cfg.DataDir, cfg.PluginsDir, cfg.Store = dir, filepath.Join(dir, "plugins"), source
+	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t) // compiled once for every test, not once per world
 	cfg.Plugins = map[string]config.Plugin{"echo": {EgressExtra: []string{"127.0.0.1"},
 		Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}},
 		Access:   map[string]config.Access{"main": {AllowAll: true, Tools: []string{config.ToolShell, config.ToolProcesses}}}}}
