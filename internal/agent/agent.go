@@ -208,8 +208,12 @@ type Config struct {
 	Temperature *float64
 	MaxTokens   int
 	// Headers are extra HTTP headers sent with every request (e.g. for a proxy in front of the
-	// server). Their values are treated as secrets in logs.
+	// server). Their values are secrets (see Secrets).
 	Headers map[string]string
+	// Secrets are more values that must never reach a user, the database or a log through the
+	// agent (the values of ${NAME} references in the configuration). The API key and the header
+	// values are secrets too: every error the agent returns has them replaced by [redacted].
+	Secrets []string
 	// NoTools sends no tools: for servers or models that reject them. The agent then answers
 	// in text only.
 	NoTools bool

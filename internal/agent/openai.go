@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -151,15 +152,41 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		}
 		o.tools = tools
 	}
-	if key != "" {
-		o.secrets = append(o.secrets, key)
-	}
-	for _, v := range cfg.Headers {
-		if len(v) >= 4 {
-			o.secrets = append(o.secrets, v)
+	o.secrets = secretsOf(key, base, cfg.Headers, cfg.Secrets)
+	return o, nil
+}
+
+// minSecret is the shortest configured value treated as a secret: replacing a shorter one
+// (a header "1") would mangle every message without hiding anything.
+const minSecret = 4
+
+// secretsOf lists the values the agent must never show: the API key, the header values, the
+// extra secrets and the password of the base URL, longest first (so that a secret holding
+// another is replaced whole).
+func secretsOf(key, base string, headers map[string]string, extra []string) []string {
+	var out []string
+	add := func(v string) {
+		if v = strings.TrimSpace(v); len(v) >= minSecret && !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
-	return o, nil
+	add(key)
+	for _, v := range headers {
+		add(v)
+		if _, tok, ok := strings.Cut(v, " "); ok { // "Bearer <token>", "Basic <credentials>"
+			add(tok)
+		}
+	}
+	for _, v := range extra {
+		add(v)
+	}
+	if u, err := url.Parse(base); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			add(pw)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
 }
 
 // Wire format of chat completions.
@@ -541,16 +568,48 @@ func (o *OpenAI) failed(ctx, rctx context.Context, start time.Time, err error) e
 		}
 	}
 	o.log.Warn("model call failed", attrs...)
-	return err
+	return o.redactErr(err)
 }
 
-// redact removes the configured secrets (API key, header values) and bearer tokens from s.
+// redact removes the configured secrets (API key, header values, Config.Secrets) and bearer
+// tokens from s.
 func (o *OpenAI) redact(s string) string {
 	for _, sec := range o.secrets {
 		s = strings.ReplaceAll(s, sec, "[redacted]")
 	}
 	return reBearer.ReplaceAllString(s, "Bearer [redacted]")
 }
+
+// redactErr returns err as the engine may show and store it: its text without the configured
+// secrets. A server's error text is the server's to write, and a proxy or a server that echoes
+// the request's headers writes the key into it; the user sees that text (UserMessage) and the
+// inbox keeps it as the turn's outcome. The sentinels still match (errors.Is), and an *APIError
+// is still found (errors.As), with its fields redacted.
+func (o *OpenAI) redactErr(err error) error {
+	text := o.redact(err.Error())
+	var ae *APIError
+	if errors.As(err, &ae) {
+		c := *ae
+		c.Message, c.Type, c.Code, c.Hint = o.redact(c.Message), o.redact(c.Type), o.redact(c.Code), o.redact(c.Hint)
+		if err == error(ae) {
+			return &c
+		}
+		return &redactedError{text: text, err: &c}
+	}
+	if text == err.Error() {
+		return err
+	}
+	return &redactedError{text: text, err: err}
+}
+
+// redactedError is an error whose text had secrets removed; it unwraps to the original.
+type redactedError struct {
+	text string
+	err  error
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }
 
 var reTag = regexp.MustCompile(`<[^>]*>`) // an HTML error page's tags
 

@@ -281,7 +281,9 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.agent, err = agent.New(cfg.Agent.Kind, agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry)))
+	acfg := agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry))
+	acfg.Secrets = envValues(cfg.EnvRefs) // ${NAME} values: kept out of what the agent returns
+	g.agent, err = agent.New(cfg.Agent.Kind, acfg)
 	if err != nil {
 		return err
 	}
@@ -561,6 +563,18 @@ func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Confi
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
 		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers,
 		NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
+}
+
+// envValues returns the values of the environment variables names (the configuration's ${NAME}
+// references), skipping unset ones.
+func envValues(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // checkAgent asks the model server whether it serves the configured model (agent.check).
