@@ -39,7 +39,8 @@ type OpenAI struct {
 	cmdTimeout  time.Duration
 	temperature *float64
 	maxTokens   int
-	tools       json.RawMessage // nil: tools off
+	tools       json.RawMessage // nil: none offered (tools off, or none granted this turn)
+	noTools     bool            // Config.NoTools: a call is refused, never run
 	stream      bool
 	client      *http.Client
 	log         *slog.Logger
@@ -118,6 +119,7 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		temperature: cfg.Temperature,
 		maxTokens:   cfg.MaxTokens,
 		stream:      !cfg.NoStream,
+		noTools:     cfg.NoTools,
 		log:         cfg.Logger,
 		metrics:     cfg.Metrics,
 		client: &http.Client{
@@ -292,7 +294,7 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 			rep.ToolCalls++
 			var out string
 			if i < maxCallsPerRound {
-				out = runTool(ctx, t, tc.Function.Name, tc.Function.Arguments, o.cmdTimeout)
+				out = runTool(ctx, t, tc.Function.Name, tc.Function.Arguments, o.cmdTimeout, o.noTools, o.refused(tc.Function.Name))
 			} else {
 				out = errorResult("not run: at most %d tool calls per response", maxCallsPerRound)
 			}
@@ -302,6 +304,14 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 			msgs = append(msgs, chatMessage{Role: RoleTool, Content: strp(out), ToolCallID: tc.ID})
 			rep.Trail = append(rep.Trail, Message{Role: RoleTool, Text: out, ToolCallID: tc.ID, Name: tc.Function.Name})
 		}
+	}
+}
+
+// refused returns what counts and logs a refused call of tool.
+func (o *OpenAI) refused(tool string) func(reason string) {
+	return func(reason string) {
+		o.metrics.refusedCall(reason)
+		o.log.Warn("tool call refused", "tool", tool, "reason", reason)
 	}
 }
 
