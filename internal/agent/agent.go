@@ -42,8 +42,11 @@ type Turn struct {
 	Key       string     // session key
 	SessionID string     // physical session id
 	Source    abi.Source // where the message came from
-	// Text is the user's (possibly merged) message, or the notification text for a synthetic turn.
+	// Text is the user's (possibly merged) message. On a synthetic turn it is only a record of
+	// Notices for people (Notice.Describe); agents answer from Notices.
 	Text string
+	// Notices are what a synthetic turn reports, as data: one per process event, oldest first.
+	Notices []Notice
 	// History is the prior transcript, oldest first, without Text.
 	History []Message
 	// Synthetic marks a background-process notification turn: the narrow, side-effect-free path.
@@ -77,6 +80,9 @@ type Message struct {
 	// ToolCallID and Name say which call a RoleTool message answers.
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	Name       string `json:"name,omitempty"`
+	// Notices are the process events a RoleNotification message reports, as data (Text is their
+	// record for people, or the text-mode notice the chat was sent when there are none).
+	Notices []Notice `json:"notices,omitempty"`
 }
 
 // ToolCall is one tool call of a model.

@@ -12,7 +12,7 @@ import (
 // Builtin is the deterministic agent that needs no model: the embedded default. It answers
 // plainly and understands a few commands that drive background processes through Turn.Tools, so
 // a user can see the whole notification flow from a chat. On a synthetic turn it only summarizes
-// the notification text and calls no tool at all.
+// the notices (Summarize) and calls no tool at all.
 type Builtin struct {
 	shTimeout time.Duration
 }
@@ -57,7 +57,7 @@ func NewBuiltin(cfg Config) *Builtin {
 	return b
 }
 
-// Turn answers t. A synthetic turn gets a summary of its notification (no tool is called).
+// Turn answers t. A synthetic turn gets a summary of its notices (no tool is called).
 // Otherwise each line that starts with a command word runs that command, in order (a line
 // ending in a backslash continues on the next), and other text gets a plain answer that points
 // to help.
@@ -66,7 +66,10 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 		return nil, err
 	}
 	if t.Synthetic {
-		return &Reply{Text: summarize(t.Text)}, nil
+		if len(t.Notices) == 0 {
+			return &Reply{Text: summarizeText(t.Text)}, nil
+		}
+		return &Reply{Text: Summarize(t.Notices)}, nil
 	}
 	text := strings.TrimSpace(strings.ReplaceAll(t.Text, "\r\n", "\n"))
 	if text == "" {

@@ -89,6 +89,7 @@ type meta struct {
 	ToolCalls  []agent.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"`
 	Name       string           `json:"name,omitempty"`
+	Notices    []agent.Notice   `json:"notices,omitempty"`
 }
 
 func fromSession(m session.Message) agent.Message {
@@ -101,7 +102,7 @@ func fromSession(m session.Message) agent.Message {
 	if m.Meta != "" {
 		var md meta
 		if json.Unmarshal([]byte(m.Meta), &md) == nil {
-			out.ToolCalls, out.ToolCallID, out.Name = md.ToolCalls, md.ToolCallID, md.Name
+			out.ToolCalls, out.ToolCallID, out.Name, out.Notices = md.ToolCalls, md.ToolCallID, md.Name, md.Notices
 		}
 	}
 	return out
@@ -109,8 +110,8 @@ func fromSession(m session.Message) agent.Message {
 
 func toSession(m agent.Message, turn string) session.Message {
 	out := session.Message{Role: m.Role, Text: m.Text, Turn: turn}
-	if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" {
-		b, _ := json.Marshal(meta{ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name})
+	if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" || len(m.Notices) > 0 {
+		b, _ := json.Marshal(meta{ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name, Notices: m.Notices})
 		out.Meta = string(b)
 	}
 	return out

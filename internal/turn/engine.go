@@ -146,7 +146,7 @@ type keyQueue struct {
 
 // item is one queued turn: user messages (merged while the chat is busy), a queued slash
 // command, or a batch of notifications of one conversation. For notifications, ids, texts,
-// stamps and events are parallel: one inbox row per process event.
+// stamps, events and notices are parallel: one inbox row per process event.
 type item struct {
 	kind            string // kindMessage or kindNotification
 	ids             []string
@@ -157,6 +157,7 @@ type item struct {
 	cmd, arg        string          // a queued slash command
 	stamps          []session.Stamp // notifications
 	events          []string        // notifications: the process event, "proc_…#seq"
+	notices         []agent.Notice  // notifications: the process event as data
 	attempts        int
 }
 
@@ -789,6 +790,7 @@ func (e *Engine) enqueue(key string, it *item) {
 			last.msgIDs = append(last.msgIDs, it.msgIDs...)
 			last.stamps = append(last.stamps, it.stamps...)
 			last.events = append(last.events, it.events...)
+			last.notices = append(last.notices, it.notices...)
 			if it.kind == kindMessage {
 				last.src = it.src
 			}
@@ -889,13 +891,13 @@ func (it *item) keep(ids []string) {
 		}
 		it.ids[n] = id
 		if it.kind == kindNotification {
-			it.texts[n], it.stamps[n], it.events[n] = it.texts[i], it.stamps[i], it.events[i]
+			it.texts[n], it.stamps[n], it.events[n], it.notices[n] = it.texts[i], it.stamps[i], it.events[i], it.notices[i]
 		}
 		n++
 	}
 	it.ids = it.ids[:n]
 	if it.kind == kindNotification {
-		it.texts, it.stamps, it.events = it.texts[:n], it.stamps[:n], it.events[:n]
+		it.texts, it.stamps, it.events, it.notices = it.texts[:n], it.stamps[:n], it.events[:n], it.notices[:n]
 	}
 }
 
