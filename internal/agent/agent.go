@@ -106,6 +106,44 @@ type Reply struct {
 	Trail []Message
 	// Streamed reports that OnText received the answer as it was written.
 	Streamed bool
+	// Model is the model that answered ("" for the builtin agent).
+	Model string
+	// Usage adds up the server's usage fields of the turn's model calls (zero when the server
+	// reported none).
+	Usage Usage
+	// Context is how many tokens the conversation takes at the end of the turn, as the model
+	// received it: the last call's prompt and answer by the server's count, or an estimate when
+	// it gave none. 0: unknown (the builtin agent).
+	Context int
+}
+
+// Usage is what a server reports in a chat completion's "usage".
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	// Calls counts the model calls added up (not a server field).
+	Calls int `json:"calls,omitempty"`
+}
+
+func (u *Usage) add(v *Usage) {
+	if v == nil {
+		return
+	}
+	u.PromptTokens += v.PromptTokens
+	u.CompletionTokens += v.CompletionTokens
+	total := v.TotalTokens
+	if total == 0 {
+		total = v.PromptTokens + v.CompletionTokens
+	}
+	u.TotalTokens += total
+	u.Calls++
+}
+
+// Windowed is an agent that knows its model's context window, in tokens (0: unknown). The turn
+// engine compresses a conversation that grows past a share of it (Options.CompressAt).
+type Windowed interface {
+	ContextWindow(ctx context.Context) int
 }
 
 // Tools are the process tools of one turn, bound to its session. Implementations must honour ctx
@@ -220,6 +258,9 @@ type Config struct {
 	// agent (the values of ${NAME} references in the configuration). The API key and the header
 	// values are secrets too: every error the agent returns has them replaced by [redacted].
 	Secrets []string
+	// ContextTokens is the model's context window in tokens; 0: ask the server's /models (vLLM
+	// and llama.cpp server say it), else unknown.
+	ContextTokens int
 	// NoTools sends no tools: for servers or models that reject them. The agent then answers
 	// in text only.
 	NoTools bool

@@ -22,7 +22,27 @@ var (
 	// ErrRedirect: the endpoint answered with a redirect. Redirects are never followed: the
 	// request carries the API key and the conversation.
 	ErrRedirect = errors.New("agent: model endpoint redirected; redirects are not followed")
+	// ErrContextOverflow: the server refused the request because the conversation does not fit
+	// the model's context (an *APIError whose message or type says so matches it). The turn
+	// engine compresses the conversation and tries the turn once more.
+	ErrContextOverflow = errors.New("agent: the conversation does not fit the model's context")
 )
+
+// contextMarkers are what vLLM, llama.cpp server, Ollama and OpenAI write in an error about a
+// prompt longer than the model's context (matched case-insensitively, in the message or type).
+var contextMarkers = []string{"maximum context length", "exceed_context_size", "exceeds the available context",
+	"context length", "context window", "too many tokens", "context_length_exceeded"}
+
+// overflow reports whether e says the prompt does not fit the model's context.
+func (e *APIError) overflow() bool {
+	low := strings.ToLower(e.Message + " " + e.Type + " " + e.Code)
+	for _, m := range contextMarkers {
+		if strings.Contains(low, m) {
+			return true
+		}
+	}
+	return false
+}
 
 // APIError is a non-2xx answer of the model endpoint (or an error event in a stream). The
 // engine shows it (UserMessage) instead of waiting: a 429's RetryAfter is reported, never slept
@@ -59,6 +79,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == 429
 	case ErrUnavailable:
 		return e.Status >= 500
+	case ErrContextOverflow:
+		return e.overflow()
 	}
 	return false
 }
@@ -74,7 +96,7 @@ var hints = []struct {
 		"The llama.cpp server needs --jinja to use tools. The operator can restart it with --jinja, or set agent.tools: false."},
 	{[]string{"--enable-auto-tool-choice"},
 		"vLLM was started without tool calling. The operator can restart it with --enable-auto-tool-choice --tool-call-parser <parser>, or set agent.tools: false."},
-	{[]string{"maximum context length", "exceed_context_size", "exceeds the available context", "context length", "context window", "too many tokens"},
+	{contextMarkers,
 		"The conversation no longer fits the model's context. Send /compress to shorten it, or /new to start over."},
 	{[]string{"loading model"},
 		"The model is still loading. Try again in a minute."},

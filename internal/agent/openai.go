@@ -27,25 +27,27 @@ import (
 // Redirects are never followed: a request carries the API key and the conversation. Every failed
 // call is logged with the server's own message (secrets redacted) and counted in Metrics.
 type OpenAI struct {
-	base        string
-	url         string
-	model       string
-	key         string
-	headers     map[string]string
-	timeout     time.Duration
-	turnTimeout time.Duration
-	maxRounds   int
-	prompt      string
-	cmdTimeout  time.Duration
-	temperature *float64
-	maxTokens   int
-	tools       json.RawMessage // nil: none offered (tools off, or none granted this turn)
-	noTools     bool            // Config.NoTools: a call is refused, never run
-	stream      bool
-	client      *http.Client
-	log         *slog.Logger
-	metrics     *Metrics
-	secrets     []string
+	base          string
+	url           string
+	model         string
+	key           string
+	headers       map[string]string
+	timeout       time.Duration
+	turnTimeout   time.Duration
+	maxRounds     int
+	prompt        string
+	cmdTimeout    time.Duration
+	temperature   *float64
+	maxTokens     int
+	tools         json.RawMessage // nil: none offered (tools off, or none granted this turn)
+	noTools       bool            // Config.NoTools: a call is refused, never run
+	contextTokens int             // Config.ContextTokens
+	window        *windowCache    // what the server said of the context window
+	stream        bool
+	client        *http.Client
+	log           *slog.Logger
+	metrics       *Metrics
+	secrets       []string
 }
 
 // OpenAI's defaults.
@@ -106,22 +108,24 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		key = os.Getenv(cfg.APIKeyEnv)
 	}
 	o := &OpenAI{
-		base:        base,
-		url:         base + "/chat/completions",
-		model:       cfg.Model,
-		key:         key,
-		headers:     cfg.Headers,
-		timeout:     cfg.Timeout,
-		turnTimeout: cfg.TurnTimeout,
-		maxRounds:   cfg.MaxRounds,
-		prompt:      cfg.SystemPrompt,
-		cmdTimeout:  cfg.CommandTimeout,
-		temperature: cfg.Temperature,
-		maxTokens:   cfg.MaxTokens,
-		stream:      !cfg.NoStream,
-		noTools:     cfg.NoTools,
-		log:         cfg.Logger,
-		metrics:     cfg.Metrics,
+		base:          base,
+		url:           base + "/chat/completions",
+		model:         cfg.Model,
+		key:           key,
+		headers:       cfg.Headers,
+		timeout:       cfg.Timeout,
+		turnTimeout:   cfg.TurnTimeout,
+		maxRounds:     cfg.MaxRounds,
+		prompt:        cfg.SystemPrompt,
+		cmdTimeout:    cfg.CommandTimeout,
+		temperature:   cfg.Temperature,
+		maxTokens:     cfg.MaxTokens,
+		stream:        !cfg.NoStream,
+		noTools:       cfg.NoTools,
+		contextTokens: cfg.ContextTokens,
+		window:        &windowCache{},
+		log:           cfg.Logger,
+		metrics:       cfg.Metrics,
 		client: &http.Client{
 			Transport: cfg.Transport,
 			// Never follow a redirect: the next hop would get the key and the conversation.
@@ -214,6 +218,11 @@ type (
 		Temperature *float64        `json:"temperature,omitempty"`
 		MaxTokens   int             `json:"max_tokens,omitempty"`
 		Stream      bool            `json:"stream,omitempty"`
+		// StreamOptions asks a streamed answer for its usage (a last chunk with "usage").
+		StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	}
+	streamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
 	}
 	chatResponse struct {
 		Choices []struct {
@@ -230,6 +239,7 @@ type (
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
+		Usage *Usage          `json:"usage"`
 		Error json.RawMessage `json:"error"`
 	}
 )
@@ -239,6 +249,7 @@ type result struct {
 	content string
 	calls   []toolCall
 	finish  string // finish_reason
+	usage   *Usage // the server's usage fields; nil when it sent none
 }
 
 func strp(s string) *string { return &s }
@@ -264,6 +275,13 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 		res, err := o.complete(ctx, msgs, stream, t.OnText)
 		if err != nil {
 			return nil, o.turnError(parent, ctx, err)
+		}
+		rep.Model = o.model
+		rep.Usage.add(res.usage)
+		if res.usage != nil && res.usage.PromptTokens > 0 {
+			rep.Context = res.usage.PromptTokens + res.usage.CompletionTokens
+		} else {
+			rep.Context = estimateTokens(msgs, res)
 		}
 		if len(res.calls) == 0 || round >= o.maxRounds {
 			final := finalReply(res.content, t.Synthetic)
@@ -313,6 +331,25 @@ func (o *OpenAI) refused(tool string) func(reason string) {
 		o.metrics.refusedCall(reason)
 		o.log.Warn("tool call refused", "tool", tool, "reason", reason)
 	}
+}
+
+// estimateTokens guesses the tokens of msgs and res when the server reports no usage: about
+// four bytes a token for text, and a few tokens a message for the template around it.
+func estimateTokens(msgs []chatMessage, res result) int {
+	n := len(res.content)
+	for _, c := range res.calls {
+		n += len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	for _, m := range msgs {
+		if m.Content != nil {
+			n += len(*m.Content)
+		}
+		for _, c := range m.ToolCalls {
+			n += len(c.Function.Name) + len(c.Function.Arguments)
+		}
+		n += 16
+	}
+	return n / 4
 }
 
 // turnError tells the caller's cancellation (/stop, /new) from the turn's own timeout.
@@ -546,24 +583,28 @@ func (o *OpenAI) request(ctx context.Context, method, path string, body []byte) 
 // complete makes one model call. With stream, the answer arrives as server-sent events and
 // onText sees the text so far as it grows.
 func (o *OpenAI) complete(ctx context.Context, msgs []chatMessage, stream bool, onText func(string)) (result, error) {
-	body, err := json.Marshal(chatRequest{Model: o.model, Messages: msgs, Tools: o.tools, Temperature: o.temperature,
-		MaxTokens: o.maxTokens, Stream: stream})
+	req := chatRequest{Model: o.model, Messages: msgs, Tools: o.tools, Temperature: o.temperature,
+		MaxTokens: o.maxTokens, Stream: stream}
+	if stream {
+		req.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return result{}, err
 	}
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	req, err := o.request(rctx, http.MethodPost, "/chat/completions", body)
+	hreq, err := o.request(rctx, http.MethodPost, "/chat/completions", body)
 	if err != nil {
 		return result{}, err
 	}
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
+		hreq.Header.Set("Accept", "text/event-stream")
 	} else {
-		req.Header.Set("Accept", "application/json")
+		hreq.Header.Set("Accept", "application/json")
 	}
-	resp, err := o.client.Do(req)
+	resp, err := o.client.Do(hreq)
 	if err != nil {
 		return result{}, o.failed(ctx, rctx, start, err)
 	}
@@ -722,7 +763,7 @@ func parseResponse(raw []byte) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	res := result{content: content, finish: r.Choices[0].FinishReason}
+	res := result{content: content, finish: r.Choices[0].FinishReason, usage: r.Usage}
 	for i, c := range m.ToolCalls {
 		var tc toolCall
 		tc.ID = c.ID

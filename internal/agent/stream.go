@@ -29,6 +29,7 @@ type streamChunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
+	Usage *Usage          `json:"usage"` // the last chunk's, when the request asked include_usage
 	Error json.RawMessage `json:"error"`
 }
 
@@ -62,6 +63,9 @@ func readStream(r io.Reader, onText func(string)) (result, error) {
 		if len(c.Error) > 0 && string(c.Error) != "null" {
 			msg, typ, code := errorFields([]byte(`{"error":` + string(c.Error) + `}`))
 			return false, &APIError{Message: msg, Type: typ, Code: code, Hint: hintFor(0, msg, "")}
+		}
+		if c.Usage != nil {
+			res.usage = c.Usage
 		}
 		if len(c.Choices) == 0 {
 			return false, nil // e.g. a usage-only chunk
