@@ -107,6 +107,12 @@ type Agent struct {
 	// Check is what a failed start-up check of GET base_url/models does: warn (default, log
 	// and serve), fail (refuse to start) or off.
 	Check string `yaml:"check" json:"check,omitempty"`
+	// ContextTokens is the model's context window in tokens (0: ask the server's /models).
+	ContextTokens int `yaml:"context_tokens" json:"context_tokens,omitempty"`
+	// CompressAt is the share of the context window past which a conversation is compressed
+	// between turns (default 0.8; 0 turns automatic compression off but for a context
+	// overflow).
+	CompressAt *float64 `yaml:"compress_at" json:"compress_at,omitempty"`
 }
 
 // Plugin is the operator's settings for one plugin.
@@ -396,6 +402,12 @@ func (c *Config) validate() error {
 	}
 	if c.Agent.MaxRounds < 0 || c.Agent.MaxTokens < 0 || c.Agent.MaxMessages < 0 {
 		add("agent.max_rounds, max_tokens and max_messages must not be negative")
+	}
+	if c.Agent.ContextTokens < 0 {
+		add("agent.context_tokens must not be negative")
+	}
+	if a := c.Agent.CompressAt; a != nil && (*a < 0 || *a >= 1) {
+		add("agent.compress_at %v: want a share of the context window from 0 (off) to below 1, like 0.8", *a)
 	}
 	if c.Agent.Timeout < 0 || c.Agent.TurnTimeout < 0 {
 		add("agent.timeout and agent.turn_timeout must not be negative")

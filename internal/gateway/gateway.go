@@ -293,7 +293,11 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	g.sched = scheduler.New(g.runtime, func(plugin, profile string) { g.loops.Kick(plugin, profile) })
 	commands := map[string]turn.Command{"cron": g.sched.Command(g.gate)}
 	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
-	topt := turn.Options{Logger: g.log,
+	compressAt := 0.8
+	if cfg.Agent.CompressAt != nil {
+		compressAt = *cfg.Agent.CompressAt
+	}
+	topt := turn.Options{Logger: g.log, CompressAt: compressAt,
 		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
@@ -561,7 +565,7 @@ func (g *Gateway) startCore(ctx context.Context) error {
 func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Config {
 	return agent.Config{BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey, SystemPrompt: c.SystemPrompt,
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
-		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers,
+		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers, ContextTokens: c.ContextTokens,
 		NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
 }
 

@@ -30,6 +30,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -76,6 +77,10 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// CompressAt is the share of the model's context window (agent.Windowed) past which a
+	// conversation is compressed between turns, as /compress does; 0: only a context-overflow
+	// error compresses (and the turn is tried again).
+	CompressAt float64
 	// Commands are slash commands implemented outside the engine (/cron), by name.
 	Commands map[string]Command
 	// Grants says which tools a turn for src gets: shell (start commands) and processes
@@ -945,24 +950,60 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		target.ReplyTo = it.src.MessageID
 	}
 	turnID := it.ids[len(it.ids)-1]
-	t := &agent.Turn{
-		Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
-		History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
-	}
 	var stream *streamer
-	if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
-		stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
-		t.OnText = stream.update
-		defer stream.halt()
-	}
-	stopTyping := e.typing(ctx, it)
-	if onText := t.OnText; onText != nil {
-		t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
-	}
-	rep, err := e.agent.Turn(ctx, t)
-	stopTyping()
-	if ctx.Err() != nil {
-		return
+	defer func() {
+		if stream != nil {
+			stream.halt()
+		}
+	}()
+	var rep *agent.Reply
+	for attempt := 1; ; attempt++ {
+		t := &agent.Turn{
+			Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
+			History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
+		}
+		if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
+			stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
+			t.OnText = stream.update
+		}
+		stopTyping := e.typing(ctx, it)
+		if onText := t.OnText; onText != nil {
+			t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
+		}
+		rep, err = e.agent.Turn(ctx, t)
+		stopTyping()
+		if ctx.Err() != nil {
+			return
+		}
+		if attempt > 1 || !errors.Is(err, agent.ErrContextOverflow) || (stream != nil && stream.started()) {
+			break
+		}
+		// The conversation does not fit the model's context: compress it, as /compress does
+		// (this turn's message goes on in the continuation), and try once more there.
+		e.log.Info("turn: the model's context overflowed; compressing the conversation and trying again", "key", key, "error", err)
+		r, ok := e.compressNow(ctx, key, it, it.ids, func(count int, r session.Route) string {
+			return fmt.Sprintf(OverflowCompressed, count, r.SessionID)
+		})
+		if !ok {
+			break
+		}
+		if stream != nil {
+			stream.halt()
+			stream = nil
+		}
+		err = e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
+			var err error
+			st, err = b.Stamp(it.src)
+			return err
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || st.SessionID != r.SessionID {
+			n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ I could not continue this conversation after compressing it; please try again.")
+			e.end(key, it, stFailed, fmt.Sprintf("compressed after a context overflow; the continuation could not be stamped: %v", err), &n, stRunning)
+			return
+		}
 	}
 	state, outcome, text := stDone, "", ""
 	switch {
@@ -971,6 +1012,8 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 	case rep != nil:
 		text = rep.Text
 		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep))
+		// Between this turn and the chat's next one: compress if the conversation is crowded.
+		defer e.afterTurn(ctx, key, it, rep)
 	}
 	if strings.TrimSpace(text) == "" {
 		e.end(key, it, state, "no answer", nil, stRunning)

@@ -228,6 +228,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 		}
 		turnID := it.ids[len(it.ids)-1]
 		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: it.notices}}, turnMessages(rep)...))
+		defer e.afterTurn(ctx, key, it, rep) // between this turn and the chat's next one
 	}
 	msg.Parts, _ = e.capParts(it.plugin, msg.Text)
 	e.end(key, it, state, outcome, &msg, stRunning)

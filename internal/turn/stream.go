@@ -65,6 +65,14 @@ func (s *streamer) update(text string) {
 	}
 }
 
+// started reports whether the agent wrote any text into the stream: a turn that streamed is not
+// tried again (the draft may be in the chat).
+func (s *streamer) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latest != ""
+}
+
 // chatKey names the chat an edit rate applies to.
 func (s *streamer) chatKey() string {
 	return s.msg.Plugin + "\x00" + s.msg.Profile + "\x00" + s.msg.Target.ChatID
