@@ -28,6 +28,31 @@ var (
 	ErrContextOverflow = errors.New("agent: the conversation does not fit the model's context")
 )
 
+// TimeoutError says which limit ended a turn and what was running when it passed. It matches
+// ErrTimeout (errors.Is).
+type TimeoutError struct {
+	Limit  string        // LimitModelCall or LimitTurn
+	After  time.Duration // the limit
+	During string        // what was running: "a model call", "the terminal tool"
+}
+
+// Error names the limit, its setting and what was running.
+func (e *TimeoutError) Error() string {
+	if e.Limit == LimitTurn {
+		return fmt.Sprintf("agent: the turn took longer than %s (agent.turn_timeout) during %s", e.After, e.During)
+	}
+	return fmt.Sprintf("%v (no answer within %s, agent.timeout)", ErrTimeout, e.After)
+}
+
+// Is matches ErrTimeout.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
+
+// Limits a TimeoutError names (hermes_agent_timeouts_total{limit}).
+const (
+	LimitModelCall = "model_call" // Config.Timeout: one model call
+	LimitTurn      = "turn"       // Config.TurnTimeout: the whole turn, tools included
+)
+
 // contextMarkers are what vLLM, llama.cpp server, Ollama and OpenAI write in an error about a
 // prompt longer than the model's context (matched case-insensitively, in the message or type).
 var contextMarkers = []string{"maximum context length", "exceed_context_size", "exceeds the available context",
@@ -130,7 +155,10 @@ func hintFor(status int, msg, base string) string {
 // UserMessage returns a short text for the user about a turn's error, suitable for the chat:
 // what went wrong and what to do about it.
 func UserMessage(err error) string {
-	var ae *APIError
+	var (
+		ae *APIError
+		te *TimeoutError
+	)
 	switch {
 	case err == nil:
 		return ""
@@ -154,6 +182,9 @@ func UserMessage(err error) string {
 			return fmt.Sprintf("The model service failed (HTTP %d: %s). Try again later.", ae.Status, clip(ae.Message, 160))
 		}
 		return "The model service is unavailable right now. Try again later."
+	case errors.As(err, &te) && te.Limit == LimitTurn:
+		return fmt.Sprintf("This answer took longer than the time a turn may take (%s, agent.turn_timeout) while %s was running, so I stopped it. Try again, or run long commands in the background.",
+			roundDuration(te.After), te.During)
 	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return "The model took too long to answer. Try again."
 	case errors.Is(err, ErrBadResponse):

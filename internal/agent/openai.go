@@ -254,6 +254,9 @@ type result struct {
 
 func strp(s string) *string { return &s }
 
+// duringModelCall is what a TimeoutError says was running during a model call.
+const duringModelCall = "a model call"
+
 // maxCallsPerRound bounds the tool calls run from one model response; the rest are answered
 // with an error result (every call must get a result).
 const maxCallsPerRound = 16
@@ -274,7 +277,7 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 	for round := 1; ; round++ {
 		res, err := o.complete(ctx, msgs, stream, t.OnText)
 		if err != nil {
-			return nil, o.turnError(parent, ctx, err)
+			return nil, o.turnError(parent, ctx, err, duringModelCall)
 		}
 		rep.Model = o.model
 		rep.Usage.add(res.usage)
@@ -317,7 +320,7 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 				out = errorResult("not run: at most %d tool calls per response", maxCallsPerRound)
 			}
 			if ctx.Err() != nil {
-				return nil, o.turnError(parent, ctx, ctx.Err())
+				return nil, o.turnError(parent, ctx, ctx.Err(), "the "+tc.Function.Name+" tool")
 			}
 			msgs = append(msgs, chatMessage{Role: RoleTool, Content: strp(out), ToolCallID: tc.ID})
 			rep.Trail = append(rep.Trail, Message{Role: RoleTool, Text: out, ToolCallID: tc.ID, Name: tc.Function.Name})
@@ -352,13 +355,18 @@ func estimateTokens(msgs []chatMessage, res result) int {
 	return n / 4
 }
 
-// turnError tells the caller's cancellation (/stop, /new) from the turn's own timeout.
-func (o *OpenAI) turnError(parent, ctx context.Context, err error) error {
+// turnError tells the caller's cancellation (/stop, /new) from the turn's own timeout, which is
+// logged and counted.
+// during says what was running when err happened, for a turn timeout.
+func (o *OpenAI) turnError(parent, ctx context.Context, err error, during string) error {
 	if parent.Err() != nil {
 		return parent.Err()
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout)) {
-		return fmt.Errorf("%w (the turn took longer than %s)", ErrTimeout, o.turnTimeout)
+		te := &TimeoutError{Limit: LimitTurn, After: o.turnTimeout, During: during}
+		o.metrics.timedOut(LimitTurn)
+		o.log.Warn("turn timed out", "limit", LimitTurn, "after", o.turnTimeout, "during", during, "model", o.model)
+		return te
 	}
 	return err
 }
@@ -675,8 +683,9 @@ func (o *OpenAI) failed(ctx, rctx context.Context, start time.Time, err error) e
 	case errors.Is(err, ErrRedirect):
 		reason = "redirect"
 	case rctx.Err() != nil:
-		err = fmt.Errorf("%w (no answer within %s)", ErrTimeout, o.timeout)
+		err = &TimeoutError{Limit: LimitModelCall, After: o.timeout, During: duringModelCall}
 		reason = "timeout"
+		o.metrics.timedOut(LimitModelCall)
 	case errors.Is(err, errTooLarge):
 		reason = "too_large"
 	case errors.Is(err, errStream):
@@ -698,6 +707,9 @@ func (o *OpenAI) failed(ctx, rctx context.Context, start time.Time, err error) e
 		if ae.Hint != "" {
 			attrs = append(attrs, "hint", ae.Hint)
 		}
+	}
+	if reason == "timeout" {
+		attrs = append(attrs, "limit", LimitModelCall, "during", duringModelCall)
 	}
 	o.log.Warn("model call failed", attrs...)
 	return o.redactErr(err)

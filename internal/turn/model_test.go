@@ -27,7 +27,9 @@ import (
 func modelAgent(t *testing.T, srv *agenttest.Server, cfg agent.Config) *agent.OpenAI {
 	t.Helper()
 	cfg.BaseURL, cfg.Model = srv.URL, "test-model"
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	o, err := agent.NewOpenAI(cfg)
 	if err != nil {
 		t.Fatal(err)
