@@ -80,12 +80,19 @@ type APIError struct {
 	RetryAfter time.Duration // from Retry-After (or retry-after-ms); 0: not given
 	// Hint is what to do about it, for the user and the operator ("" when nothing specific).
 	Hint string
+	// InStream marks an error event inside a streamed answer (the response itself was a 200):
+	// Status is then the event's code, or the response's status when it gives none.
+	InStream bool
 }
 
 // Error renders the status, the message and the retry delay.
 func (e *APIError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "agent: model endpoint: HTTP %d", e.Status)
+	if e.InStream {
+		fmt.Fprintf(&b, "agent: model endpoint: error event in the stream, status %d", e.Status)
+	} else {
+		fmt.Fprintf(&b, "agent: model endpoint: HTTP %d", e.Status)
+	}
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
@@ -164,6 +171,12 @@ func UserMessage(err error) string {
 		return ""
 	case errors.Is(err, context.Canceled):
 		return "Stopped."
+	case errors.As(err, &ae) && ae.InStream:
+		msg := fmt.Sprintf("The model server failed while writing the answer (%d: %s).", ae.Status, clip(ae.Message, 160))
+		if ae.Hint != "" {
+			return msg + " " + ae.Hint
+		}
+		return msg + " Try again."
 	case errors.Is(err, ErrRateLimited):
 		if errors.As(err, &ae) && ae.RetryAfter > 0 {
 			return "The model is rate limited right now. Try again in " + roundDuration(ae.RetryAfter) + "."

@@ -622,7 +622,7 @@ func (o *OpenAI) complete(ctx context.Context, msgs []chatMessage, stream bool, 
 	}
 	var res result
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		res, err = readStream(resp.Body, onText)
+		res, err = readStream(resp.Body, resp.StatusCode, onText)
 	} else {
 		res, err = readCompletion(resp.Body)
 		if err == nil && onText != nil && res.content != "" && len(res.calls) == 0 {
@@ -677,7 +677,7 @@ func (o *OpenAI) failed(ctx, rctx context.Context, start time.Time, err error) e
 	switch {
 	case errors.As(err, &ae):
 		reason = fmt.Sprintf("http_%d", ae.Status)
-		if ae.Status == 0 {
+		if ae.InStream {
 			reason = "stream"
 		}
 	case errors.Is(err, ErrRedirect):

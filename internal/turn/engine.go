@@ -973,6 +973,10 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		rep, err = e.agent.Turn(ctx, t)
 		stopTyping()
 		if ctx.Err() != nil {
+			var by *interrupted
+			if stream != nil && errors.As(context.Cause(ctx), &by) {
+				stream.finishStopped() // the draft says so instead of looking unfinished
+			}
 			return
 		}
 		if attempt > 1 || !errors.Is(err, agent.ErrContextOverflow) || (stream != nil && stream.started()) {

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ type streamer struct {
 // DraftResumed is the first line of an answer sent as a new message because the streamed draft's
 // first post has an unknown outcome (it may be in the chat, cut off).
 const DraftResumed = "↪ The complete answer (the draft above was interrupted):"
+
+// DraftStopped ends a streamed draft whose turn was stopped (/stop, /new, a recall).
+const DraftStopped = "(stopped)"
 
 // streamSuffix marks a message that is still being written.
 const streamSuffix = " …"
@@ -207,6 +211,32 @@ func (s *streamer) finish(parts []string) bool {
 		}
 	}
 	return true
+}
+
+// finishStopped finalises the draft of a turn that was stopped (/stop, /new, a recall): one last edit
+// puts the text the chat shows without the still-writing mark, and DraftStopped after it. The
+// edit is not guarded by the turn (the command superseded it; the draft is in the chat either
+// way). A draft whose first post has an unknown outcome is left alone (the draft rule).
+func (s *streamer) finishStopped() {
+	s.halt()
+	s.mu.Lock()
+	id, shown := s.msgID, s.shown
+	s.mu.Unlock()
+	if id == "" || shown == "" {
+		return
+	}
+	parts := s.e.ledger.Split(s.msg.Plugin, strings.TrimSuffix(shown, streamSuffix)+"\n\n"+DraftStopped)
+	if len(parts) == 0 {
+		return
+	}
+	m := s.msg
+	m.Kind, m.Guard, m.Stamp, m.Generation = delivery.KindDraft, delivery.GuardNone, session.Stamp{}, 0
+	m.Text, m.Parts = parts[0], parts[:1]
+	m.Target.EditMessageID, m.Target.ReplyTo = id, ""
+	s.waitGate(true)
+	if _, err := s.e.ledger.Enqueue(context.WithoutCancel(s.e.ctx), m); err != nil {
+		s.e.log.Warn("turn: finalising a stopped turn's draft failed", "key", s.key, "error", err)
+	}
 }
 
 // completes returns the ledger group of the draft the answer completes, once finish reported
