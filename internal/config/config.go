@@ -107,6 +107,11 @@ type Agent struct {
 	// Check is what a failed start-up check of GET base_url/models does: warn (default, log
 	// and serve), fail (refuse to start) or off.
 	Check string `yaml:"check" json:"check,omitempty"`
+	// EditInterval is the least time between two streamed edits of one chat (default 1s);
+	// EditsPerSecond bounds them per bot over all its chats (default 20; Telegram allows
+	// about 30 messages a second per bot).
+	EditInterval   Duration `yaml:"edit_interval" json:"edit_interval,omitempty"`
+	EditsPerSecond float64  `yaml:"edits_per_second" json:"edits_per_second,omitempty"`
 	// ContextTokens is the model's context window in tokens (0: ask the server's /models).
 	ContextTokens int `yaml:"context_tokens" json:"context_tokens,omitempty"`
 	// CompressAt is the share of the context window past which a conversation is compressed
@@ -402,6 +407,9 @@ func (c *Config) validate() error {
 	}
 	if c.Agent.MaxRounds < 0 || c.Agent.MaxTokens < 0 || c.Agent.MaxMessages < 0 {
 		add("agent.max_rounds, max_tokens and max_messages must not be negative")
+	}
+	if c.Agent.EditInterval < 0 || c.Agent.EditsPerSecond < 0 {
+		add("agent.edit_interval and agent.edits_per_second must not be negative")
 	}
 	if c.Agent.ContextTokens < 0 {
 		add("agent.context_tokens must not be negative")

@@ -298,6 +298,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 		compressAt = *cfg.Agent.CompressAt
 	}
 	topt := turn.Options{Logger: g.log, CompressAt: compressAt,
+		EditInterval: time.Duration(cfg.Agent.EditInterval), EditsPerSecond: cfg.Agent.EditsPerSecond,
 		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)

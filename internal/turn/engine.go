@@ -77,6 +77,9 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// EditsPerSecond bounds the streamed posts and edits of one bot (a plugin's profile) over
+	// all its chats: Telegram allows about 30 messages a second per bot. Default 20.
+	EditsPerSecond float64
 	// CompressAt is the share of the model's context window (agent.Windowed) past which a
 	// conversation is compressed between turns, as /compress does; 0: only a context-overflow
 	// error compresses (and the turn is tried again).
@@ -129,10 +132,11 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu       sync.Mutex // guards keys, every keyQueue, more, lastEdit and intake; a leaf (see the lock order above)
+	mu       sync.Mutex // guards keys, every keyQueue, more, lastEdit, botNext and intake; a leaf (see the lock order above)
 	keys     map[string]*keyQueue
 	more     map[string]*pending  // the rest of a key's last cut answer (/more)
 	lastEdit map[string]time.Time // a chat's last streamed post or edit
+	botNext  map[string]time.Time // when a bot (plugin and profile) may stream its next post or edit
 	intake   map[string]*intakeQueue
 	wg       sync.WaitGroup
 	ctx      context.Context
@@ -205,6 +209,9 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.EditInterval <= 0 {
 		opt.EditInterval = time.Second
 	}
+	if opt.EditsPerSecond <= 0 {
+		opt.EditsPerSecond = 20
+	}
 	if opt.TypingAfter <= 0 {
 		opt.TypingAfter = time.Second
 	}
@@ -213,7 +220,7 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	}
 
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
-		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
+		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{}, botNext: map[string]time.Time{},
 		intake: map[string]*intakeQueue{}, ctx: ctx, typingLast: map[string]time.Time{}}, nil
 }
 

@@ -13,7 +13,8 @@ import (
 
 // streamer shows an answer while the agent writes it, on a platform that can edit messages: the
 // first text is posted at once, later text replaces it in place, at most once per
-// Options.EditInterval per chat; the final text is put in place by finish. Posts and edits go
+// Options.EditInterval per chat and Options.EditsPerSecond per bot; the final text is put in
+// place by finish. Posts and edits go
 // through the ledger with the turn's guard, so a /new during the turn stops them too.
 //
 // The draft rule: a post or edit whose outcome is unknown (the platform may have applied it)
@@ -82,12 +83,20 @@ func (s *streamer) chatKey() string {
 	return s.msg.Plugin + "\x00" + s.msg.Profile + "\x00" + s.msg.Target.ChatID
 }
 
-// waitGate waits until the chat may be edited again, then claims the slot. It reports false
-// when stop closed first (unless force).
+// botKey names the bot a bot-wide edit rate applies to.
+func (s *streamer) botKey() string { return s.msg.Plugin + "\x00" + s.msg.Profile }
+
+// waitGate waits until the chat may be edited again (Options.EditInterval since its last post
+// or edit) and the bot may send again (Options.EditsPerSecond over all its chats), then claims
+// both slots. It reports false when stop closed first (unless force).
 func (s *streamer) waitGate(force bool) bool {
+	gap := time.Duration(float64(time.Second) / s.e.opt.EditsPerSecond)
 	for {
 		s.e.mu.Lock()
 		next := s.e.lastEdit[s.chatKey()].Add(s.e.opt.EditInterval)
+		if b := s.e.botNext[s.botKey()]; b.After(next) {
+			next = b
+		}
 		now := time.Now()
 		if !now.Before(next) {
 			if len(s.e.lastEdit) >= 1024 {
@@ -100,6 +109,7 @@ func (s *streamer) waitGate(force bool) bool {
 				}
 			}
 			s.e.lastEdit[s.chatKey()] = now
+			s.e.botNext[s.botKey()] = now.Add(gap)
 			s.e.mu.Unlock()
 			return true
 		}

@@ -112,3 +112,48 @@ func TestFloodOnAnEditWaitsThenEdits(t *testing.T) {
 		}
 	})
 }
+
+// Streamed edits are limited per chat and per bot: 40 chats streaming at once through one bot
+// make at most Options.EditsPerSecond posts and edits in any second (Telegram allows about 30
+// per second per bot), and each chat at most one per EditInterval; every answer still ends exact.
+func TestEditRateIsLimitedPerBot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const chats = 40
+		pieces := streamPieces()
+		srv := agenttest.NewUnstarted(t)
+		for range chats {
+			srv.Push(agenttest.Chunks(150*time.Millisecond, pieces...))
+		}
+		a := modelAgent(t, srv, agent.Config{Transport: srv.Transport()})
+		h := newHarness(t, a, Options{CanEdit: func(string) bool { return true }, EditsPerSecond: 20})
+		for i := range chats {
+			src := dm
+			src.ChatID, src.UserID = "chat"+strconv.Itoa(i), "u"+strconv.Itoa(i)
+			h.say(src, "tell me a story")
+		}
+		final := strings.TrimSpace(strings.Join(pieces, ""))
+		until(t, "every final text", func() bool { return h.chat.count(final) == chats })
+		h.chat.mu.Lock()
+		sent, at := append([]abi.OutboundMessage(nil), h.chat.sent...), append([]time.Time(nil), h.chat.at...)
+		h.chat.mu.Unlock()
+		most := 0
+		for i := range at {
+			n := 0
+			for j := i; j < len(at) && at[j].Sub(at[i]) < time.Second; j++ {
+				n++
+			}
+			most = max(most, n)
+		}
+		if most > 20 {
+			t.Errorf("%d sends within one second through one bot, want at most 20", most)
+		}
+		last := map[string]time.Time{}
+		for i, m := range sent {
+			if prev, ok := last[m.ChatID]; ok && at[i].Sub(prev) < time.Second {
+				t.Errorf("chat %s: two sends %v apart", m.ChatID, at[i].Sub(prev))
+			}
+			last[m.ChatID] = at[i]
+		}
+		t.Logf("%d sends, at most %d in a second", len(sent), most)
+	})
+}
