@@ -53,6 +53,9 @@ type Turn struct {
 	Synthetic bool
 	// Tools are the process tools bound to this turn's session; nil: none.
 	Tools Tools
+	// Model is the model the chat chose for this conversation (/model, from the operator's
+	// list); "": the configured one. The builtin agent has none.
+	Model string
 	// OnText, when set, asks for the answer as it is written: it is called with the whole text
 	// so far (not a delta), from the goroutine running Turn, and must return quickly. The
 	// Reply's Text remains the final answer.
@@ -143,7 +146,8 @@ func (u *Usage) add(v *Usage) {
 // Windowed is an agent that knows its model's context window, in tokens (0: unknown). The turn
 // engine compresses a conversation that grows past a share of it (Options.CompressAt).
 type Windowed interface {
-	ContextWindow(ctx context.Context) int
+	// ContextWindow returns model's context window ("" for the configured model).
+	ContextWindow(ctx context.Context, model string) int
 }
 
 // Tools are the process tools of one turn, bound to its session. Implementations must honour ctx
@@ -264,6 +268,10 @@ type Config struct {
 	// NoTools sends no tools: for servers or models that reject them. The agent then answers
 	// in text only.
 	NoTools bool
+	// ShowReasoning shows a thinking model's reasoning (reasoning_content, or a <think> block
+	// at the start of its content) in the chat, quoted before the answer, and keeps it in the
+	// history; by default it is dropped from both.
+	ShowReasoning bool
 	// NoStream never asks for streamed answers. By default an answer is streamed (server-sent
 	// events) when the turn wants its text as it is written (Turn.OnText).
 	NoStream bool

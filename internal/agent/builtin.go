@@ -41,6 +41,10 @@ kill <id> - stop a process
 help - this text
 <id> is a process id (proc_…), or "last" for the newest process. Try: run sleep 3; echo done`
 
+// Help returns the commands the builtin agent understands (the host's /help lists them after
+// its own).
+func (b *Builtin) Help() string { return BuiltinHelp }
+
 // Builtin's fixed answers.
 const (
 	BuiltinNoTools = "Background processes are not available in this chat."

@@ -68,45 +68,55 @@ func (o *OpenAI) Check(ctx context.Context) error {
 	return fmt.Errorf("agent: the model server at %s does not serve agent.model %q; it serves: %s", o.base, o.model, clip(strings.Join(ids, ", "), 400))
 }
 
-// ContextWindow returns the model's context window in tokens: Config.ContextTokens when set,
-// else what the server's GET {base_url}/models says of the model where it says it (vLLM's
-// max_model_len, the context_length some servers give, llama.cpp's meta.n_ctx), else 0. The
-// server is asked once, and again at most every windowRetry while it gave no answer.
-func (o *OpenAI) ContextWindow(ctx context.Context) int {
-	if o.contextTokens > 0 {
+// ContextWindow returns the context window of model ("" for the configured one) in tokens:
+// Config.ContextTokens for the configured model when set, else what the server's GET
+// {base_url}/models says of the model where it says it (vLLM's max_model_len, the
+// context_length some servers give, llama.cpp's meta.n_ctx), else 0. The server is asked once
+// per model, and again at most every windowRetry while it gave no answer.
+func (o *OpenAI) ContextWindow(ctx context.Context, model string) int {
+	if model == "" {
+		model = o.model
+	}
+	if model == o.model && o.contextTokens > 0 {
 		return o.contextTokens
 	}
 	w := o.window
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.known || (!w.asked.IsZero() && time.Since(w.asked) < windowRetry) {
-		return w.tokens
+	e := w.models[model]
+	if e.known || (!e.asked.IsZero() && time.Since(e.asked) < windowRetry) {
+		return e.tokens
 	}
-	w.asked = time.Now()
-	n, err := o.serverWindow(ctx)
-	if err != nil {
+	e.asked = time.Now()
+	n, err := o.serverWindow(ctx, model)
+	if err == nil {
+		e.tokens, e.known = n, true
+	} else {
 		o.log.Info("the model server does not say the model's context window; set agent.context_tokens for automatic compression",
-			"error", o.redact(err.Error()))
-		return 0
+			"model", model, "error", o.redact(err.Error()))
 	}
-	w.tokens, w.known = n, true
-	return n
+	w.models[model] = e
+	return e.tokens
 }
 
 // windowRetry is how long ContextWindow waits before asking a server that gave no answer again.
 const windowRetry = 10 * time.Minute
 
-// windowCache is what the server said of the model's context window. Shared by the copies of
-// an OpenAI (a turn without tools uses one).
+// windowCache is what the server said of each model's context window. Shared by the copies of
+// an OpenAI (a turn without tools or with another model uses one).
 type windowCache struct {
 	mu     sync.Mutex
+	models map[string]windowEntry
+}
+
+type windowEntry struct {
 	asked  time.Time
 	known  bool
 	tokens int // 0: the server lists the model without a context window
 }
 
 // serverWindow asks GET {base_url}/models for the model's context window.
-func (o *OpenAI) serverWindow(ctx context.Context) (int, error) {
+func (o *OpenAI) serverWindow(ctx context.Context, model string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := o.request(ctx, http.MethodGet, "/models", nil)
@@ -136,7 +146,7 @@ func (o *OpenAI) serverWindow(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("GET %s/models: %v", o.base, err)
 	}
 	for _, m := range list.Data {
-		if m.ID != o.model && m.ID != o.model+":latest" {
+		if m.ID != model && m.ID != model+":latest" {
 			continue
 		}
 		for _, n := range []int{m.MaxModelLen, m.ContextLength, m.Meta.NCtx} {
@@ -146,5 +156,5 @@ func (o *OpenAI) serverWindow(ctx context.Context) (int, error) {
 		}
 		return 0, nil
 	}
-	return 0, fmt.Errorf("GET %s/models does not list %q", o.base, o.model)
+	return 0, fmt.Errorf("GET %s/models does not list %q", o.base, model)
 }

@@ -41,6 +41,7 @@ type OpenAI struct {
 	maxTokens     int
 	tools         json.RawMessage // nil: none offered (tools off, or none granted this turn)
 	noTools       bool            // Config.NoTools: a call is refused, never run
+	showReasoning bool            // Config.ShowReasoning
 	contextTokens int             // Config.ContextTokens
 	window        *windowCache    // what the server said of the context window
 	stream        bool
@@ -122,6 +123,7 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		maxTokens:     cfg.MaxTokens,
 		stream:        !cfg.NoStream,
 		noTools:       cfg.NoTools,
+		showReasoning: cfg.ShowReasoning,
 		contextTokens: cfg.ContextTokens,
 		window:        &windowCache{},
 		log:           cfg.Logger,
@@ -227,8 +229,12 @@ type (
 	chatResponse struct {
 		Choices []struct {
 			Message struct {
-				Content   json.RawMessage `json:"content"`
-				ToolCalls []struct {
+				Content json.RawMessage `json:"content"`
+				// ReasoningContent (vLLM, llama.cpp, DeepSeek) or Reasoning (Ollama and
+				// others) is what a thinking model reasoned before answering.
+				ReasoningContent string `json:"reasoning_content"`
+				Reasoning        string `json:"reasoning"`
+				ToolCalls        []struct {
 					ID       string `json:"id"`
 					Type     string `json:"type"`
 					Function struct {
@@ -246,13 +252,26 @@ type (
 
 // result is one model call's answer.
 type result struct {
-	content string
-	calls   []toolCall
-	finish  string // finish_reason
-	usage   *Usage // the server's usage fields; nil when it sent none
+	content   string
+	reasoning string // kept apart from content (see reasoning.go)
+	calls     []toolCall
+	finish    string // finish_reason
+	usage     *Usage // the server's usage fields; nil when it sent none
 }
 
 func strp(s string) *string { return &s }
+
+// separate moves a <think> block at the start of the content to the reasoning.
+func (r *result) separate() {
+	thought, answer, open := splitThink(r.content)
+	if open {
+		thought, answer = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.content), thinkOpen)), ""
+	}
+	if thought != "" || open {
+		r.reasoning = strings.TrimSpace(r.reasoning + "\n" + thought)
+		r.content = answer
+	}
+}
 
 // duringModelCall is what a TimeoutError says was running during a model call.
 const duringModelCall = "a model call"
@@ -263,6 +282,12 @@ const maxCallsPerRound = 16
 
 // Turn answers t; see OpenAI.
 func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
+	if t.Model != "" && t.Model != o.model {
+		// The chat chose another model (/model) from the operator's list.
+		o2 := *o
+		o2.model = t.Model
+		return o2.Turn(parent, t)
+	}
 	if t.Tools == nil && o.tools != nil {
 		// The operator granted this chat no tools: the model is not offered any.
 		o2 := *o
@@ -287,7 +312,11 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 			rep.Context = estimateTokens(msgs, res)
 		}
 		if len(res.calls) == 0 || round >= o.maxRounds {
-			final := finalReply(res.content, t.Synthetic)
+			content := res.content
+			if o.showReasoning {
+				content = withReasoning(res.reasoning, content)
+			}
+			final := finalReply(content, t.Synthetic)
 			rep.Text, rep.Media, rep.Streamed = final.Text, final.Media, stream
 			var notes []string
 			switch {
@@ -629,6 +658,9 @@ func (o *OpenAI) complete(ctx context.Context, msgs []chatMessage, stream bool, 
 			onText(res.content) // a server that ignored "stream": the whole answer at once
 		}
 	}
+	if stream && err == nil {
+		res.separate()
+	}
 	if err != nil {
 		return result{}, o.failed(ctx, rctx, start, err)
 	}
@@ -775,7 +807,9 @@ func parseResponse(raw []byte) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	res := result{content: content, finish: r.Choices[0].FinishReason, usage: r.Usage}
+	res := result{content: content, finish: r.Choices[0].FinishReason, usage: r.Usage,
+		reasoning: orDefault(m.ReasoningContent, m.Reasoning)}
+	res.separate()
 	for i, c := range m.ToolCalls {
 		var tc toolCall
 		tc.ID = c.ID

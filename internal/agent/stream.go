@@ -17,8 +17,10 @@ var errStream = fmt.Errorf("%w: the stream broke off", ErrBadResponse)
 type streamChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ToolCalls        []struct {
 				Index    int    `json:"index"`
 				ID       string `json:"id"`
 				Type     string `json:"type"`
@@ -45,6 +47,7 @@ func readStream(r io.Reader, status int, onText func(string)) (result, error) {
 	var (
 		res      result
 		text     strings.Builder
+		thought  strings.Builder // reasoning_content deltas
 		calls    []toolCall
 		data     strings.Builder
 		finished bool
@@ -78,10 +81,17 @@ func readStream(r io.Reader, status int, onText func(string)) (result, error) {
 			return false, nil // e.g. a usage-only chunk
 		}
 		ch := c.Choices[0]
+		for _, r := range []*string{ch.Delta.ReasoningContent, ch.Delta.Reasoning} {
+			if r != nil {
+				thought.WriteString(*r)
+			}
+		}
 		if ch.Delta.Content != nil && *ch.Delta.Content != "" {
 			text.WriteString(*ch.Delta.Content)
 			if onText != nil && len(calls) == 0 {
-				onText(text.String())
+				if v := visibleText(text.String()); v != "" {
+					onText(v) // the answer so far, without a <think> block
+				}
 			}
 		}
 		for _, d := range ch.Delta.ToolCalls {
@@ -141,7 +151,7 @@ end:
 	if !finished {
 		return result{}, errStream
 	}
-	res.content = text.String()
+	res.content, res.reasoning = text.String(), thought.String()
 	for i := range calls {
 		if calls[i].ID == "" {
 			calls[i].ID = fmt.Sprintf("call_%d", i)

@@ -299,6 +299,10 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	}
 	topt := turn.Options{Logger: g.log, CompressAt: compressAt,
 		EditInterval: time.Duration(cfg.Agent.EditInterval), EditsPerSecond: cfg.Agent.EditsPerSecond,
+		Model: cfg.Agent.Model, Models: cfg.Agent.Models,
+		CommandAllowed: func(ctx context.Context, name, plugin, profile string, src abi.Source) bool {
+			return name != "cron" || g.gate.MayManageJobs(ctx, plugin, profile, src)
+		},
 		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
@@ -567,6 +571,7 @@ func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Confi
 	return agent.Config{BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey, SystemPrompt: c.SystemPrompt,
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
 		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers, ContextTokens: c.ContextTokens,
+		ShowReasoning: c.ShowReasoning,
 		NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
 }
 

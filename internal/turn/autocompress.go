@@ -35,7 +35,7 @@ func (e *Engine) crowded(ctx context.Context, rep *agent.Reply) (bool, int, int)
 	if !ok || rep == nil || rep.Context <= 0 || e.opt.CompressAt <= 0 {
 		return false, 0, 0
 	}
-	window := w.ContextWindow(ctx)
+	window := w.ContextWindow(ctx, rep.Model)
 	if window <= 0 {
 		return false, 0, 0
 	}

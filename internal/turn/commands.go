@@ -22,6 +22,14 @@ func (e *Engine) command(ctx context.Context, key string, it *item) {
 	case "last":
 		e.sendLast(ctx, key, it)
 		return
+	case "undo":
+		text, outcome := e.undo(ctx, key, it)
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, text)
+		e.end(key, it, stDone, outcome, &n, stRunning)
+		return
+	case "retry":
+		e.retryCommand(ctx, key, it)
+		return
 	}
 	var (
 		text, summary, note, summarized string

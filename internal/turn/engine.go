@@ -84,6 +84,13 @@ type Options struct {
 	// conversation is compressed between turns, as /compress does; 0: only a context-overflow
 	// error compresses (and the turn is tried again).
 	CompressAt float64
+	// Model is the configured model's name, and Models the ones a chat may choose for its
+	// conversation with /model (agent.models); empty: /model is off.
+	Model  string
+	Models []string
+	// CommandAllowed says whether src's sender may use the extension command name (/help lists
+	// only those); nil: all.
+	CommandAllowed func(ctx context.Context, name, plugin, profile string, src abi.Source) bool
 	// Commands are slash commands implemented outside the engine (/cron), by name.
 	Commands map[string]Command
 	// Grants says which tools a turn for src gets: shell (start commands) and processes
@@ -518,6 +525,12 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				return nil
 			case "status":
 				confirm = e.status(b, key)
+			case "help":
+				confirm = e.helpText(b.Context(), row.plugin, row.profile, src)
+			case "model":
+				confirm = e.modelCommand(b, res.SessionID, arg)
+			case "usage":
+				confirm = e.usageCommand(b.Context(), res.SessionID)
 			default:
 				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: row.plugin, profile: row.profile, src: src,
 					texts: []string{row.text}, msgIDs: []string{src.MessageID}, cmd: cmd, arg: arg}
@@ -615,7 +628,8 @@ func splitCommand(text string) (string, string) {
 func parseCommand(text string) (string, string) {
 	word, arg := splitCommand(text)
 	switch word {
-	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last":
+	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
+		"help", "model", "usage", "retry", "undo":
 		return word, arg
 	}
 	return "", ""
@@ -968,6 +982,7 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		t := &agent.Turn{
 			Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
 			History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
+			Model: e.sessionModel(ctx, st.SessionID),
 		}
 		if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
 			stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
@@ -1022,7 +1037,7 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		state, outcome, text = stFailed, "agent: "+err.Error(), "⚠️ "+agent.UserMessage(err)
 	case rep != nil:
 		text = rep.Text
-		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep))
+		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep), rep.Usage)
 		// Between this turn and the chat's next one: compress if the conversation is crowded.
 		defer e.afterTurn(ctx, key, it, rep)
 	}

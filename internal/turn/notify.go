@@ -206,6 +206,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 	rep, err := e.agent.Turn(ctx, &agent.Turn{
 		Key: key, SessionID: v.SessionID, Source: src, Text: record, Notices: it.notices, Synthetic: true,
 		History: e.history(ctx, v.SessionID, nil), Tools: e.tools(ctx, it, key, st, true),
+		Model: e.sessionModel(ctx, v.SessionID),
 	})
 	if ctx.Err() != nil {
 		return
@@ -227,7 +228,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 			return
 		}
 		turnID := it.ids[len(it.ids)-1]
-		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: it.notices}}, turnMessages(rep)...))
+		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: it.notices}}, turnMessages(rep)...), rep.Usage)
 		defer e.afterTurn(ctx, key, it, rep) // between this turn and the chat's next one
 	}
 	msg.Parts, _ = e.capParts(it.plugin, msg.Text)

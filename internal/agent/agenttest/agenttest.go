@@ -234,6 +234,29 @@ func Finish(text, reason string) Reply {
 	}
 }
 
+// Thinking answers text after reasoning, in reasoning_content as vLLM's and llama.cpp's
+// reasoning parsers send it (streamed as reasoning_content deltas first when asked).
+func Thinking(reasoning, text string) Reply {
+	return func(w http.ResponseWriter, r *http.Request, req Request) {
+		if req.Stream() {
+			sseHeader(w)
+			event(w, chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+			for _, p := range splitChunks(reasoning, 16) {
+				event(w, chunk(map[string]any{"reasoning_content": p}, nil))
+			}
+			for _, p := range splitChunks(text, 16) {
+				event(w, chunk(map[string]any{"content": p}, nil))
+			}
+			event(w, chunk(map[string]any{}, "stop"))
+			usageChunk(w, req)
+			io.WriteString(w, "data: [DONE]\n\n")
+			flush(w)
+			return
+		}
+		completion(w, req, map[string]any{"role": "assistant", "content": text, "reasoning_content": reasoning}, "stop")
+	}
+}
+
 // Chunks streams text in the given pieces, delay apart (the request must ask for a stream;
 // otherwise the pieces are answered joined).
 func Chunks(delay time.Duration, pieces ...string) Reply {
