@@ -572,7 +572,7 @@ func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Confi
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
 		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers, ContextTokens: c.ContextTokens,
 		ShowReasoning: c.ShowReasoning,
-		NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
+		NoTools:       c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
 }
 
 // envValues returns the values of the environment variables names (the configuration's ${NAME}
