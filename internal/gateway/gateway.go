@@ -571,8 +571,8 @@ func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Confi
 	return agent.Config{BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey, SystemPrompt: c.SystemPrompt,
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
 		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers, ContextTokens: c.ContextTokens,
-		ShowReasoning: c.ShowReasoning,
-		NoTools:       c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
+		ShowReasoning: c.ShowReasoning, NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream,
+		Logger: log, Metrics: m}
 }
 
 // envValues returns the values of the environment variables names (the configuration's ${NAME}
