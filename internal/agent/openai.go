@@ -125,7 +125,7 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		noTools:       cfg.NoTools,
 		showReasoning: cfg.ShowReasoning,
 		contextTokens: cfg.ContextTokens,
-		window:        &windowCache{},
+		window:        &windowCache{models: map[string]windowEntry{}},
 		log:           cfg.Logger,
 		metrics:       cfg.Metrics,
 		client: &http.Client{

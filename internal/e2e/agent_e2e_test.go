@@ -124,3 +124,83 @@ func TestSeedScenarioWithAutoCompression(t *testing.T) {
 		}
 	})
 }
+
+// The chat commands users of chat assistants expect, end to end (the real binary, echo.wasm,
+// the OpenAI-compatible agent on the fake model server): /help, /model (the switch is in the
+// request the model server receives, and `sessions show` names the model), /usage, /undo and
+// /retry.
+func TestChatCommandsEndToEnd(t *testing.T) {
+	srv := agenttest.New(t,
+		agenttest.WithUsage(100, 20, agenttest.Text("a1")),
+		agenttest.WithUsage(200, 40, agenttest.Text("a2")),
+		agenttest.Text("a3"),
+		agenttest.Text("a3 again"))
+	fake := echotest.New()
+	defer fake.Close()
+	h := newModelHost(t, fake, srv, "models: [qwen3-8b, llama3.2]")
+	h.say("q1")
+	mustWait(t, fake, "a1", echotest.Has("a1"))
+	history := func(i int) string {
+		var out []string
+		for _, m := range srv.Chats()[i].Messages()[1:] {
+			c, _ := m["content"].(string)
+			out = append(out, fmt.Sprint(m["role"], ":", c))
+		}
+		return strings.Join(out, "|")
+	}
+	t.Run("help", func(t *testing.T) {
+		h.say("/help")
+		m := mustWait(t, fake, "the help", echotest.Has("Commands:"))
+		for _, want := range []string{"/model — ", "/usage — ", "/retry — ", "/undo — ", "/new — "} {
+			if !strings.Contains(m.Text, want) {
+				t.Errorf("/help lacks %q: %q", want, m.Text)
+			}
+		}
+	})
+	t.Run("model", func(t *testing.T) {
+		h.say("/model qwen3-8b")
+		mustWait(t, fake, "the switch", echotest.Has("now uses the model qwen3-8b"))
+		h.say("q2")
+		mustWait(t, fake, "a2", echotest.Has("a2"))
+		if got := srv.Chats()[1].Body["model"]; got != "qwen3-8b" || srv.Chats()[0].Body["model"] != "test-model" {
+			t.Fatalf("the model server was asked for %v, then %v", srv.Chats()[0].Body["model"], got)
+		}
+		keys, err := runCLI(h.bin, h.data, "sessions", "ls")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var key string
+		for _, l := range strings.Split(keys, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.Contains(f[0], ":echo:") {
+				key = f[0]
+			}
+		}
+		out, err := runCLI(h.bin, h.data, "sessions", "show", key)
+		if err != nil || !strings.Contains(out, "model:       qwen3-8b") {
+			t.Fatalf("sessions show %s: %v\n%s", key, err, out)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		h.say("/usage")
+		mustWait(t, fake, "the usage", echotest.Has("300 prompt tokens and 60 completion tokens (360 in all) in 2 model calls"))
+	})
+	t.Run("undo", func(t *testing.T) {
+		h.say("/undo")
+		mustWait(t, fake, "the undo", echotest.Has("Your message “q2” and its answer no longer reach the model"))
+		h.say("q3")
+		mustWait(t, fake, "a3", echotest.Has("a3"))
+		if got := history(2); got != "user:q1|assistant:a1|user:q3" {
+			t.Fatalf("after /undo the model saw %q", got)
+		}
+	})
+	t.Run("retry", func(t *testing.T) {
+		h.say("/retry")
+		mustWait(t, fake, "the new answer", echotest.Has("a3 again"))
+		if got := history(3); got != "user:q1|assistant:a1|user:q3" {
+			t.Fatalf("the retry asked %q", got)
+		}
+		if n := len(srv.Chats()); n != 4 {
+			t.Fatalf("%d model requests", n)
+		}
+	})
+}
