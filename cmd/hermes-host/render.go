@@ -56,6 +56,13 @@ func writeSession(w io.Writer, v *session.SessionView) error {
 	}
 	b.WriteString("session:     ")
 	writeSessionLine(&b, v.Focus)
+	if v.Focus.Model != "" {
+		fmt.Fprintf(&b, "model:       %s (chosen with /model)\n", v.Focus.Model)
+	}
+	if v.Focus.ModelCalls > 0 {
+		fmt.Fprintf(&b, "usage:       %d prompt + %d completion tokens in %d model calls\n",
+			v.Focus.PromptTokens, v.Focus.CompletionTokens, v.Focus.ModelCalls)
+	}
 	if len(v.Ancestors) > 0 {
 		b.WriteString("ancestors:\n")
 		for _, s := range v.Ancestors {

@@ -111,6 +111,23 @@ type Agent struct {
 	// Check is what a failed start-up check of GET base_url/models does: warn (default, log
 	// and serve), fail (refuse to start) or off.
 	Check string `yaml:"check" json:"check,omitempty"`
+	// EditInterval is the least time between two streamed edits of one chat (default 1s);
+	// EditsPerSecond bounds them per bot over all its chats (default 20; Telegram allows
+	// about 30 messages a second per bot).
+	EditInterval   Duration `yaml:"edit_interval" json:"edit_interval,omitempty"`
+	EditsPerSecond float64  `yaml:"edits_per_second" json:"edits_per_second,omitempty"`
+	// Models are the models a chat may choose for its conversation with /model (names the
+	// server serves); empty: /model is off. The configured model is always the default.
+	Models []string `yaml:"models" json:"models,omitempty"`
+	// ShowReasoning shows a thinking model's reasoning in the chat (quoted before the answer)
+	// and keeps it in the history; by default it is dropped from both.
+	ShowReasoning bool `yaml:"show_reasoning" json:"show_reasoning,omitempty"`
+	// ContextTokens is the model's context window in tokens (0: ask the server's /models).
+	ContextTokens int `yaml:"context_tokens" json:"context_tokens,omitempty"`
+	// CompressAt is the share of the context window past which a conversation is compressed
+	// between turns (default 0.8; 0 turns automatic compression off but for a context
+	// overflow).
+	CompressAt *float64 `yaml:"compress_at" json:"compress_at,omitempty"`
 }
 
 // Plugin is the operator's settings for one plugin.
@@ -400,6 +417,20 @@ func (c *Config) validate() error {
 	}
 	if c.Agent.MaxRounds < 0 || c.Agent.MaxTokens < 0 || c.Agent.MaxMessages < 0 {
 		add("agent.max_rounds, max_tokens and max_messages must not be negative")
+	}
+	for _, m := range c.Agent.Models {
+		if strings.TrimSpace(m) == "" || strings.EqualFold(m, "default") {
+			add("agent.models: %q is not a model name", m)
+		}
+	}
+	if c.Agent.EditInterval < 0 || c.Agent.EditsPerSecond < 0 {
+		add("agent.edit_interval and agent.edits_per_second must not be negative")
+	}
+	if c.Agent.ContextTokens < 0 {
+		add("agent.context_tokens must not be negative")
+	}
+	if a := c.Agent.CompressAt; a != nil && (*a < 0 || *a >= 1) {
+		add("agent.compress_at %v: want a share of the context window from 0 (off) to below 1, like 0.8", *a)
 	}
 	if c.Agent.Timeout < 0 || c.Agent.TurnTimeout < 0 {
 		add("agent.timeout and agent.turn_timeout must not be negative")

@@ -285,7 +285,9 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.agent, err = agent.New(cfg.Agent.Kind, agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry)))
+	acfg := agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry))
+	acfg.Secrets = envValues(cfg.EnvRefs) // ${NAME} values: kept out of what the agent returns
+	g.agent, err = agent.New(cfg.Agent.Kind, acfg)
 	if err != nil {
 		return err
 	}
@@ -295,7 +297,16 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	g.sched = scheduler.New(g.runtime, func(plugin, profile string) { g.loops.Kick(plugin, profile) })
 	commands := map[string]turn.Command{"cron": g.sched.Command(g.gate)}
 	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
-	topt := turn.Options{Logger: g.log,
+	compressAt := 0.8
+	if cfg.Agent.CompressAt != nil {
+		compressAt = *cfg.Agent.CompressAt
+	}
+	topt := turn.Options{Logger: g.log, CompressAt: compressAt,
+		EditInterval: time.Duration(cfg.Agent.EditInterval), EditsPerSecond: cfg.Agent.EditsPerSecond,
+		Model: cfg.Agent.Model, Models: cfg.Agent.Models,
+		CommandAllowed: func(ctx context.Context, name, plugin, profile string, src abi.Source) bool {
+			return name != "cron" || g.gate.MayManageJobs(ctx, plugin, profile, src)
+		},
 		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
@@ -563,8 +574,21 @@ func (g *Gateway) startCore(ctx context.Context) error {
 func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Config {
 	return agent.Config{BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey, SystemPrompt: c.SystemPrompt,
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
-		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers,
-		NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
+		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers, ContextTokens: c.ContextTokens,
+		ShowReasoning: c.ShowReasoning, NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream,
+		Logger: log, Metrics: m}
+}
+
+// envValues returns the values of the environment variables names (the configuration's ${NAME}
+// references), skipping unset ones.
+func envValues(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // checkAgent asks the model server whether it serves the configured model (agent.check).

@@ -22,6 +22,14 @@ func (e *Engine) command(ctx context.Context, key string, it *item) {
 	case "last":
 		e.sendLast(ctx, key, it)
 		return
+	case "undo":
+		text, outcome := e.undo(ctx, key, it)
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, text)
+		e.end(key, it, stDone, outcome, &n, stRunning)
+		return
+	case "retry":
+		e.retryCommand(ctx, key, it)
+		return
 	}
 	var (
 		text, summary, note, summarized string
@@ -31,7 +39,7 @@ func (e *Engine) command(ctx context.Context, key string, it *item) {
 		// The summary is written outside the boundary (a model call may take a while and must
 		// not hold up /new); Compress then checks the session is still the one summarized.
 		var ok bool
-		if summary, summarized, count, note, ok = e.compressSummary(ctx, key); !ok {
+		if summary, summarized, count, note, ok = e.compressSummary(ctx, key, nil); !ok {
 			if ctx.Err() != nil {
 				return
 			}
@@ -110,10 +118,11 @@ func (e *Engine) sendLast(ctx context.Context, key string, it *item) {
 // compressSummary writes the summary /compress continues from: by the agent when it can
 // (agent.Compressor; the model for the OpenAI agent), else, or when that fails, the
 // deterministic agent.Summary. The history is the current session's, without slash commands
-// (so not the /compress itself). It returns the summary, the session it summarizes, how many
-// messages it covers, a note for the user, and false when there is nothing to compress (the note
-// says why: no session, or the transcript could not be read; never an empty summary).
-func (e *Engine) compressSummary(ctx context.Context, key string) (string, string, int, string, bool) {
+// (so not the /compress itself), without the messages of the turns exclude (inbox ids). It
+// returns the summary, the session it summarizes, how many messages it covers, a note for the
+// user, and false when there is nothing to compress (the note says why: no session, or the
+// transcript could not be read; never an empty summary).
+func (e *Engine) compressSummary(ctx context.Context, key string, exclude []string) (string, string, int, string, bool) {
 	route, ok, err := e.k.Current(ctx, key)
 	switch {
 	case err != nil:
@@ -125,7 +134,7 @@ func (e *Engine) compressSummary(ctx context.Context, key string) (string, strin
 	if err != nil {
 		return "", "", 0, "reading the transcript failed: " + err.Error(), false
 	}
-	history := assemble(msgs, nil, 0)
+	history := assemble(msgs, exclude, 0)
 	c, ok := e.agent.(agent.Compressor)
 	if !ok {
 		return agent.Summary(history), route.SessionID, len(history), "", true

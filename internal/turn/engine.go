@@ -30,6 +30,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -76,6 +77,20 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// EditsPerSecond bounds the streamed posts and edits of one bot (a plugin's profile) over
+	// all its chats: Telegram allows about 30 messages a second per bot. Default 20.
+	EditsPerSecond float64
+	// CompressAt is the share of the model's context window (agent.Windowed) past which a
+	// conversation is compressed between turns, as /compress does; 0: only a context-overflow
+	// error compresses (and the turn is tried again).
+	CompressAt float64
+	// Model is the configured model's name, and Models the ones a chat may choose for its
+	// conversation with /model (agent.models); empty: /model is off.
+	Model  string
+	Models []string
+	// CommandAllowed says whether src's sender may use the extension command name (/help lists
+	// only those); nil: all.
+	CommandAllowed func(ctx context.Context, name, plugin, profile string, src abi.Source) bool
 	// Commands are slash commands implemented outside the engine (/cron), by name.
 	Commands map[string]Command
 	// Grants says which tools a turn for src gets: shell (start commands) and processes
@@ -124,10 +139,11 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu       sync.Mutex // guards keys, every keyQueue, more, lastEdit and intake; a leaf (see the lock order above)
+	mu       sync.Mutex // guards keys, every keyQueue, more, lastEdit, botNext and intake; a leaf (see the lock order above)
 	keys     map[string]*keyQueue
 	more     map[string]*pending  // the rest of a key's last cut answer (/more)
 	lastEdit map[string]time.Time // a chat's last streamed post or edit
+	botNext  map[string]time.Time // when a bot (plugin and profile) may stream its next post or edit
 	intake   map[string]*intakeQueue
 	wg       sync.WaitGroup
 	ctx      context.Context
@@ -146,7 +162,7 @@ type keyQueue struct {
 
 // item is one queued turn: user messages (merged while the chat is busy), a queued slash
 // command, or a batch of notifications of one conversation. For notifications, ids, texts,
-// stamps and events are parallel: one inbox row per process event.
+// stamps, events and notices are parallel: one inbox row per process event.
 type item struct {
 	kind            string // kindMessage or kindNotification
 	ids             []string
@@ -157,6 +173,7 @@ type item struct {
 	cmd, arg        string          // a queued slash command
 	stamps          []session.Stamp // notifications
 	events          []string        // notifications: the process event, "proc_…#seq"
+	notices         []agent.Notice  // notifications: the process event as data
 	attempts        int
 }
 
@@ -199,6 +216,9 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.EditInterval <= 0 {
 		opt.EditInterval = time.Second
 	}
+	if opt.EditsPerSecond <= 0 {
+		opt.EditsPerSecond = 20
+	}
 	if opt.TypingAfter <= 0 {
 		opt.TypingAfter = time.Second
 	}
@@ -207,7 +227,7 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	}
 
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
-		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
+		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{}, botNext: map[string]time.Time{},
 		intake: map[string]*intakeQueue{}, ctx: ctx, typingLast: map[string]time.Time{}}, nil
 }
 
@@ -505,6 +525,12 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				return nil
 			case "status":
 				confirm = e.status(b, key)
+			case "help":
+				confirm = e.helpText(b.Context(), row.plugin, row.profile, src)
+			case "model":
+				confirm = e.modelCommand(b, res.SessionID, arg)
+			case "usage":
+				confirm = e.usageCommand(b.Context(), res.SessionID)
 			default:
 				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: row.plugin, profile: row.profile, src: src,
 					texts: []string{row.text}, msgIDs: []string{src.MessageID}, cmd: cmd, arg: arg}
@@ -602,7 +628,8 @@ func splitCommand(text string) (string, string) {
 func parseCommand(text string) (string, string) {
 	word, arg := splitCommand(text)
 	switch word {
-	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last":
+	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
+		"help", "model", "usage", "retry", "undo":
 		return word, arg
 	}
 	return "", ""
@@ -789,6 +816,7 @@ func (e *Engine) enqueue(key string, it *item) {
 			last.msgIDs = append(last.msgIDs, it.msgIDs...)
 			last.stamps = append(last.stamps, it.stamps...)
 			last.events = append(last.events, it.events...)
+			last.notices = append(last.notices, it.notices...)
 			if it.kind == kindMessage {
 				last.src = it.src
 			}
@@ -889,13 +917,13 @@ func (it *item) keep(ids []string) {
 		}
 		it.ids[n] = id
 		if it.kind == kindNotification {
-			it.texts[n], it.stamps[n], it.events[n] = it.texts[i], it.stamps[i], it.events[i]
+			it.texts[n], it.stamps[n], it.events[n], it.notices[n] = it.texts[i], it.stamps[i], it.events[i], it.notices[i]
 		}
 		n++
 	}
 	it.ids = it.ids[:n]
 	if it.kind == kindNotification {
-		it.texts, it.stamps, it.events = it.texts[:n], it.stamps[:n], it.events[:n]
+		it.texts, it.stamps, it.events, it.notices = it.texts[:n], it.stamps[:n], it.events[:n], it.notices[:n]
 	}
 }
 
@@ -943,24 +971,65 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		target.ReplyTo = it.src.MessageID
 	}
 	turnID := it.ids[len(it.ids)-1]
-	t := &agent.Turn{
-		Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
-		History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
-	}
 	var stream *streamer
-	if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
-		stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
-		t.OnText = stream.update
-		defer stream.halt()
-	}
-	stopTyping := e.typing(ctx, it)
-	if onText := t.OnText; onText != nil {
-		t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
-	}
-	rep, err := e.agent.Turn(ctx, t)
-	stopTyping()
-	if ctx.Err() != nil {
-		return
+	defer func() {
+		if stream != nil {
+			stream.halt()
+		}
+	}()
+	var rep *agent.Reply
+	for attempt := 1; ; attempt++ {
+		t := &agent.Turn{
+			Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
+			History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
+			Model: e.sessionModel(ctx, st.SessionID),
+		}
+		if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
+			stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
+			t.OnText = stream.update
+		}
+		stopTyping := e.typing(ctx, it)
+		if onText := t.OnText; onText != nil {
+			t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
+		}
+		rep, err = e.agent.Turn(ctx, t)
+		stopTyping()
+		if ctx.Err() != nil {
+			var by *interrupted
+			if stream != nil && errors.As(context.Cause(ctx), &by) {
+				stream.finishStopped() // the draft says so instead of looking unfinished
+			}
+			return
+		}
+		if attempt > 1 || !errors.Is(err, agent.ErrContextOverflow) || (stream != nil && stream.started()) {
+			break
+		}
+		// The conversation does not fit the model's context: compress it, as /compress does
+		// (this turn's message goes on in the continuation), and try once more there.
+		e.log.Info("turn: the model's context overflowed; compressing the conversation and trying again", "key", key, "error", err)
+		r, ok := e.compressNow(ctx, key, it, it.ids, func(count int, r session.Route) string {
+			return fmt.Sprintf(OverflowCompressed, count, r.SessionID)
+		})
+		if !ok {
+			break
+		}
+		if stream != nil {
+			stream.halt()
+			stream = nil
+		}
+		err = e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
+			var err error
+			st, err = b.Stamp(it.src)
+			return err
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || st.SessionID != r.SessionID {
+			n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ I could not continue this conversation after compressing it; please try again.")
+			e.end(key, it, stFailed, fmt.Sprintf("compressed after a context overflow; the continuation could not be stamped: %v", err), &n, stRunning)
+			return
+		}
 	}
 	state, outcome, text := stDone, "", ""
 	switch {
@@ -968,7 +1037,9 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		state, outcome, text = stFailed, "agent: "+err.Error(), "⚠️ "+agent.UserMessage(err)
 	case rep != nil:
 		text = rep.Text
-		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep))
+		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep), rep.Usage)
+		// Between this turn and the chat's next one: compress if the conversation is crowded.
+		defer e.afterTurn(ctx, key, it, rep)
 	}
 	if strings.TrimSpace(text) == "" {
 		e.end(key, it, state, "no answer", nil, stRunning)

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -136,6 +137,7 @@ func (staticRouter) PluginFor(string, string) (string, bool) { return "echo", tr
 type harness struct {
 	t      *testing.T
 	dir    string
+	db     *sql.DB
 	k      *session.Kernel
 	procs  *process.Registry
 	ledger *delivery.Ledger
@@ -159,7 +161,7 @@ func newHarness(t *testing.T, a agent.Agent, opt Options, popts ...harnessOption
 	db := b.Open(t)
 	var err error
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, dir: dir, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
+	h := &harness{t: t, dir: dir, db: db, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
 	quiet := slog.New(slog.DiscardHandler)
 	if h.k, err = session.Open(ctx, db, session.Options{}); err != nil {
 		t.Fatal(err)

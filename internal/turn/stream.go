@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 
 // streamer shows an answer while the agent writes it, on a platform that can edit messages: the
 // first text is posted at once, later text replaces it in place, at most once per
-// Options.EditInterval per chat; the final text is put in place by finish. Posts and edits go
+// Options.EditInterval per chat and Options.EditsPerSecond per bot; the final text is put in
+// place by finish. Posts and edits go
 // through the ledger with the turn's guard, so a /new during the turn stops them too.
 //
 // The draft rule: a post or edit whose outcome is unknown (the platform may have applied it)
@@ -44,6 +46,9 @@ type streamer struct {
 // first post has an unknown outcome (it may be in the chat, cut off).
 const DraftResumed = "↪ The complete answer (the draft above was interrupted):"
 
+// DraftStopped ends a streamed draft whose turn was stopped (/stop, /new, a recall).
+const DraftStopped = "(stopped)"
+
 // streamSuffix marks a message that is still being written.
 const streamSuffix = " …"
 
@@ -65,17 +70,33 @@ func (s *streamer) update(text string) {
 	}
 }
 
+// started reports whether the agent wrote any text into the stream: a turn that streamed is not
+// tried again (the draft may be in the chat).
+func (s *streamer) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latest != ""
+}
+
 // chatKey names the chat an edit rate applies to.
 func (s *streamer) chatKey() string {
 	return s.msg.Plugin + "\x00" + s.msg.Profile + "\x00" + s.msg.Target.ChatID
 }
 
-// waitGate waits until the chat may be edited again, then claims the slot. It reports false
-// when stop closed first (unless force).
+// botKey names the bot a bot-wide edit rate applies to.
+func (s *streamer) botKey() string { return s.msg.Plugin + "\x00" + s.msg.Profile }
+
+// waitGate waits until the chat may be edited again (Options.EditInterval since its last post
+// or edit) and the bot may send again (Options.EditsPerSecond over all its chats), then claims
+// both slots. It reports false when stop closed first (unless force).
 func (s *streamer) waitGate(force bool) bool {
+	gap := time.Duration(float64(time.Second) / s.e.opt.EditsPerSecond)
 	for {
 		s.e.mu.Lock()
 		next := s.e.lastEdit[s.chatKey()].Add(s.e.opt.EditInterval)
+		if b := s.e.botNext[s.botKey()]; b.After(next) {
+			next = b
+		}
 		now := time.Now()
 		if !now.Before(next) {
 			if len(s.e.lastEdit) >= 1024 {
@@ -88,6 +109,7 @@ func (s *streamer) waitGate(force bool) bool {
 				}
 			}
 			s.e.lastEdit[s.chatKey()] = now
+			s.e.botNext[s.botKey()] = now.Add(gap)
 			s.e.mu.Unlock()
 			return true
 		}
@@ -199,6 +221,32 @@ func (s *streamer) finish(parts []string) bool {
 		}
 	}
 	return true
+}
+
+// finishStopped finalises the draft of a turn that was stopped (/stop, /new, a recall): one last edit
+// puts the text the chat shows without the still-writing mark, and DraftStopped after it. The
+// edit is not guarded by the turn (the command superseded it; the draft is in the chat either
+// way). A draft whose first post has an unknown outcome is left alone (the draft rule).
+func (s *streamer) finishStopped() {
+	s.halt()
+	s.mu.Lock()
+	id, shown := s.msgID, s.shown
+	s.mu.Unlock()
+	if id == "" || shown == "" {
+		return
+	}
+	parts := s.e.ledger.Split(s.msg.Plugin, strings.TrimSuffix(shown, streamSuffix)+"\n\n"+DraftStopped)
+	if len(parts) == 0 {
+		return
+	}
+	m := s.msg
+	m.Kind, m.Guard, m.Stamp, m.Generation = delivery.KindDraft, delivery.GuardNone, session.Stamp{}, 0
+	m.Text, m.Parts = parts[0], parts[:1]
+	m.Target.EditMessageID, m.Target.ReplyTo = id, ""
+	s.waitGate(true)
+	if _, err := s.e.ledger.Enqueue(context.WithoutCancel(s.e.ctx), m); err != nil {
+		s.e.log.Warn("turn: finalising a stopped turn's draft failed", "key", s.key, "error", err)
+	}
 }
 
 // completes returns the ledger group of the draft the answer completes, once finish reported

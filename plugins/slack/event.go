@@ -330,7 +330,8 @@ func stripLeadingMention(text, user string) string {
 
 // commands are the host's slash commands. Slack does not let a user type "/new" in a thread (the
 // client takes it for a slash command), so "!new" is accepted too, as the Python gateway does.
-var commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last"}
+var commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
+	"help", "model", "usage", "retry", "undo"}
 
 // isCommand reports whether text (after command) is one of the host's commands.
 func isCommand(text string) bool {
