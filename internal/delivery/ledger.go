@@ -284,9 +284,9 @@ type Ledger struct {
 	// chatBlocked is when each chat's flood control (a platform's retry_after, met by any of
 	// its lanes) ends (chatKey → time).
 	chatBlocked map[string]time.Time
-	running    bool
-	ctx        context.Context
-	wg         sync.WaitGroup
+	running     bool
+	ctx         context.Context
+	wg          sync.WaitGroup
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
@@ -431,7 +431,9 @@ func laneID(r Row) string { return r.Key }
 
 // chatKey names a chat in memory (flood control, migrations): the names joined by NUL bytes,
 // which no name holds. It is never stored: the table has the three columns.
-func chatKey(plugin, profile, chatID string) string { return plugin + "\x00" + profile + "\x00" + chatID }
+func chatKey(plugin, profile, chatID string) string {
+	return plugin + "\x00" + profile + "\x00" + chatID
+}
 
 // Enqueue splits m by the plugin's message limit and records the parts as pending, in one
 // transaction, then wakes the chat's lane. It returns the message's group id.

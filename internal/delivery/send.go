@@ -31,9 +31,9 @@ const (
 
 // lane serializes the messages of one chat. Fields are guarded by Ledger.mu.
 type lane struct {
-	id           string
-	running      bool
-	kick         chan struct{} // buffered(1): new work or a state change
+	id      string
+	running bool
+	kick    chan struct{} // buffered(1): new work or a state change
 	// hold is the lane's lease while runLane runs it with several hosts (nil otherwise). Only
 	// the lane's running goroutine reads or writes it.
 	hold *laneHold
