@@ -49,8 +49,8 @@ type Config struct {
 	// hash (default <data_dir>/cache/wazero). Hosts on one machine may share one: entries are
 	// written to a temporary file and renamed into place.
 	CompilationCache string `yaml:"compilation_cache" json:"compilation_cache,omitempty"`
-	LogLevel   string `yaml:"log_level" json:"log_level"`
-	Limits     Limits `yaml:"limits" json:"limits"`
+	LogLevel         string `yaml:"log_level" json:"log_level"`
+	Limits           Limits `yaml:"limits" json:"limits"`
 	// StrictEgress refuses plugins that can reach a chat platform's API from every export.
 	StrictEgress  bool              `yaml:"strict_egress" json:"strict_egress"`
 	Agent         Agent             `yaml:"agent" json:"agent"`

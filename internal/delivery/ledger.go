@@ -8,8 +8,10 @@
 //	                  → failed (permanent refusal, retries exhausted, or outcome unknown)
 //	        → dropped (reason: the conversation it belonged to is gone)
 //
-// Messages to one chat go out in order, one at a time, through that chat's lane; a platform's
-// retry_after blocks the lane, not the host. A guarded message is re-validated inside the
+// Messages of one conversation (session key) go out in order, one at a time, through that key's
+// lane, and lanes run side by side (two threads of one channel are two conversations, and one
+// slow send holds only its own); a platform's retry_after blocks the chat, every lane of it, not
+// the host. A guarded message is re-validated inside the
 // session key's boundary lock immediately before the plugin's send, in the same critical
 // section, so a /new that lands between the check and the send is impossible. A message left
 // "sending" by a crash is reconciled at start-up as failed(outcome unknown), never resent: a
@@ -190,6 +192,12 @@ CREATE TABLE chat_migrations (
 	`ALTER TABLE deliveries ADD COLUMN seed TEXT NOT NULL DEFAULT '';`,
 	// The group of an earlier message this one relates to ('' for none; Message.Link).
 	`ALTER TABLE deliveries ADD COLUMN link TEXT NOT NULL DEFAULT '';`,
+	// Lanes are per session key (a thread that is a conversation of its own no longer waits
+	// behind another thread's slow send); what applies to a whole chat (a platform's flood
+	// control, a chat migration) finds the chat's rows by plugin, profile and chat_id. Open rows
+	// written before get both at Open (backfill).
+	`ALTER TABLE deliveries ADD COLUMN chat_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX deliveries_chat ON deliveries (plugin, profile, chat_id, state);`,
 }
 
 // Transport sends messages through the platform plugins.
@@ -257,14 +265,14 @@ type Ledger struct {
 	tr       Transport
 	opt      Options
 	log      *slog.Logger
-	pg       bool   // the database is PostgreSQL (lane ids and one query differ; see laneOf)
+	pg       bool   // the database is PostgreSQL (qNextDue differs)
 	qNextDue string // qNextDue in the database's dialect (PostgreSQL has no INDEXED BY)
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // prepared once: parsing SQL costs more than running it here
 
 	migMu sync.RWMutex
-	moved map[string]string // lane → new chat id (chat_migrations, loaded at Open)
+	moved map[string]string // chatKey → new chat id (chat_migrations, loaded at Open)
 
 	mu      sync.Mutex
 	lanes   map[string]*lane
@@ -273,9 +281,12 @@ type Ledger struct {
 	// lastAnswer is when each plugin's profile last gave a certain answer to a send
 	// ("plugin\x00profile" → time): uncertain-outcome notices wait for it (uncertain.go).
 	lastAnswer map[string]time.Time
-	running    bool
-	ctx        context.Context
-	wg         sync.WaitGroup
+	// chatBlocked is when each chat's flood control (a platform's retry_after, met by any of
+	// its lanes) ends (chatKey → time).
+	chatBlocked map[string]time.Time
+	running     bool
+	ctx         context.Context
+	wg          sync.WaitGroup
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
@@ -311,9 +322,12 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		opt.UndeliveredAfter = 10 * time.Minute
 	}
 	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, pg: store.DialectOf(db) == store.Postgres, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, qNextDue: qNextDue}
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, qNextDue: qNextDue}
 	if l.pg {
 		l.qNextDue = strings.Replace(qNextDue, " INDEXED BY deliveries_lane", "", 1)
+	}
+	if err := l.backfill(ctx); err != nil {
+		return nil, err
 	}
 	rows, err := db.QueryContext(ctx, `SELECT plugin, profile, chat_id, new_chat_id FROM chat_migrations`)
 	if err != nil {
@@ -325,16 +339,52 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		if err := rows.Scan(&plugin, &profile, &chat, &to); err != nil {
 			return nil, err
 		}
-		l.moved[l.laneOf(plugin, profile, chat)] = to
+		l.moved[chatKey(plugin, profile, chat)] = to
 	}
 	return l, rows.Err()
+}
+
+// backfill gives the open rows written before lanes were per session key their chat_id and
+// their session key as lane (a no-op once done).
+func (l *Ledger) backfill(ctx context.Context) error {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, target FROM deliveries WHERE state IN ('pending', 'sending') AND chat_id = ''`)
+	if err != nil {
+		return err
+	}
+	type fill struct{ id, chat string }
+	var fills []fill
+	for rows.Next() {
+		var id, target string
+		if err := rows.Scan(&id, &target); err != nil {
+			rows.Close()
+			return err
+		}
+		var t abi.OutboundMessage
+		if err := json.Unmarshal([]byte(target), &t); err != nil {
+			rows.Close()
+			return fmt.Errorf("delivery: row %s: corrupt target: %w", id, err)
+		}
+		fills = append(fills, fill{id, t.ChatID})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		for _, f := range fills {
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET chat_id = ?, lane = session_key WHERE id = ?`, f.chat, f.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // migrated returns the chat id a migrated chat moved to.
 func (l *Ledger) migrated(plugin, profile, chat string) (string, bool) {
 	l.migMu.RLock()
 	defer l.migMu.RUnlock()
-	to, ok := l.moved[l.laneOf(plugin, profile, chat)]
+	to, ok := l.moved[chatKey(plugin, profile, chat)]
 	return to, ok
 }
 
@@ -373,19 +423,17 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// laneOf is the id of a chat's lane, as the deliveries table stores it. On SQLite it is the three
-// names joined by NUL bytes, which no name holds. PostgreSQL's text cannot hold a NUL byte, so
-// there it is the names as a JSON array, as unambiguous.
-func (l *Ledger) laneOf(plugin, profile, chatID string) string {
-	if l.pg {
-		b, _ := json.Marshal([]string{plugin, profile, chatID}) // strings always encode
-		return string(b)
-	}
-	return plugin + "\x00" + profile + "\x00" + chatID
-}
+// A lane is one session key's: its messages go out in order, one at a time, and lanes run side
+// by side. The lane id is the session key itself, the same text on every backend.
 
 // laneID is the id of r's lane.
-func (l *Ledger) laneID(r Row) string { return l.laneOf(r.Plugin, r.Profile, r.Target.ChatID) }
+func laneID(r Row) string { return r.Key }
+
+// chatKey names a chat in memory (flood control, migrations): the names joined by NUL bytes,
+// which no name holds. It is never stored: the table has the three columns.
+func chatKey(plugin, profile, chatID string) string {
+	return plugin + "\x00" + profile + "\x00" + chatID
+}
 
 // Enqueue splits m by the plugin's message limit and records the parts as pending, in one
 // transaction, then wakes the chat's lane. It returns the message's group id.
@@ -483,9 +531,9 @@ func (t *Tx) Committed() {
 	woken := map[string]bool{}
 	for _, r := range t.rows {
 		switch {
-		case r.State == Pending && !woken[l.laneID(r)]:
-			woken[l.laneID(r)] = true
-			l.wake(l.laneID(r))
+		case r.State == Pending && !woken[laneID(r)]:
+			woken[laneID(r)] = true
+			l.wake(laneID(r))
 		case r.State.Final() && r.Part == r.Parts:
 			l.finish(r)
 		}
@@ -544,7 +592,7 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 				seed = m.Seed
 			}
 			if _, err := l.exec(ctx, tx, qInsert,
-				id, group, i+1, len(parts), m.Plugin, m.Profile, l.laneOf(m.Plugin, m.Profile, m.Target.ChatID),
+				id, group, i+1, len(parts), m.Plugin, m.Profile, m.Key, m.Target.ChatID,
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
 				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed, m.Link, nextAt); err != nil {
 				return err
@@ -574,9 +622,9 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 }
 
 const (
-	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
+	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane, chat_id,
 		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed, link, next_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qNextDue is the lane's next row to send. SQLite is told to use the lane index (its
 	// planner would otherwise pick the partial deliveries_open index and sort); PostgreSQL has
 	// no INDEXED BY, and plans it from statistics (nextDueQuery drops the clause).

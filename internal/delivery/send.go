@@ -31,10 +31,9 @@ const (
 
 // lane serializes the messages of one chat. Fields are guarded by Ledger.mu.
 type lane struct {
-	id           string
-	running      bool
-	kick         chan struct{} // buffered(1): new work or a state change
-	blockedUntil time.Time     // the platform's retry_after for this chat
+	id      string
+	running bool
+	kick    chan struct{} // buffered(1): new work or a state change
 	// hold is the lane's lease while runLane runs it with several hosts (nil otherwise). Only
 	// the lane's running goroutine reads or writes it.
 	hold *laneHold
@@ -218,7 +217,6 @@ func (l *Ledger) runLane(ln *lane) {
 	for {
 		l.mu.Lock()
 		stopping := !l.running || ctx.Err() != nil
-		blocked := ln.blockedUntil
 		l.mu.Unlock()
 		if stopping {
 			l.exitLane(ln, true)
@@ -241,11 +239,7 @@ func (l *Ledger) runLane(ln *lane) {
 			ok   bool
 			err  error
 		)
-		if now.Before(blocked) {
-			wait, ok = blocked.Sub(now), false
-		} else {
-			r, wait, ok, err = l.nextDue(ctx, ln.id, now)
-		}
+		r, wait, ok, err = l.nextDue(ctx, ln.id, now)
 		switch {
 		case err != nil:
 			l.log.Error("delivery: reading the ledger failed", "lane", ln.id, "error", err)
@@ -277,6 +271,24 @@ func (l *Ledger) runLane(ln *lane) {
 		}
 		timer.Stop()
 	}
+}
+
+// floodWait is how long r's chat is still under a platform's flood control (retry_after) that
+// another lane of the chat met.
+func (l *Ledger) floodWait(r Row) time.Duration {
+	c := chatKey(r.Plugin, r.Profile, r.Target.ChatID)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until, ok := l.chatBlocked[c]
+	if !ok {
+		return 0
+	}
+	now := l.opt.Now()
+	if !now.Before(until) {
+		delete(l.chatBlocked, c)
+		return 0
+	}
+	return until.Sub(now)
 }
 
 // laneHold is a lane's lease while this host runs the lane (several hosts on one database).
@@ -348,12 +360,9 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 			return false
 		default:
 		}
-		if ln.blockedUntil.After(l.opt.Now()) {
-			return false
-		}
 	}
 	ln.running = false
-	if l.lanes[ln.id] == ln && !ln.blockedUntil.After(l.opt.Now()) {
+	if l.lanes[ln.id] == ln {
 		delete(l.lanes, ln.id)
 	}
 	return true
@@ -400,6 +409,11 @@ func (l *Ledger) backoff(attempts int) time.Duration {
 func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 	if d := l.holdNotice(r); d > 0 {
 		l.postpone(ctx, ln, r, d, false, "waiting for the platform to answer again") // not an attempt
+		return
+	}
+	if d := l.floodWait(r); d > 0 {
+		// Another lane of this chat met the platform's flood control after r was written.
+		l.postpone(ctx, ln, r, d, false, "the chat is under the platform's flood control") // not an attempt
 		return
 	}
 	if _, err := l.tr.Limit(r.Plugin); err != nil {
@@ -607,9 +621,9 @@ func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Durati
 				return nil // the lane is another host's now: its sender meets the platform's limit itself
 			}
 		}
-		// Flood control is per chat: nothing else goes to this chat before then.
-		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE lane = ? AND state = ? AND next_at < ?`,
-			next.UnixMilli(), l.laneID(r), string(Pending), next.UnixMilli())
+		// Flood control is per chat: nothing else goes to this chat before then, from any lane.
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE plugin = ? AND profile = ? AND chat_id = ? AND state = ? AND next_at < ?`,
+			next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
 		return err
 	})
 	store.Report(l.db, store.PathLedger, err)
@@ -623,8 +637,9 @@ func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Durati
 	}
 	if block {
 		l.mu.Lock()
-		if next.After(ln.blockedUntil) {
-			ln.blockedUntil = next
+		c := chatKey(r.Plugin, r.Profile, r.Target.ChatID)
+		if next.After(l.chatBlocked[c]) {
+			l.chatBlocked[c] = next
 		}
 		l.mu.Unlock()
 	}
@@ -748,21 +763,23 @@ func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat 
 // ("sending") are not touched: their sender settles them.
 func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, old, newChat string) {
 	ctx = context.WithoutCancel(ctx)
-	oldLane := l.laneOf(plugin, profile, old)
-	newLane := l.laneOf(plugin, profile, newChat)
+	oldChat := chatKey(plugin, profile, old)
+	var lanes []string // the lanes of the rows moved: due at once now
 	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		lanes = lanes[:0]
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)
 			ON CONFLICT (plugin, profile, chat_id) DO UPDATE SET new_chat_id = excluded.new_chat_id`,
 			plugin, profile, old, newChat); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, target, state, attempts FROM deliveries WHERE lane = ? AND state IN ('pending', 'sending')`, oldLane)
+		rows, err := tx.QueryContext(ctx, `SELECT id, target, state, attempts, lane FROM deliveries
+			WHERE plugin = ? AND profile = ? AND chat_id = ? AND state IN ('pending', 'sending')`, plugin, profile, old)
 		if err != nil {
 			return err
 		}
 		type upd struct {
-			id, target string
-			was        stored
+			id, target, lane string
+			was              stored
 		}
 		var ups []upd
 		for rows.Next() {
@@ -770,7 +787,7 @@ func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, ol
 				u     upd
 				state string
 			)
-			if err := rows.Scan(&u.id, &u.target, &state, &u.was.attempts); err != nil {
+			if err := rows.Scan(&u.id, &u.target, &state, &u.was.attempts, &u.lane); err != nil {
 				rows.Close()
 				return err
 			}
@@ -794,11 +811,12 @@ func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, ol
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, next_at = 0, updated_at = ?
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, chat_id = ?, state = ?, reason = ?, next_at = 0, updated_at = ?
 				WHERE id = ? AND state = ? AND attempts = ?`,
-				string(b), newLane, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id, string(u.was.state), u.was.attempts); err != nil {
+				string(b), newChat, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id, string(u.was.state), u.was.attempts); err != nil {
 				return err
 			}
+			lanes = append(lanes, u.lane)
 		}
 		return nil
 	})
@@ -807,11 +825,16 @@ func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, ol
 		return
 	}
 	l.migMu.Lock()
-	known := l.moved[oldLane] == newChat
-	l.moved[oldLane] = newChat
+	known := l.moved[oldChat] == newChat
+	l.moved[oldChat] = newChat
 	l.migMu.Unlock()
 	if !known {
 		l.log.Info("chat migrated; re-addressing its messages", "plugin", plugin, "from", old, "to", newChat)
 	}
-	l.wake(newLane)
+	l.mu.Lock()
+	delete(l.chatBlocked, oldChat) // a flood wait was the old chat's
+	l.mu.Unlock()
+	for _, ln := range lanes {
+		l.wake(ln)
+	}
 }

@@ -67,10 +67,9 @@ func (l *Ledger) oweNotice(ctx context.Context, r Row, n chatNotice) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	lane := l.laneID(r)
 	var one int
-	err := l.db.QueryRowContext(ctx, `SELECT 1 FROM deliveries WHERE lane = ? AND state = ? AND substr(origin, 1, ?) = ? LIMIT 1`,
-		lane, string(Pending), len(n.origin), n.origin).Scan(&one)
+	err := l.db.QueryRowContext(ctx, `SELECT 1 FROM deliveries WHERE plugin = ? AND profile = ? AND chat_id = ? AND state = ?
+		AND substr(origin, 1, ?) = ? LIMIT 1`, r.Plugin, r.Profile, r.Target.ChatID, string(Pending), len(n.origin), n.origin).Scan(&one)
 	switch {
 	case err == nil:
 		return // the chat will hear once

@@ -270,9 +270,9 @@ plugins:
 	// Per chat: what the fake shows against what the ledger says was, or may have been, sent.
 	for _, u := range users {
 		var delivered, unknown int
-		lane := fmt.Sprintf(`["telegram","main","%d"]`, u.ID) // a lane's id on PostgreSQL
-		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE lane = ? AND state = 'delivered'`, lane).Scan(&delivered)
-		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE lane = ? AND state = 'failed'`, lane).Scan(&unknown)
+		chat := fmt.Sprint(u.ID)
+		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE plugin = 'telegram' AND chat_id = ? AND state = 'delivered'`, chat).Scan(&delivered)
+		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE plugin = 'telegram' AND chat_id = ? AND state = 'failed'`, chat).Scan(&unknown)
 		got := len(tg.SentTexts(u.ID, 0))
 		if got > delivered+unknown {
 			dups += got - delivered - unknown

@@ -290,3 +290,35 @@ func TestSlackFollowedThreadWithTheDoorsDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestSlackSlowSendHoldsOnlyItsThread: ten mentions in ten threads of one channel, with Slack
+// holding its answer to each chat.postMessage (posted at once, answered only when the test says).
+// Threads are conversations of their own, each with its own delivery lane: all ten replies are
+// posted while every answer is still held, not one after another. (With a lane per channel the
+// second reply waits for the first answer; the issue measured the last one 30 s late with 3 s
+// answers.)
+func TestSlackSlowSendHoldsOnlyItsThread(t *testing.T) {
+	h := startSlackHostWith(t, "", "    limits: {pool_size: 12}\n")
+	team := h.s.Team()
+	for range 10 {
+		h.s.InjectFault("chat.postMessage", st.Hold())
+	}
+	var threads []string
+	for i := range 10 {
+		threads = append(threads, team.Mention(slackGeneral, slackAnn, fmt.Sprintf("help %d", i)).TS)
+	}
+	all := func() bool {
+		for _, th := range threads {
+			if !h.threadHas(team.ID, th, "built-in agent")() {
+				return false
+			}
+		}
+		return true
+	}
+	h.waitFor(t, "all ten replies posted while every answer is held", func() bool { return all() && h.s.Held() == 10 })
+	h.s.Release()
+	eventually(t, "the ten deliveries recorded", func() bool {
+		out, err := runCLI(h.bin, h.data, "deliveries", "ls")
+		return err == nil && strings.Count(out, "delivered") == 10
+	})
+}
