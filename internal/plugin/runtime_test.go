@@ -242,6 +242,10 @@ func TestHostileContained(t *testing.T) {
 	if !errors.As(err, &failed) {
 		t.Fatalf("after 3 crashes: %v", err)
 	}
+	// The refusal unwraps to the last crash: its reason and its cause stay reachable.
+	if crash = nil; !errors.As(err, &crash) || crash.Reason != "deadline" || crash.Plugin != "loop" {
+		t.Fatalf("the failed plugin's error does not unwrap to its last crash: %v (crash %+v)", err, crash)
+	}
 	if info := r.Get("loop").Info(); info.State != "failed" || !strings.Contains(info.LastError, "deadline") {
 		t.Fatalf("loop info %+v", info)
 	}
