@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 )
 
 func TestFileClock(t *testing.T) {
@@ -50,3 +52,6 @@ func TestFileClock(t *testing.T) {
 	wake <- struct{}{}
 	c.Wait(context.Background(), until.Add(time.Hour), wake)
 }
+
+// The project's one fake clock stands for the host clock in tests (lease holders, tick loops).
+var _ Clock = (*fakeclock.Clock)(nil)
