@@ -94,10 +94,22 @@ const (
 	DemoSecretFile = "demo.secret" // the demo platform's secret
 )
 
+// Options are what a gateway takes beside its configuration.
+type Options struct {
+	// Agent answers turns instead of the agent cfg.Agent names (the public host package's
+	// Options.Agent); nil: that one.
+	Agent agent.Agent
+}
+
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
 // Plugins are loaded by Run (or by LoadPlugins, for commands that only inspect them). When Open
 // fails it has released whatever it had acquired: nothing it started keeps running.
-func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway, err error) {
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	return OpenWith(ctx, cfg, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (_ *Gateway, err error) {
 	if err := privateDir(cfg.DataDir, log); err != nil {
 		return nil, err
 	}
@@ -109,7 +121,8 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{},
+		agent: opt.Agent}
 	defer func() {
 		if err != nil {
 			g.Close() // what was opened so far: Close skips the parts still nil
@@ -286,11 +299,12 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acfg := agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry))
-	acfg.Secrets = envValues(cfg.EnvRefs) // ${NAME} values: kept out of what the agent returns
-	g.agent, err = agent.New(cfg.Agent.Kind, acfg)
-	if err != nil {
-		return err
+	if g.agent == nil { // else the embedding program's own (Options.Agent)
+		acfg := agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry))
+		acfg.Secrets = envValues(cfg.EnvRefs) // ${NAME} values: kept out of what the agent returns
+		if g.agent, err = agent.New(cfg.Agent.Kind, acfg); err != nil {
+			return err
+		}
 	}
 	// /cron is kept apart from the engine's own commands: it reaches the scheduler plugin (the
 	// loops are created after the engine, hence the indirection), and only for senders of the
