@@ -145,3 +145,40 @@ func ExampleLoadPlugin() {
 	}
 	// Output: chat 42: hi from outside a host
 }
+
+// ScanPlugins loads the plugins directory once without serving, as `hermes-host plugins ls`
+// does when no host is running: what loads, and each file rejected with the reason.
+func ExampleHost_ScanPlugins() {
+	dir, err := os.MkdirTemp("", "hermes-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	echo, err := wasmbuild.Build("../plugins/echo")
+	if err != nil {
+		log.Fatal(err)
+	}
+	plugins := filepath.Join(dir, "plugins")
+	if err := wasmbuild.CopyFile(echo, filepath.Join(plugins, "echo.wasm")); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "broken.wasm"), []byte("not wasm"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	h, err := host.Open(context.Background(), host.Config{DataDir: dir, CompilationCache: os.Getenv("HERMES_COMPILATION_CACHE")},
+		host.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Close()
+	loaded, rejected := h.ScanPlugins(context.Background())
+	for _, p := range loaded {
+		fmt.Println("loaded:", p.Name, p.State)
+	}
+	for _, r := range rejected {
+		fmt.Println("rejected:", filepath.Base(r.Path))
+	}
+	// Output:
+	// loaded: echo active
+	// rejected: broken.wasm
+}
