@@ -258,6 +258,43 @@ func TestCatchUp(t *testing.T) {
 	})
 }
 
+// After seven months of downtime each job catches up exactly once, for its latest slot, and then
+// waits for its next slot: the catch-up is not repeated at later ticks (it used to be, once per
+// 10 000 slots stepped), and the tick's work does not grow with the downtime.
+func TestCatchUpAfterMonthsDown(t *testing.T) {
+	hosts(t, map[string]any{"timezone": "Europe/Berlin"}, func(t *testing.T, x *fixture) {
+		ids := map[string]string{}
+		for _, j := range []struct{ text, schedule string }{{"minute", "* * * * *"}, {"five", "*/5 * * * *"}, {"daily", "daily at 7am"}} {
+			ids[j.text] = x.add(abi.JobSpec{Schedule: j.schedule, Text: j.text, Deliver: []string{"telegram:5"}}, nil, "").ID
+		}
+		x.tick(5 * time.Minute)
+		if got := counts(x.c.texts()); got != "five:1 minute:1" {
+			t.Fatalf("on time: %s", got)
+		}
+		down := 213*24*time.Hour + 17*time.Minute + 30*time.Second // to 2027-01-09 12:17:30 UTC (13:17:30 CET)
+		start := time.Now()
+		x.tick(down)
+		took := time.Since(start)
+		x.tick(down + 20*time.Second)
+		x.tick(down + 25*time.Second)
+		if got := counts(x.c.texts()); got != "daily:1 five:2 minute:2" {
+			t.Fatalf("after the downtime: %s, want one catch-up per job", got)
+		}
+		now := t0.Add(down)
+		for text, want := range map[string]time.Time{"minute": now.Truncate(time.Minute).Add(time.Minute),
+			"five": now.Truncate(5 * time.Minute).Add(5 * time.Minute), "daily": time.Date(2027, 1, 10, 6, 0, 0, 0, time.UTC)} {
+			if j := x.job(ids[text]); j.NextRunMs != want.UnixMilli() || j.LastStatus != statusOK {
+				t.Errorf("%s: next %v, last %q; want next %v", text, time.UnixMilli(j.NextRunMs).UTC(), j.LastStatus, want)
+			}
+		}
+		t.Logf("the catch-up tick took %v", took)
+		x.tick(down + time.Minute)
+		if got := counts(x.c.texts()); got != "daily:1 five:2 minute:3" {
+			t.Fatalf("the next minute: %s", got)
+		}
+	})
+}
+
 // A slot claimed before the host died mid-send is recorded as interrupted and never sent again.
 // The "death" ends the tick's goroutine inside hermes_send (runtime.Goexit), so the plugin code
 // after the send never runs, as under kill -9; natively only (the Wasm runtime's own crash path

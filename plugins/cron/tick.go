@@ -69,7 +69,11 @@ func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time) error 
 	}
 	// Every slot from NextRunMs up to now is due; the latest is the one that may run.
 	first := r.NextRunMs
-	latest, missed := r.Sched.latestDue(first, now.UnixMilli(), loc)
+	latest, missed, more := r.Sched.latestDue(first, now.UnixMilli(), loc)
+	count := fmt.Sprint(missed + 1) // the slots from first to latest
+	if more {
+		count = fmt.Sprintf("more than %d", missed)
+	}
 	late := now.Sub(time.UnixMilli(latest))
 	onTime := late <= r.Sched.grace(latest, loc)
 	if r.catchUp(cfg) == catchUpSkip && !onTime {
@@ -79,12 +83,12 @@ func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time) error 
 			r.NextRunMs, r.State = 0, stateCompleted
 		}
 		r.LastStatus = statusMissed
-		r.LastError = fmt.Sprintf("skipped %d slot(s) from %s, missed while the host was down (catch_up: skip)", missed+1, fmtTime(first, loc))
-		c.Log(abi.LevelWarn, "cron: missed slots skipped", "job", r.ID, "count", fmt.Sprint(missed+1))
+		r.LastError = fmt.Sprintf("skipped %s slot(s) from %s, missed while the host was down (catch_up: skip)", count, fmtTime(first, loc))
+		c.Log(abi.LevelWarn, "cron: missed slots skipped", "job", r.ID, "count", count)
 		return save(c, r)
 	}
 	if missed > 0 {
-		c.Log(abi.LevelWarn, "cron: catching up once for missed slots", "job", r.ID, "missed", fmt.Sprint(missed), "slot", fmtTime(latest, loc))
+		c.Log(abi.LevelWarn, "cron: catching up once for missed slots", "job", r.ID, "slots", count, "slot", fmtTime(latest, loc))
 	}
 	return run(c, cfg, r, claim{SlotMs: latest, StartedMs: now.UnixMilli()}, now)
 }
