@@ -257,6 +257,12 @@ func (e *SendError) Error() string { return e.Kind + " send failure: " + e.Messa
 type TickRequest struct {
 	Call
 	UnixMs int64 `json:"unix_ms"`
+	// Interrupted says how the previous tick of this profile in this host process ended, when it
+	// did not return: "deadline" (it ran past its call deadline and was stopped), "trap" or "exit"
+	// (the instance crashed). Empty after a host start and after a tick that returned, so a run a
+	// scheduler finds claimed but unfinished while it is empty was cut short by the host stopping
+	// (ABI 1.1; older hosts never set it).
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // TickResult is tick's reply: when to be woken next (0: the host's default interval).

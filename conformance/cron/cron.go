@@ -36,8 +36,8 @@ type Options struct {
 }
 
 // Profiles of the suite: each check uses its own, so checks never see each other's jobs.
-var profiles = []string{"once", "iso", "interval", "cron", "natural", "dst", "catchup", "skip", "restart",
-	"pinned", "silent", "failures", "targets", "scope"}
+var profiles = []string{"once", "iso", "interval", "cron", "natural", "dst", "catchup", "skip", "downtime", "restart",
+	"deadline", "pinned", "silent", "failures", "targets", "scope"}
 
 // t0 is a Wednesday noon, UTC: every check starts there.
 var t0 = time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
@@ -56,6 +56,8 @@ type suite struct {
 	host   *host
 	rt     *plugin.Runtime
 	p      *plugin.Plugin
+	// interruptedByStop is the last_error checkRestart saw after a host stop mid-run.
+	interruptedByStop string
 }
 
 // Run checks the scheduler at wasmPath and reports each behaviour as a result. It never panics:
@@ -91,7 +93,9 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.check("time zone: DST, once per day", s.checkDST)
 	s.check("catch-up: once after downtime", s.checkCatchUpOnce)
 	s.check("catch-up: skip after downtime", s.checkCatchUpSkip)
+	s.check("catch-up: once after months of downtime", s.checkLongDowntime)
 	s.check("at most once: restart mid-send", s.checkRestart)
+	s.check("interrupted: a deadline is not a host stop", s.checkDeadline)
 	s.check("pinned: stale after /new", s.checkPinned)
 	s.check("output: [SILENT] sends nothing", s.checkSilent)
 	s.check("failures: recorded on the job", s.checkFailures)
@@ -158,12 +162,13 @@ type host struct {
 	agent   map[string]string // profile → the agent's answer (default "agent: " + prompt)
 	block   map[string]bool   // profile → the next send hangs until the call is aborted
 	blocked chan string
+	slow    map[string]bool // profile → agent turns hang until the call is aborted
 	clock   func() time.Time
 }
 
 func newHost() *host {
 	return &host{stale: map[string]bool{}, fail: map[string]string{}, agent: map[string]string{}, block: map[string]bool{},
-		blocked: make(chan string, 1)}
+		blocked: make(chan string, 1), slow: map[string]bool{}}
 }
 
 func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
@@ -194,7 +199,14 @@ func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRe
 	return abi.HostSendReply{DeliveryID: "dlv_conf", State: "delivered", MessageIDs: []string{"1"}}, nil
 }
 
-func (h *host) AgentTurn(_ context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+func (h *host) AgentTurn(ctx context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+	h.mu.Lock()
+	slow := h.slow[c.Profile]
+	h.mu.Unlock()
+	if slow {
+		<-ctx.Done() // a model slower than the call's deadline
+		return abi.AgentReply{}, abi.Errorf(abi.CodeTimeout, "the turn did not finish: %v", ctx.Err())
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if a, ok := h.agent[c.Profile]; ok {

@@ -39,6 +39,9 @@ type claim struct {
 	SlotMs    int64 `json:"slot_ms"`
 	Manual    bool  `json:"manual,omitempty"`
 	StartedMs int64 `json:"started_ms"`
+	// DeadlineMs is the call deadline of the tick that claimed it (abi.Call.DeadlineMs), for the
+	// message if that deadline stops the run.
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
 }
 
 func (r *record) pinned() bool { return r.Pin != nil && *r.Pin }

@@ -29,7 +29,7 @@ func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
 	wake := now.Add(maxTick).UnixMilli()
 	for _, r := range jobs {
 		if r.Running != nil {
-			interrupted(r)
+			interrupted(r, req.Interrupted)
 			dirty[r.ID] = true
 		}
 		if dirty[r.ID] {
@@ -37,7 +37,7 @@ func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
 				return nil, err
 			}
 		}
-		if err := runDue(c, cfg, r, now); err != nil {
+		if err := runDue(c, cfg, r, now, req.DeadlineMs); err != nil {
 			return nil, err
 		}
 		if r.State == stateScheduled && r.NextRunMs > 0 {
@@ -47,22 +47,39 @@ func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
 	return &abi.TickResult{NextTickMs: max(wake-now.UnixMilli(), 1)}, nil
 }
 
-// interrupted records that the host stopped during r's claimed run. The slot is not run again.
-func interrupted(r *record) {
+// interrupted records that r's claimed run did not finish. The slot is not run again. how is the
+// host's word on the previous tick (abi.TickRequest.Interrupted): "deadline" when that tick ran
+// past its call deadline and was stopped, "trap" or "exit" when its instance crashed, empty when
+// it did not end in this host process at all (the host stopped, or another host held the loop).
+func interrupted(r *record, how string) {
+	slot := time.UnixMilli(r.Running.SlotMs).UTC().Format(time.RFC3339)
+	var what string
+	switch how {
+	case "":
+		what = "the host stopped during the run of the " + slot + " slot"
+	case "deadline":
+		limit := "its call deadline"
+		if r.Running.DeadlineMs > 0 {
+			limit = fmt.Sprintf("its call deadline of %v", (time.Duration(r.Running.DeadlineMs) * time.Millisecond).Round(time.Second))
+		}
+		what = fmt.Sprintf("the run of the %s slot took longer than %s and was stopped (raise plugins.cron.limits.call_timeout: a prompt job's agent turn and its sends must finish within it)", slot, limit)
+	default:
+		what = fmt.Sprintf("the plugin crashed (%s) during the run of the %s slot", how, slot)
+	}
 	r.LastStatus = statusInterrupted
-	r.LastError = fmt.Sprintf("the host stopped during the run of the %s slot; not repeated (at most once per slot): check the delivery ledger for what was sent",
-		time.UnixMilli(r.Running.SlotMs).UTC().Format(time.RFC3339))
+	r.LastError = what + "; not repeated (at most once per slot): check the delivery ledger for what was sent"
 	r.FailureStreak++
 	r.Running = nil
 }
 
 // runDue runs r if it is due at now: a run_now request, or its next slot. Missed slots (the
-// host was down) are caught up once or skipped, by the job's catch_up policy.
-func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time) error {
+// host was down) are caught up once or skipped, by the job's catch_up policy. deadlineMs is the
+// tick's call deadline, recorded with the claim for the message of a run it stops.
+func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time, deadlineMs int64) error {
 	loc := r.loc(cfg)
 	if r.RunNowMs > 0 {
 		r.RunNowMs = 0
-		return run(c, cfg, r, claim{SlotMs: now.UnixMilli(), Manual: true, StartedMs: now.UnixMilli()}, now)
+		return run(c, cfg, r, claim{SlotMs: now.UnixMilli(), Manual: true, StartedMs: now.UnixMilli(), DeadlineMs: deadlineMs}, now)
 	}
 	if r.State != stateScheduled || r.NextRunMs == 0 || r.NextRunMs > now.UnixMilli() {
 		return nil
@@ -90,7 +107,7 @@ func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time) error 
 	if missed > 0 {
 		c.Log(abi.LevelWarn, "cron: catching up once for missed slots", "job", r.ID, "slots", count, "slot", fmtTime(latest, loc))
 	}
-	return run(c, cfg, r, claim{SlotMs: latest, StartedMs: now.UnixMilli()}, now)
+	return run(c, cfg, r, claim{SlotMs: latest, StartedMs: now.UnixMilli(), DeadlineMs: deadlineMs}, now)
 }
 
 // run claims slot for r durably, then produces and delivers the output and records the outcome.
