@@ -487,6 +487,11 @@ type JobsRequest struct {
 	ScopeSessionID string `json:"scope_session_id,omitempty"`
 	// By says who asks, for the job's record: "operator", or "<platform>:<user_id>".
 	By string `json:"by,omitempty"`
+	// Platforms are the platforms a platform plugin serves for the profile, the ones a job's
+	// targets can reach (hermes_send answers not_found for any other): a scheduler refuses an add
+	// whose targets name another. Absent (an older host): unknown, nothing refused for it; an
+	// empty list: none is served (ABI 1.1).
+	Platforms *[]string `json:"platforms,omitempty"`
 }
 
 // JobSpec is a job as a user writes it. The plugin interprets Schedule and Deliver (the

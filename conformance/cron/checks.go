@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -483,4 +484,56 @@ func (s *suite) checkScope() (string, error) {
 		return "", fmt.Errorf("its own chat removing the job: %w", err)
 	}
 	return "other chats see nothing and cannot remove it", nil
+}
+
+// checkChatTargets: a job created from a chat (a scoped add) may deliver into that chat, in any
+// of its threads; another chat, or a home channel, is refused with denied unless the profile's
+// chat_targets grants it (the targets profile grants everything, this one nothing). The
+// operator's jobs are not limited.
+func (s *suite) checkChatTargets() (string, error) {
+	const p = "chattargets"
+	s.clock.Set(t0)
+	for _, to := range [][]string{{"telegram:777"}, {"home"}, {"origin", "telegram:-100900:3"}} {
+		_, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, &topic, "sess-c")
+		if abi.CodeOf(err) != abi.CodeDenied {
+			return "", fmt.Errorf("a chat's job to %v: %v, want denied", to, err)
+		}
+	}
+	if _, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"origin", "telegram:-100123:7"}}, &topic, "sess-c"); err != nil {
+		return "", fmt.Errorf("a chat's job to its own chat, another thread: %w", err)
+	}
+	if _, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:777", "home"}}, nil, ""); err != nil {
+		return "", fmt.Errorf("the operator's job to another chat: %w", err)
+	}
+	if err := s.tick(p, t0.Add(5*time.Minute)); err != nil {
+		return "", err
+	}
+	var got []string
+	for _, d := range s.delivered(p) {
+		got = append(got, d.Target.ChatID+":"+d.Target.ThreadID)
+	}
+	sort.Strings(got)
+	if want := "-100123:42,-100123:7,-100900:3,777:"; strings.Join(got, ",") != want {
+		return "", fmt.Errorf("sent to [%s], want [%s]", strings.Join(got, ","), want)
+	}
+	return "another chat and home refused from a chat; its own threads and the operator's targets sent", nil
+}
+
+// checkPlatforms: a target on a platform no plugin serves for the profile (the host lists the
+// served ones in the request) is refused when the job is created, with bad_request.
+func (s *suite) checkPlatforms() (string, error) {
+	const p = "platforms"
+	s.clock.Set(t0)
+	served := []string{"telegram"}
+	add := func(to ...string) error {
+		_, err := s.p.Jobs(s.ctx, p, abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Platforms: &served})
+		return err
+	}
+	if err := add("telegram:5", "slack:C1"); abi.CodeOf(err) != abi.CodeBadRequest {
+		return "", fmt.Errorf("a target on slack, which no plugin serves: %v, want bad_request", err)
+	}
+	if err := add("telegram:5"); err != nil {
+		return "", fmt.Errorf("a target on telegram, which is served: %w", err)
+	}
+	return "slack:C1 refused, telegram:5 accepted", nil
 }

@@ -9,7 +9,8 @@
 // chat scopes.
 //
 // The plugin is driven with the first-party cron plugin's job syntax (plugins/cron/README.md)
-// and configuration keys (timezone, home), which a scheduler must accept to be checked.
+// and configuration keys (timezone, home, chat_targets), which a scheduler must accept to be
+// checked.
 package cron
 
 import (
@@ -37,7 +38,16 @@ type Options struct {
 
 // Profiles of the suite: each check uses its own, so checks never see each other's jobs.
 var profiles = []string{"once", "iso", "interval", "cron", "natural", "dst", "catchup", "skip", "downtime", "restart",
-	"deadline", "pinned", "silent", "failures", "targets", "scope"}
+	"deadline", "pinned", "silent", "failures", "targets", "scope", "chattargets", "platforms"}
+
+// profileConfig is each profile's configuration: UTC, one home channel; the targets profile lets
+// jobs created from a chat deliver anywhere (chat_targets), the others keep them in their chat.
+func profileConfig(name string) json.RawMessage {
+	if name == "targets" {
+		return json.RawMessage(`{"timezone":"UTC","home":{"telegram":"-100900:3"},"chat_targets":["*"]}`)
+	}
+	return json.RawMessage(`{"timezone":"UTC","home":{"telegram":"-100900:3"}}`)
+}
 
 // t0 is a Wednesday noon, UTC: every check starts there.
 var t0 = time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
@@ -101,6 +111,8 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.check("failures: recorded on the job", s.checkFailures)
 	s.check("targets: deduplicated", s.checkTargets)
 	s.check("jobs: scoped to their chat", s.checkScope)
+	s.check("jobs: a chat's targets stay in it", s.checkChatTargets)
+	s.check("targets: unserved platforms refused", s.checkPlatforms)
 	return s.rep
 }
 
@@ -117,7 +129,7 @@ func (s *suite) load() (string, error) {
 	start := time.Now()
 	cfg := map[string]json.RawMessage{}
 	for _, name := range profiles {
-		cfg[name] = json.RawMessage(`{"timezone":"UTC","home":{"telegram":"-100900:3"}}`)
+		cfg[name] = profileConfig(name)
 	}
 	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
 		Profiles: cfg, Env: s.env, Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout, BreakerCrashes: 1 << 30}, CacheDir: s.opts.CacheDir,

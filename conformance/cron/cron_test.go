@@ -29,5 +29,7 @@ func TestNaiveSchedulerFails(t *testing.T) {
 		"failures: recorded on the job",              // always "ok"
 		"targets: deduplicated",                      // sends to each entry
 		"jobs: scoped to their chat",                 // lists and removes anything
+		"jobs: a chat's targets stay in it",          // sends anywhere
+		"targets: unserved platforms refused",        // accepts anything
 	)
 }

@@ -391,7 +391,7 @@ func TestOutputsAndFailures(t *testing.T) {
 // Targets: origin, explicit chats, a bare platform (origin if on it, else its home), home;
 // duplicates go out once, and the pin applies to the origin chat only.
 func TestTargets(t *testing.T) {
-	hosts(t, map[string]any{"home": map[string]any{"telegram": "-1009:3", "slack": "C42"}}, func(t *testing.T, x *fixture) {
+	hosts(t, map[string]any{"home": map[string]any{"telegram": "-1009:3", "slack": "C42"}, "chat_targets": []string{"*"}}, func(t *testing.T, x *fixture) {
 		x.add(abi.JobSpec{Schedule: "every 5m", Text: "t", Deliver: []string{"origin", "telegram:-1001:42", "telegram", "home", "telegram:-1001", "slack:C42"}}, &topic, "sess-1")
 		x.tick(5 * time.Minute)
 		var got []string
@@ -409,6 +409,90 @@ func TestTargets(t *testing.T) {
 		if n := len(x.c.sent); n != 4+2 {
 			t.Fatalf("%d sends, want 4 (first job) + 2 (home)", n)
 		}
+	})
+}
+
+// A job created from a chat delivers into that chat (any of its threads) and nowhere else unless
+// the cron profile's chat_targets grants it: another chat, a home channel or a bare platform
+// naming a home channel is refused (denied) without the grant; the operator's jobs are not
+// limited. A grant taken back stops the deliveries it allowed.
+func TestChatTargets(t *testing.T) {
+	home := map[string]any{"telegram": "-1009:3", "slack": "C42"}
+	hosts(t, map[string]any{"home": home}, func(t *testing.T, x *fixture) {
+		for _, to := range [][]string{{"telegram:222"}, {"home"}, {"slack"}, {"telegram:-1009:3"}, {"origin", "telegram:-1002"}} {
+			_, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Scope: &topic, ScopeSessionID: "s"})
+			if abi.CodeOf(err) != abi.CodeDenied || !strings.Contains(err.Error(), "posts only into this chat") || !strings.Contains(err.Error(), "chat_targets") {
+				t.Errorf("from a chat, to %v: %v, want denied", to, err)
+			}
+		}
+		for _, to := range [][]string{nil, {"origin"}, {"telegram"}, {"telegram:-1001:7"}, {"telegram:-1001"}} {
+			x.add(abi.JobSpec{Schedule: "every 5m", Text: "own", Deliver: to}, &topic, "s")
+		}
+		x.add(abi.JobSpec{Schedule: "every 5m", Text: "operator", Deliver: []string{"telegram:222", "home"}}, nil, "")
+		x.tick(5 * time.Minute)
+		var got []string
+		for _, s := range x.c.sent {
+			got = append(got, s.Text+">"+s.Target.ChatID+":"+s.Target.ThreadID)
+		}
+		sort.Strings(got)
+		want := "operator>-1009:3,operator>222:,operator>C42:,own>-1001:,own>-1001:42,own>-1001:42,own>-1001:42,own>-1001:7"
+		if strings.Join(got, ",") != want {
+			t.Fatalf("sent %s\nwant %s", strings.Join(got, ","), want)
+		}
+	})
+	// Granted: home and one other chat. Then the operator takes the grant back (the same kv
+	// state under a new configuration): the next run posts into the chat only, and says why.
+	st := sdktest.NewState(t)
+	c := &chat{stale: map[string]bool{}, now: t0}
+	native := func(t *testing.T, profile map[string]any) *fixture {
+		return &fixture{t: t, c: c, h: sdktest.Native(t, sdktest.Options{Profiles: map[string]any{"main": profile}, State: st, Sender: c, Agents: c, Now: c.clock})}
+	}
+	var id string
+	t.Run("granted", func(t *testing.T) {
+		x := native(t, map[string]any{"home": home, "chat_targets": []string{"home", "telegram:222"}})
+		for _, to := range [][]string{{"telegram:333"}, {"slack:C43"}, {"telegram:222:5", "telegram:223"}} {
+			if _, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Scope: &topic}); abi.CodeOf(err) != abi.CodeDenied {
+				t.Errorf("granted home and telegram:222, to %v: %v, want denied", to, err)
+			}
+		}
+		id = x.add(abi.JobSpec{Schedule: "every 5m", Text: "granted", Deliver: []string{"home", "telegram:222:5", "origin"}}, &topic, "s").ID
+		x.tick(5 * time.Minute)
+		if n := len(x.c.sent); n != 4 {
+			t.Fatalf("granted: %d sends, want 4 (two homes, 222, the origin)", n)
+		}
+	})
+	t.Run("taken back", func(t *testing.T) {
+		x := native(t, map[string]any{"home": home})
+		x.c.sent = nil
+		x.tick(10 * time.Minute)
+		if len(x.c.sent) != 1 || x.c.sent[0].Target.ChatID != topic.ChatID {
+			t.Fatalf("after the grant was taken back: %+v", x.c.sent)
+		}
+		if got := x.job(id); got.LastStatus != statusFailed || !strings.Contains(got.LastError, "chat_targets does not grant it") {
+			t.Fatalf("after the grant was taken back: %+v", got)
+		}
+	})
+}
+
+// A target on a platform no plugin serves for the profile is refused when the job is created
+// (the host says which platforms are served); an older host that does not say refuses nothing.
+func TestUnservedPlatformRefused(t *testing.T) {
+	hosts(t, map[string]any{"home": map[string]any{"telegram": "-1009:3", "slack": "C42"}}, func(t *testing.T, x *fixture) {
+		served := []string{"telegram"}
+		for _, to := range [][]string{{"slack:C1"}, {"home"}, {"slack"}, {"telegram:5", "yuanbao:7"}} {
+			_, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Platforms: &served})
+			if abi.CodeOf(err) != abi.CodeBadRequest || !strings.Contains(err.Error(), "no platform plugin serves") || !strings.Contains(err.Error(), "served: telegram") {
+				t.Errorf("to %v: %v, want bad_request", to, err)
+			}
+		}
+		none := []string{}
+		if _, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:5"}}, Platforms: &none}); err == nil || !strings.Contains(err.Error(), "served: none") {
+			t.Errorf("nothing served: %v", err)
+		}
+		if _, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:5", "telegram:-1009:3"}}, Platforms: &served}); err != nil {
+			t.Errorf("served: %v", err)
+		}
+		x.add(abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"slack:C1"}}, nil, "") // an older host: not refused
 	})
 }
 
@@ -472,11 +556,15 @@ func TestConfigJobs(t *testing.T) {
 }
 
 func TestConfigureReportsProblems(t *testing.T) {
-	bad := profileConfig{TimeZone: "Nowhere/Land", CatchUp: "sometimes", Home: map[string]string{"telegram": ""}}
+	bad := profileConfig{TimeZone: "Nowhere/Land", CatchUp: "sometimes", Home: map[string]string{"telegram": ""}, ChatTargets: []string{"telegram", "Tele gram:1", "home", "slack:*"}}
 	jobs := profileConfig{Jobs: []configJob{{Name: "a", Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:1"}},
 		{Name: "a", Schedule: "bad", Text: "x", Deliver: []string{"telegram:1"}}, {Schedule: "every 5m"}}}
 	got := strings.Join(append(bad.problems(t0), jobs.problems(t0)...), "\n")
-	for _, want := range []string{"unknown time zone", "catch_up", "home.telegram", "job a: the name is used twice", "not a schedule", "jobs[2]: name is required"} {
+	if strings.Contains(got, "home\"") || strings.Contains(got, "slack:*") {
+		t.Errorf("good chat_targets reported:\n%s", got)
+	}
+	for _, want := range []string{"unknown time zone", "catch_up", "home.telegram", "job a: the name is used twice", "not a schedule", "jobs[2]: name is required",
+		`chat_targets: "telegram": write telegram:* for any telegram chat`, `chat_targets: "Tele gram:1"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems do not say %q:\n%s", want, got)
 		}

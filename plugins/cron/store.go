@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -33,6 +34,9 @@ type record struct {
 	Running *claim `json:"running,omitempty"`
 	// RunNowMs is a pending run_now request (0: none).
 	RunNowMs int64 `json:"run_now_ms,omitempty"`
+	// ChatScoped marks a job created from a chat (an add with a scope): it delivers into that
+	// chat, and elsewhere only where chat_targets grants, checked again at every run.
+	ChatScoped bool `json:"chat_scoped,omitempty"`
 }
 
 type claim struct {
@@ -45,6 +49,12 @@ type claim struct {
 }
 
 func (r *record) pinned() bool { return r.Pin != nil && *r.Pin }
+
+// fromChat reports whether r was created from a chat: ChatScoped, or, for a job stored before
+// that mark, created by a chat user ("<platform>:<user_id>", abi.JobsRequest.By) with an origin.
+func (r *record) fromChat() bool {
+	return r.ChatScoped || (r.Origin != nil && strings.Contains(r.CreatedBy, ":"))
+}
 
 // Job states.
 const (

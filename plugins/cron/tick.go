@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,6 +168,16 @@ func execute(c *sdk.Context, cfg *profileConfig, r *record) (status, problem str
 		text = "Cronjob Response: " + r.Name + "\n-------------\n\n" + text
 	}
 	dests, problems := resolve(r, cfg)
+	if r.fromChat() {
+		// Granted when the job was created, but the operator may have taken the grant back.
+		dests = slices.DeleteFunc(dests, func(d destination) bool {
+			if cfg.chatMay(*r.Origin, d.src) {
+				return false
+			}
+			problems = append(problems, d.label+": a job created in a chat may post only into that chat (chat_targets does not grant it)")
+			return true
+		})
+	}
 	if len(dests) == 0 {
 		return statusFailed, "no target: " + strings.Join(problems, "; ")
 	}
