@@ -446,6 +446,11 @@ type HostSendRequest struct {
 	Text         string `json:"text"`
 	PinSessionID string `json:"pin_session_id,omitempty"`
 	Seed         string `json:"seed,omitempty"`
+	// DeliveryID, when set, asks about an earlier send of the caller's instead of sending: the
+	// reply is that delivery's state now (still "pending", or its final outcome, as a send's
+	// reply gives it). Give Target.Platform only, no chat id and no text, so a host without this
+	// refuses the request (bad_request) rather than send anything (ABI 1.1).
+	DeliveryID string `json:"delivery_id,omitempty"`
 }
 
 // HostSendReply reports the delivery's ledger id and state: "delivered", "failed" (Reason says

@@ -435,6 +435,55 @@ func (s *suite) checkFailures() (string, error) {
 	return "delivery_failed ×2 with the reason, then ok", nil
 }
 
+// checkPending: a run whose delivery the host answered "pending" is recorded pending; once the
+// ledger has the final outcome (asked with hermes_send's delivery_id), the job records it: a
+// failure with its reason and a streak, then, for the next run, ok.
+func (s *suite) checkPending() (string, error) {
+	const p = "pending"
+	s.clock.Set(t0)
+	s.host.mu.Lock()
+	s.host.pending[p] = true
+	s.host.mu.Unlock()
+	j, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, nil, "")
+	if err != nil {
+		return "", err
+	}
+	if err := s.tick(p, t0.Add(5*time.Minute)); err != nil {
+		return "", err
+	}
+	if j, err = s.job(p, j.ID); err != nil {
+		return "", err
+	}
+	if j.LastStatus != "pending" {
+		return "", fmt.Errorf("a run the host answered pending is recorded %q", j.LastStatus)
+	}
+	settle := func(outcome string, at time.Duration) (abi.Job, error) {
+		s.host.mu.Lock()
+		s.host.outcomes[fmt.Sprintf("dlv_p%d", s.host.ids)] = outcome
+		s.host.mu.Unlock()
+		if err := s.tick(p, t0.Add(at)); err != nil {
+			return abi.Job{}, err
+		}
+		return s.job(p, j.ID)
+	}
+	if j, err = settle("permanent: chat not found", 6*time.Minute); err != nil {
+		return "", err
+	}
+	if j.LastStatus != "delivery_failed" || j.FailureStreak != 1 || !strings.Contains(j.LastError, "chat not found") {
+		return "", fmt.Errorf("after the ledger failed it: last_status %q, failure_streak %d, last_error %q; want delivery_failed, 1, the reason", j.LastStatus, j.FailureStreak, j.LastError)
+	}
+	if err := s.tick(p, t0.Add(10*time.Minute)); err != nil {
+		return "", err
+	}
+	if j, err = settle("delivered", 11*time.Minute); err != nil {
+		return "", err
+	}
+	if j.LastStatus != "ok" || j.FailureStreak != 0 {
+		return "", fmt.Errorf("after the ledger delivered the next run: last_status %q, failure_streak %d; want ok, 0", j.LastStatus, j.FailureStreak)
+	}
+	return "pending, then delivery_failed from the ledger; the next run pending, then ok", nil
+}
+
 // checkTargets: the same chat named several ways is sent to once; the origin keeps its pin.
 func (s *suite) checkTargets() (string, error) {
 	const p = "targets"

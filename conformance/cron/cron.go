@@ -38,7 +38,7 @@ type Options struct {
 
 // Profiles of the suite: each check uses its own, so checks never see each other's jobs.
 var profiles = []string{"once", "iso", "interval", "cron", "natural", "dst", "catchup", "skip", "downtime", "restart",
-	"deadline", "pinned", "silent", "failures", "targets", "scope", "chattargets", "platforms"}
+	"deadline", "pinned", "silent", "failures", "pending", "targets", "scope", "chattargets", "platforms"}
 
 // profileConfig is each profile's configuration: UTC, one home channel; the targets profile lets
 // jobs created from a chat deliver anywhere (chat_targets), the others keep them in their chat.
@@ -109,6 +109,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.check("pinned: stale after /new", s.checkPinned)
 	s.check("output: [SILENT] sends nothing", s.checkSilent)
 	s.check("failures: recorded on the job", s.checkFailures)
+	s.check("pending: reconciled from the ledger", s.checkPending)
 	s.check("targets: deduplicated", s.checkTargets)
 	s.check("jobs: scoped to their chat", s.checkScope)
 	s.check("jobs: a chat's targets stay in it", s.checkChatTargets)
@@ -175,16 +176,36 @@ type host struct {
 	block   map[string]bool   // profile → the next send hangs until the call is aborted
 	blocked chan string
 	slow    map[string]bool // profile → agent turns hang until the call is aborted
-	clock   func() time.Time
+	// pending answers the profile's sends "pending" (the host's wait ran out); outcomes is what
+	// the ledger says of each delivery id later (absent: still pending; "delivered", or a failure
+	// reason).
+	pending  map[string]bool
+	ids      int
+	outcomes map[string]string
+	clock    func() time.Time
 }
 
 func newHost() *host {
 	return &host{stale: map[string]bool{}, fail: map[string]string{}, agent: map[string]string{}, block: map[string]bool{},
-		blocked: make(chan string, 1), slow: map[string]bool{}}
+		blocked: make(chan string, 1), slow: map[string]bool{}, pending: map[string]bool{}, outcomes: map[string]string{}}
 }
 
 func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	h.mu.Lock()
+	if req.DeliveryID != "" { // a question about an earlier send: nothing is sent
+		defer h.mu.Unlock()
+		if req.Text != "" || req.Target.ChatID != "" {
+			return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "delivery_id asks about an earlier send: give no text and no target chat")
+		}
+		switch o, ok := h.outcomes[req.DeliveryID]; {
+		case !ok:
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "pending"}, nil
+		case o == "delivered":
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "delivered", MessageIDs: []string{"1"}}, nil
+		default:
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "failed", Reason: o}, nil
+		}
+	}
 	sd := send{HostSendRequest: req, Profile: c.Profile, At: h.clock()}
 	if req.PinSessionID != "" && h.stale[req.PinSessionID] {
 		h.sends = append(h.sends, sd)
@@ -200,6 +221,13 @@ func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRe
 		h.blocked <- c.Profile
 		<-ctx.Done()
 		return abi.HostSendReply{}, abi.Errorf(abi.CodeTimeout, "the host stopped")
+	}
+	if h.pending[c.Profile] {
+		h.ids++
+		id := fmt.Sprintf("dlv_p%d", h.ids)
+		h.sends = append(h.sends, sd)
+		h.mu.Unlock()
+		return abi.HostSendReply{DeliveryID: id, State: "pending"}, nil
 	}
 	reason := h.fail[c.Profile]
 	sd.Delivered = reason == ""

@@ -27,6 +27,7 @@ func TestNaiveSchedulerFails(t *testing.T) {
 		"pinned: stale after /new",                   // never pins
 		"output: [SILENT] sends nothing",             // sends it
 		"failures: recorded on the job",              // always "ok"
+		"pending: reconciled from the ledger",        // likewise
 		"targets: deduplicated",                      // sends to each entry
 		"jobs: scoped to their chat",                 // lists and removes anything
 		"jobs: a chat's targets stay in it",          // sends anywhere

@@ -193,8 +193,12 @@ func (s Sender) complete(ctx context.Context, target abi.Source) (abi.Source, er
 	return target, nil
 }
 
-// HostSend records and delivers one message from a scheduler.
+// HostSend records and delivers one message from a scheduler, or, with req.DeliveryID, answers
+// the outcome of one it sent before.
 func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+	if req.DeliveryID != "" {
+		return s.outcome(ctx, c, req)
+	}
 	target := req.Target
 	target.Profile = c.Profile
 	if target.ChatID == "" {
@@ -238,10 +242,37 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 	if err != nil {
 		return abi.HostSendReply{DeliveryID: group, State: string(delivery.Pending)}, nil
 	}
+	return reply(row)
+}
+
+// reply is the answer to a send whose every part is final: the worst part's state, or stale for
+// a message the guard dropped.
+func reply(row delivery.Row) (abi.HostSendReply, error) {
 	if row.State == delivery.Dropped {
 		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: row.Reason}
 	}
-	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs, Reason: row.Reason}, nil
+	return abi.HostSendReply{DeliveryID: row.Group, State: string(row.State), MessageIDs: row.MessageIDs, Reason: row.Reason}, nil
+}
+
+// outcome answers what became of an earlier send of the caller's (req.DeliveryID), without
+// waiting: still pending, or its final outcome as HostSend would have answered it. A delivery
+// another plugin or profile made is not found, as is one the ledger does not hold.
+func (s Sender) outcome(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+	if req.Text != "" || req.Target.ChatID != "" {
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "delivery_id asks about an earlier send: give no text and no target chat (it sends nothing)")
+	}
+	row, done, err := s.Ledger.Outcome(ctx, req.DeliveryID)
+	switch {
+	case errors.Is(err, delivery.ErrNoMessage):
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeNotFound, "no delivery %s", req.DeliveryID)
+	case err != nil:
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeIO, "%v", err)
+	case row.Kind != delivery.KindScheduled || row.Origin != c.Plugin || row.Profile != c.Profile:
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeNotFound, "no delivery %s", req.DeliveryID)
+	case !done:
+		return abi.HostSendReply{DeliveryID: req.DeliveryID, State: string(delivery.Pending)}, nil
+	}
+	return reply(row)
 }
 
 // Agents implements a scheduler plugin's hermes_agent: one turn of the configured agent with the

@@ -27,11 +27,33 @@ type chat struct {
 	crash bool            // the next send "kills the host" (the tick call fails mid-run)
 	agent func(prompt string) (string, error)
 	now   time.Time
+	// pending answers sends "pending" (the host's wait for the outcome ran out) with ids
+	// dlv_1, dlv_2…; outcomes is what the ledger says of each later: "delivered", "stale" or
+	// "failed:REASON" (absent: still pending).
+	pending  bool
+	ids      int
+	outcomes map[string]string
+	asked    []string // the delivery ids asked about
 }
 
 func (c *chat) HostSend(_ context.Context, _ sdktest.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if req.DeliveryID != "" {
+		c.asked = append(c.asked, req.DeliveryID)
+		if req.Text != "" || req.Target.ChatID != "" {
+			return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "a query sends nothing")
+		}
+		switch o := c.outcomes[req.DeliveryID]; {
+		case o == "":
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "pending"}, nil
+		case o == "stale":
+			return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: "stale: user_boundary"}
+		case strings.HasPrefix(o, "failed:"):
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "failed", Reason: strings.TrimPrefix(o, "failed:")}, nil
+		}
+		return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "delivered", MessageIDs: []string{"1"}}, nil
+	}
 	if req.PinSessionID != "" && c.stale[req.PinSessionID] {
 		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: "stale: user_boundary"}
 	}
@@ -42,6 +64,10 @@ func (c *chat) HostSend(_ context.Context, _ sdktest.Caller, req abi.HostSendReq
 	}
 	if c.fail != "" {
 		return abi.HostSendReply{DeliveryID: "dlv_x", State: "failed", Reason: c.fail}, nil
+	}
+	if c.pending {
+		c.ids++
+		return abi.HostSendReply{DeliveryID: fmt.Sprintf("dlv_%d", c.ids), State: "pending"}, nil
 	}
 	return abi.HostSendReply{DeliveryID: "dlv_x", State: "delivered", MessageIDs: []string{"1"}}, nil
 }
@@ -384,6 +410,56 @@ func TestOutputsAndFailures(t *testing.T) {
 		x.tick(25 * time.Minute)
 		if got := x.job(j.ID); got.LastStatus != statusOK || got.FailureStreak != 0 || got.LastError != "" {
 			t.Fatalf("after a success %+v", got)
+		}
+	})
+}
+
+// A run whose deliveries the host answered "pending" is recorded pending, and later ticks ask
+// the host for the ledger's final outcome until it has one: the job then says ok, or
+// delivery_failed with the reason (a failure streak), or stale (and pauses, having reached
+// nobody). Asking sends nothing.
+func TestPendingReconciledFromTheLedger(t *testing.T) {
+	hosts(t, map[string]any{}, func(t *testing.T, x *fixture) {
+		x.c.pending, x.c.outcomes = true, map[string]string{}
+		j := x.add(abi.JobSpec{Schedule: "every 5m", Text: "slow", Deliver: []string{"telegram:5", "telegram:6"}}, nil, "")
+		x.tick(5 * time.Minute)
+		status := func() abi.Job { return x.job(j.ID) }
+		if got := status(); got.LastStatus != statusPending || !strings.Contains(got.LastError, "2 delivery(ies) still pending") {
+			t.Fatalf("after the run %+v", got)
+		}
+		x.tick(6 * time.Minute) // the ledger knows nothing yet
+		x.c.outcomes["dlv_1"] = "delivered"
+		x.tick(7 * time.Minute)
+		if got := status(); got.LastStatus != statusPending || !strings.Contains(got.LastError, "1 delivery(ies) still pending") {
+			t.Fatalf("one delivered, one pending: %+v", got)
+		}
+		x.c.outcomes["dlv_2"] = "failed:permanent: chat not found"
+		x.tick(8 * time.Minute)
+		if got := status(); got.LastStatus != statusFailed || got.FailureStreak != 1 || !strings.Contains(got.LastError, "telegram:6: failed: permanent: chat not found") {
+			t.Fatalf("one failed in the ledger: %+v", got)
+		}
+		asked := len(x.c.asked)
+		x.tick(9 * time.Minute) // settled: not asked again
+		if len(x.c.asked) != asked || asked != 5 {
+			t.Fatalf("asked %v", x.c.asked)
+		}
+		x.tick(10 * time.Minute)
+		x.c.outcomes["dlv_3"], x.c.outcomes["dlv_4"] = "delivered", "delivered"
+		x.tick(11 * time.Minute)
+		if got := status(); got.LastStatus != statusOK || got.FailureStreak != 0 || got.LastError != "" {
+			t.Fatalf("both delivered: %+v", got)
+		}
+		if n := len(x.c.sent); n != 4 {
+			t.Fatalf("%d sends, want 4 (two runs, two targets; asking sends nothing)", n)
+		}
+		// A pinned delivery the ledger dropped as stale: the job pauses, as when the host says so at once.
+		p := x.add(abi.JobSpec{Schedule: "every 5m", Text: "pinned"}, &topic, "sess-1") // at 11m: due at 16m
+		x.tick(15 * time.Minute)                                                        // the first job: dlv_5, dlv_6
+		x.tick(16 * time.Minute)                                                        // the pinned one: dlv_7
+		x.c.outcomes["dlv_7"] = "stale"
+		x.tick(17 * time.Minute)
+		if got := x.job(p.ID); got.LastStatus != statusStale || got.State != statePaused {
+			t.Fatalf("stale in the ledger: %+v (asked %v)", got, x.c.asked)
 		}
 	})
 }

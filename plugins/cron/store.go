@@ -37,6 +37,9 @@ type record struct {
 	// ChatScoped marks a job created from a chat (an add with a scope): it delivers into that
 	// chat, and elsewhere only where chat_targets grants, checked again at every run.
 	ChatScoped bool `json:"chat_scoped,omitempty"`
+	// Pending are the last run's deliveries whose outcome the host did not know yet (see
+	// reconcile).
+	Pending []pendingSend `json:"pending,omitempty"`
 }
 
 type claim struct {

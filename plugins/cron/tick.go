@@ -33,6 +33,9 @@ func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
 			interrupted(r, req.Interrupted)
 			dirty[r.ID] = true
 		}
+		if len(r.Pending) > 0 && reconcile(c, r) {
+			dirty[r.ID] = true
+		}
 		if dirty[r.ID] {
 			if err := save(c, r); err != nil {
 				return nil, err
@@ -121,6 +124,13 @@ func run(c *sdk.Context, cfg *profileConfig, r *record, slot claim, now time.Tim
 		}
 		r.NextRunMs = next
 	}
+	if len(r.Pending) > 0 {
+		// The last run's outcome is still open; this run's replaces it on the job, and the
+		// ledger keeps the deliveries' own record.
+		c.Log(abi.LevelWarn, "cron: a new run starts while the last run's deliveries are still pending; their outcome is in the ledger only",
+			"job", r.ID, "pending", fmt.Sprint(len(r.Pending)))
+		r.Pending = nil
+	}
 	r.Running = &slot
 	r.Runs++
 	if err := save(c, r); err != nil {
@@ -144,6 +154,9 @@ func run(c *sdk.Context, cfg *profileConfig, r *record, slot claim, now time.Tim
 	}
 	return save(c, r)
 }
+
+// pausedStale is the paused reason of a job whose pinned conversation ended.
+const pausedStale = "the conversation it was created in has ended (/new); resume it to attach it to the current one"
 
 // SilentMarker at the start of a run's output suppresses its message (the run still succeeds).
 const SilentMarker = "[SILENT]"
@@ -198,16 +211,22 @@ func execute(c *sdk.Context, cfg *profileConfig, r *record) (status, problem str
 			delivered++
 		case reply.State == "pending":
 			pending++
+			if reply.DeliveryID != "" {
+				r.Pending = append(r.Pending, pendingSend{DeliveryID: reply.DeliveryID, Platform: d.src.Platform, Label: d.label})
+			}
 		default:
 			problems = append(problems, fmt.Sprintf("%s: %s: %s", d.label, reply.State, reply.Reason))
 		}
+	}
+	if len(r.Pending) > 0 {
+		r.Pending[0].Delivered = delivered
 	}
 	failed := len(problems) - stale
 	if stale > 0 && delivered+pending == 0 && failed == 0 {
 		// Nothing reached any chat and the pinned conversation is gone: pause until the user
 		// resumes it (from the chat, which re-pins it to the conversation they are in).
 		r.State = statePaused
-		r.PausedReason = "the conversation it was created in has ended (/new); resume it to attach it to the current one"
+		r.PausedReason = pausedStale
 	}
 	switch {
 	case failed > 0:
