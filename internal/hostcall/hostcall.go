@@ -138,6 +138,32 @@ type Sender struct {
 	// Wait bounds how long HostSend waits for the outcome before answering "pending"
 	// (default 5 s).
 	Wait time.Duration
+	// Loading, if set, lists the plugin files the host is still loading. While it lists any, a
+	// target whose platform no plugin serves yet waits for them (within the call's deadline)
+	// instead of failing: at start-up the scheduler may load, and tick a catch-up, before the
+	// platform plugins do.
+	Loading func() []string
+}
+
+// loadingPoll is how often a send waiting for the plugins to load looks again.
+const loadingPoll = 50 * time.Millisecond
+
+// route finds the plugin serving platform for profile, waiting while the host is loading
+// plugins (see Loading).
+func (s Sender) route(ctx context.Context, platform, profile string) (string, error) {
+	for {
+		if name, ok := s.Route(platform, profile); ok {
+			return name, nil
+		}
+		if s.Loading == nil || len(s.Loading()) == 0 {
+			return "", abi.Errorf(abi.CodeNotFound, "no plugin serves platform %q for profile %q", platform, profile)
+		}
+		select {
+		case <-ctx.Done():
+			return "", abi.Errorf(abi.CodeUnavailable, "no plugin serves platform %q for profile %q yet: the host was still loading its plugins (%v)", platform, profile, ctx.Err())
+		case <-time.After(loadingPoll):
+		}
+	}
 }
 
 // complete fills in what a target written as platform:chat[:thread] (a job's explicit target or
@@ -208,9 +234,9 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 	if err != nil {
 		return abi.HostSendReply{}, err
 	}
-	name, ok := s.Route(target.Platform, c.Profile)
-	if !ok {
-		return abi.HostSendReply{}, abi.Errorf(abi.CodeNotFound, "no plugin serves platform %q for profile %q", target.Platform, c.Profile)
+	name, err := s.route(ctx, target.Platform, c.Profile)
+	if err != nil {
+		return abi.HostSendReply{}, err
 	}
 	key, err := s.Kernel.Key(target)
 	if err != nil {

@@ -2,8 +2,10 @@ package hostcall
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,5 +150,74 @@ func TestOutcomeOfAnEarlierSend(t *testing.T) {
 	}
 	if rows, _ := l.List(ctx, delivery.Filter{}); len(rows) != 6 {
 		t.Errorf("the ledger holds %d rows, want the 6 recorded (a query sends nothing)", len(rows))
+	}
+}
+
+// unsent is a transport for a ledger that is never started: rows are recorded, nothing is sent.
+type unsent struct{}
+
+func (unsent) Reserve(context.Context, string) (delivery.Sender, error) {
+	return nil, errors.New("this ledger does not send")
+}
+func (unsent) Limit(string) (abi.MessageLimit, error) { return abi.MessageLimit{}, nil }
+
+// At start-up the scheduler may load, and send a catch-up, before the platform's plugin has
+// loaded: while the host is still loading plugins the send waits for it (within the call's
+// deadline) instead of failing "no plugin serves". Once nothing is loading, an unserved platform
+// is not found at once.
+func TestSendWaitsForThePluginsToLoad(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	k, err := session.Open(ctx, db, session.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := delivery.Open(ctx, db, k, unsent{}, delivery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	loaded, asked := false, 0
+	s := Sender{Kernel: k, Ledger: l, Wait: time.Millisecond,
+		Route: func(platform, profile string) (string, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if asked++; asked == 3 {
+				loaded = true // telegram.wasm has loaded
+			}
+			return "telegram", loaded && platform == "telegram"
+		},
+		Loading: func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			if loaded {
+				return nil
+			}
+			return []string{"telegram.wasm"}
+		}}
+	cron := plugin.Caller{Plugin: "cron", Profile: "main", Kind: abi.KindScheduler}
+	req := abi.HostSendRequest{Target: abi.Source{Platform: "telegram", ChatID: "5"}, Text: "catch-up"}
+	got, err := s.HostSend(ctx, cron, req)
+	if err != nil || got.State != "pending" || got.DeliveryID == "" {
+		t.Fatalf("a send while telegram.wasm loads: %+v %v, want it recorded once telegram serves", got, err)
+	}
+	if rows, _ := l.List(ctx, delivery.Filter{}); len(rows) != 1 || rows[0].Plugin != "telegram" {
+		t.Fatalf("ledger rows %+v", rows)
+	}
+	req.Target.Platform = "echo"
+	if _, err := s.HostSend(ctx, cron, req); abi.CodeOf(err) != abi.CodeNotFound {
+		t.Fatalf("an unserved platform once nothing loads: %v, want not_found", err)
+	}
+	mu.Lock()
+	loaded, asked = false, -1000
+	mu.Unlock()
+	short, cancel := context.WithTimeout(ctx, 120*time.Millisecond)
+	defer cancel()
+	if _, err := s.HostSend(short, cron, req); abi.CodeOf(err) != abi.CodeUnavailable || !strings.Contains(err.Error(), "still loading") {
+		t.Fatalf("the deadline ends the wait: %v, want unavailable", err)
 	}
 }
