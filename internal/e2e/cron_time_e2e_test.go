@@ -143,6 +143,9 @@ func TestCronDSTDaysBerlin(t *testing.T) {
 			if err := h.tg.Wait(30*time.Second, func() bool { return sent("five") >= f0+fives }); err != nil {
 				t.Fatalf("slot %d (%s, %s): %v", fives, at.UTC().Format(time.RFC3339), at.In(berlin).Format("15:04 MST"), err)
 			}
+			if n := sent("five") - f0; n != fives {
+				t.Fatalf("at slot %d (%s): %d runs of */5 this day", fives, at.In(berlin).Format("15:04 MST"), n)
+			}
 		}
 		j := h.job(ids["half-two"])
 		if n := sent("half-two") - h0; n != j.Runs-runs0 {
@@ -162,6 +165,11 @@ func TestCronDSTDaysBerlin(t *testing.T) {
 	h.waitFor("one catch-up each", func() bool { return sent("five") >= f0+1 && sent("half-two") >= h0+1 })
 	if f, hh := sent("five")-f0, sent("half-two")-h0; f != 1 || hh != 1 {
 		t.Fatalf("the catch-up after seven months: */5 %d, 02:30 %d; want one each", f, hh)
+	}
+	for name, want := range map[string]time.Time{"five": autumnStart, "half-two": time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC)} {
+		if j := h.job(ids[name]); j.NextRunMs != want.UnixMilli() {
+			t.Fatalf("after the catch-up %s's next slot is %v, want %v", name, time.UnixMilli(j.NextRunMs).UTC(), want.UTC())
+		}
 	}
 	fives, halfTwos, at = day(autumnStart)
 	if want := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC); fives != 300 || halfTwos != 1 || !at.Equal(want) {
@@ -250,9 +258,9 @@ func TestCronAgentTurnDeadline(t *testing.T) {
 	}
 }
 
-// TestCronPendingReconciled: the platform takes 6 s to answer a job's message, longer than
-// hermes_send waits, so the run is recorded pending; once the ledger has delivered it, the next
-// tick asks the host and records the run ok.
+// TestCronPendingReconciled: the platform answers a job's message with a flood wait of 6 s, so
+// the ledger sends it again after longer than hermes_send waits, and the run is recorded
+// pending; once the ledger has delivered it, the next tick asks the host and records the run ok.
 func TestCronPendingReconciled(t *testing.T) {
 	ann := telegramtest.User{ID: 111, FirstName: "Ann"}
 	h := startCronHost(t, func(tg *telegramtest.Server) { tg.AddPrivate(ann) })
@@ -261,7 +269,7 @@ func TestCronPendingReconciled(t *testing.T) {
 		t.Fatalf("cron add: %v\n%s", err, out)
 	}
 	id := strings.Fields(strings.Split(out, "\n")[1])[0]
-	h.tg.InjectFault("sendMessage", telegramtest.Slow(6*time.Second))
+	h.tg.InjectFault("sendMessage", telegramtest.FloodWait(6))
 	h.advance(5 * time.Minute)
 	eventually(t, "the run recorded pending", func() bool { return h.job(id).LastStatus == "pending" })
 	eventually(t, "the ledger's delivery", func() bool {
@@ -278,7 +286,7 @@ func TestCronPendingReconciled(t *testing.T) {
 	if j := h.job(id); j.Runs != 1 || j.LastError != "" {
 		t.Fatalf("after reconciling: %+v", j)
 	}
-	if n := len(h.tg.Requests("sendMessage", ann.ID)); n != 1 {
-		t.Fatalf("%d sendMessage requests, want 1 (asking sends nothing)", n)
+	if n := len(h.tg.Requests("sendMessage", ann.ID)); n != 2 {
+		t.Fatalf("%d sendMessage requests, want 2 (the flood-waited one and its retry; asking sends nothing)", n)
 	}
 }
