@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -271,18 +272,15 @@ func TestPluginSettingsMergeKeyByKey(t *testing.T) {
 		}
 		return c
 	}
-	c := load(`
-plugins:
-  cron:
-    profiles:
-      main:
-        timezone: Europe/Berlin
-        jobs:
-          - {name: standup, schedule: "weekdays at 9am", prompt: "Summarize", deliver: home}
-  telegram:
-    access:
-      main: {users: ["111"], tools: [cron]}
-`)
+	readme, err := os.ReadFile("../../plugins/cron/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := regexp.MustCompile("(?s)```yaml\n(plugins:\n.*?)```").FindStringSubmatch(string(readme))
+	if example == nil || strings.Contains(example[1], "limits") {
+		t.Fatalf("plugins/cron/README.md has no configuration example without limits: %q", example)
+	}
+	c := load(example[1])
 	cron := c.Plugins["cron"]
 	if cron.Limits == nil || time.Duration(cron.Limits.CallTimeout) != 150*time.Second || cron.Limits.MemoryMiB != 64 || cron.Limits.PoolSize != 4 {
 		t.Fatalf("the README's cron configuration lost the default limits: %+v", cron.Limits)
