@@ -244,7 +244,10 @@ func (h *host) AgentTurn(ctx context.Context, c plugin.Caller, req abi.AgentRequ
 	slow := h.slow[c.Profile]
 	h.mu.Unlock()
 	if slow {
-		<-ctx.Done() // a model slower than the call's deadline
+		// A model slower than the call's deadline, whose answer to the cancellation also takes
+		// a moment: the runtime stops the instance meanwhile.
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond)
 		return abi.AgentReply{}, abi.Errorf(abi.CodeTimeout, "the turn did not finish: %v", ctx.Err())
 	}
 	h.mu.Lock()

@@ -156,6 +156,7 @@ func loadAll(c *sdk.Context, cfg *profileConfig, now time.Time) (jobs []*record,
 			if found { // keep the history of a job whose definition changed
 				fresh.CreatedMs, fresh.LastRunMs, fresh.LastStatus, fresh.LastError = r.CreatedMs, r.LastRunMs, r.LastStatus, r.LastError
 				fresh.FailureStreak, fresh.Runs, fresh.Running, fresh.State, fresh.PausedReason = r.FailureStreak, r.Runs, r.Running, r.State, r.PausedReason
+				fresh.Pending = r.Pending
 			}
 			fresh.Display = sch.display(loc)
 			fresh.NextRunMs, _ = sch.next(now.UnixMilli(), loc)
