@@ -2,11 +2,14 @@
 // (.wasm, kind scheduler with capability jobs) through the production runtime against an
 // in-process host whose clock moves only when the suite says (hermes_clock and tick times), whose
 // hermes_send records every request and can answer "stale" for a conversation the user left,
-// fail a delivery, or die mid-send, and whose hermes_agent echoes the prompt. It checks what
-// schedulers get wrong: the next run of each schedule form, time zones and daylight saving time,
-// catch-up after downtime, at most one delivery per slot across a restart mid-send, pinned
-// deliveries after /new, [SILENT] output, failures recorded on the job, deduplicated targets and
-// chat scopes.
+// fail a delivery, answer "pending" and later the ledger's outcome (delivery_id), or die
+// mid-send, and whose hermes_agent echoes the prompt (or outlasts the call's deadline). It checks
+// what schedulers get wrong: the next run of each schedule form, time zones and daylight saving
+// time, catch-up after downtime (once, and in bounded time after months), at most one delivery
+// per slot across a restart mid-send, a deadline told from a host stop, pinned deliveries after
+// /new, [SILENT] output, failures recorded on the job, pending runs reconciled, deduplicated
+// targets, chat scopes, a chat's jobs kept to their chat and targets on unserved platforms
+// refused.
 //
 // The plugin is driven with the first-party cron plugin's job syntax (plugins/cron/README.md)
 // and configuration keys (timezone, home, chat_targets), which a scheduler must accept to be
