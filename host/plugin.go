@@ -24,20 +24,32 @@ var (
 	// ErrCrashed: the plugin's instance died during the call (it trapped, ran past its deadline
 	// or out of memory) and was discarded; the next call gets a fresh one.
 	ErrCrashed = errors.New("plugin instance crashed")
+	// ErrDeadline: the crash was the call's deadline (the instance ran past it and was
+	// stopped); such an error is ErrCrashed too.
+	ErrDeadline = errors.New("plugin call ran past its deadline")
 	// ErrFailed: the plugin crashed repeatedly and its breaker tripped; calls are refused. The
 	// error also says which crash was the last (it is ErrCrashed too).
 	ErrFailed = errors.New("plugin failed after repeated crashes")
 )
 
 // callError is the error of a call into a plugin: the runtime's, which it unwraps to (so
-// abi.CodeOf and the abi error codes work on it), and ErrCrashed or ErrFailed where the
-// runtime's is a crash or a tripped breaker.
+// abi.CodeOf and the abi error codes work on it), and ErrCrashed, ErrDeadline or ErrFailed
+// where the runtime's is a crash, a crash at the deadline, or a tripped breaker.
 type callError struct{ err error }
 
 func (e callError) Error() string { return e.err.Error() }
 func (e callError) Unwrap() error { return e.err }
 func (e callError) Is(target error) bool {
-	return target == ErrCrashed && errors.Is(e.err, plugin.ErrCrashed) || target == ErrFailed && errors.Is(e.err, plugin.ErrFailed)
+	var crash *plugin.CrashError
+	switch target {
+	case ErrCrashed:
+		return errors.Is(e.err, plugin.ErrCrashed)
+	case ErrDeadline:
+		return errors.As(e.err, &crash) && crash.Reason == "deadline"
+	case ErrFailed:
+		return errors.Is(e.err, plugin.ErrFailed)
+	}
+	return false
 }
 
 func callErr(err error) error {

@@ -27,8 +27,8 @@ func TestPluginCallErrors(t *testing.T) {
 	}
 	defer p.Close()
 	_, err = p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1"})
-	if !errors.Is(err, host.ErrCrashed) || errors.Is(err, host.ErrFailed) {
-		t.Fatalf("a send past its deadline: %v, want ErrCrashed", err)
+	if !errors.Is(err, host.ErrCrashed) || !errors.Is(err, host.ErrDeadline) || errors.Is(err, host.ErrFailed) {
+		t.Fatalf("a send past its deadline: %v, want ErrCrashed and ErrDeadline", err)
 	}
 	if _, err := p.Send(ctx, "nobody", abi.OutboundMessage{ChatID: "1"}); abi.CodeOf(err) != abi.CodeNotFound || errors.Is(err, host.ErrCrashed) {
 		t.Fatalf("a send for an unknown profile: %v (code %q), want %s", err, abi.CodeOf(err), abi.CodeNotFound)

@@ -281,6 +281,9 @@ func Parse(name string, b []byte) (*Config, error) {
 		if err := yaml.Unmarshal(b, &named); err != nil {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
+		if err := mergePlugins(&c, named.Plugins); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
 		for name := range named.Plugins {
 			c.FilePlugins = append(c.FilePlugins, name)
 		}
@@ -337,6 +340,32 @@ func (c *Config) Level() slog.Level {
 	var l slog.Level
 	l.UnmarshalText([]byte(c.LogLevel))
 	return l
+}
+
+// mergePlugins merges each plugin's settings in the file (nodes, by plugin name) over the
+// embedded defaults' settings for that plugin, key by key, into c.Plugins. The file's decode
+// (strict, into c) replaced each plugin it names whole, which lost what the defaults give that
+// plugin and the file does not repeat: the cron plugin's 150 s call deadline, say, under a file
+// that only writes the cron profiles. Decoding the file's node over a fresh copy of the
+// defaults' settings instead keeps every key the file does not give: a limit given replaces only
+// that limit, a profile or an access entry given replaces only that profile's, and a list given
+// replaces the default's list. Unknown keys were already refused by the strict decode.
+func mergePlugins(c *Config, nodes map[string]yaml.Node) error {
+	var d Config
+	if err := decode(defaults, &d); err != nil {
+		return fmt.Errorf("embedded defaults: %w", err)
+	}
+	for name, node := range nodes {
+		base, ok := d.Plugins[name]
+		if !ok {
+			continue // nothing to merge with: the file's settings are the whole
+		}
+		if err := node.Decode(&base); err != nil {
+			return err
+		}
+		c.Plugins[name] = base
+	}
+	return nil
 }
 
 // EnsurePluginsDir checks the plugins directory before serving: the default one

@@ -24,6 +24,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -674,17 +675,27 @@ func (l *Ledger) dropWaiter(group string, ch chan Row) {
 	}
 }
 
+// ErrNoMessage is Outcome's (and Wait's) answer for a group the ledger does not hold.
+var ErrNoMessage = errors.New("delivery: no such message")
+
+// Outcome returns group's outcome now, without waiting: done with its worst part once every
+// part is final (as Wait returns it), else not done with a part still under way. A scheduler
+// that was answered "pending" learns the final outcome this way (hermes_send with delivery_id).
+func (l *Ledger) Outcome(ctx context.Context, group string) (Row, bool, error) {
+	return l.groupDone(ctx, group)
+}
+
 func (l *Ledger) groupDone(ctx context.Context, group string) (Row, bool, error) {
 	rows, err := l.query(ctx, `WHERE grp = ? ORDER BY part`, group)
 	if err != nil {
 		return Row{}, false, err
 	}
 	if len(rows) == 0 {
-		return Row{}, false, fmt.Errorf("delivery: no message %s", group)
+		return Row{}, false, fmt.Errorf("%w: %s", ErrNoMessage, group)
 	}
 	for _, r := range rows {
 		if !r.State.Final() {
-			return Row{}, false, nil
+			return r, false, nil
 		}
 	}
 	// The group's outcome is its worst part.

@@ -600,31 +600,33 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Duration, block bool, why string) bool {
 	next := l.opt.Now().Add(wait)
 	var ok bool
-	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
-		res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
-			string(r.stored.state), r.stored.attempts)
-		if err != nil {
-			return err
-		}
-		if ok = applied(res); !ok {
-			return nil
-		}
-		if !block {
-			return nil
-		}
-		if h := ln.hold; h != nil {
-			fence, held, err := l.opt.Leases.Fence(ctx, tx, h.name)
+	err := l.durably(func() error {
+		return store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+			res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
+				string(r.stored.state), r.stored.attempts)
 			if err != nil {
 				return err
 			}
-			if !held || fence != h.fence {
-				return nil // the lane is another host's now: its sender meets the platform's limit itself
+			if ok = applied(res); !ok {
+				return nil
 			}
-		}
-		// Flood control is per chat: nothing else goes to this chat before then, from any lane.
-		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE plugin = ? AND profile = ? AND chat_id = ? AND state = ? AND next_at < ?`,
-			next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
-		return err
+			if !block {
+				return nil
+			}
+			if h := ln.hold; h != nil {
+				fence, held, err := l.opt.Leases.Fence(ctx, tx, h.name)
+				if err != nil {
+					return err
+				}
+				if !held || fence != h.fence {
+					return nil // the lane is another host's now: its sender meets the platform's limit itself
+				}
+			}
+			// Flood control is per chat: nothing else goes to this chat before then, from any lane.
+			_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE plugin = ? AND profile = ? AND chat_id = ? AND state = ? AND next_at < ?`,
+				next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
+			return err
+		})
 	})
 	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
@@ -677,6 +679,33 @@ func (l *Ledger) claim(ctx context.Context, r *Row) (bool, error) {
 	return true, nil
 }
 
+// durably runs write, a write recording what happened to a row this host holds ("sending": the
+// platform's answer to a send, or that it was not sent), again and again with backoff while the
+// store refuses writes (a lock held, a full disk: store.Refused), until it takes it or the ledger
+// stops. Given up, the row would stay "sending" until a restart reconciled it as "outcome
+// unknown": a reply certainly not sent would then never be sent, and a delivered one reported
+// uncertain. It runs inside the key's boundary, which waits meanwhile; nothing else of that chat
+// could be written anyway.
+func (l *Ledger) durably(write func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !store.Refused(err) {
+			return err
+		}
+		store.Report(l.db, store.PathLedger, err)
+		l.mu.Lock()
+		stopping := !l.running || l.ctx == nil || l.ctx.Err() != nil
+		l.mu.Unlock()
+		if stopping {
+			return err
+		}
+		l.log.Warn("delivery: the store refuses writes; recording an outcome again", "retry_in", wait, "error", err)
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
 // applied reports whether a compare-and-set write of one row applied. When it did not, the row
 // was no longer as this host last saw it: another host's lane took the lane over after this
 // one's lease lapsed, and sent or settled the row. This host then records nothing over what the
@@ -700,8 +729,12 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 		idsJSON = string(b)
 	}
 	ctx = context.WithoutCancel(ctx) // an outcome that happened is recorded even while stopping
-	res, err := l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID,
-		string(r.stored.state), r.stored.attempts)
+	var res sql.Result
+	err := l.durably(func() (err error) {
+		res, err = l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID,
+			string(r.stored.state), r.stored.attempts)
+		return err
+	})
 	if err != nil {
 		l.log.Error("delivery: recording an outcome failed", "id", r.ID, "state", s, "error", err)
 		return false

@@ -179,7 +179,7 @@ func OpenWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Opt
 	g.door = &inbound.Door{Engine: g.engine, Gate: g.gate, Log: log}
 	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel, Gate: g.gate}
 	g.env.Dispatcher = g.door
-	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
+	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor, Loading: g.pluginsLoading}
 	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
 	g.loops.Clock = g.clock

@@ -695,8 +695,9 @@ type Plugin struct {
 	statusMu sync.Mutex                   // guards status
 	status   map[string]abi.ProfileStatus // by profile: what the last poll reported (ABI 1.1)
 
-	schedMu sync.Mutex               // guards sched
-	sched   map[string]chan struct{} // scheduler profile → its one-call lock (see exclusive)
+	schedMu   sync.Mutex               // guards sched and tickCrash
+	sched     map[string]chan struct{} // scheduler profile → its one-call lock (see exclusive)
+	tickCrash map[string]string        // scheduler profile → how its last tick crashed (CrashError.Reason), until a tick returns
 }
 
 // Name is the plugin's manifest name.
