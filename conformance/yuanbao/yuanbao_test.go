@@ -9,12 +9,16 @@ import (
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
+// The two runs are independent (each its own fake, host environment and plugin), so they go
+// side by side: most of a run is waiting for the fake and the plugin's back-offs.
 func TestFirstPartyPluginConforms(t *testing.T) {
+	t.Parallel()
 	conformance.RequirePass(t, Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/yuanbao"), Options{}))
 }
 
 // A naive adapter (testdata/naive) makes the classic mistakes; each must fail its check.
 func TestNaiveAdapterFails(t *testing.T) {
+	t.Parallel()
 	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: 5 * time.Second})
 	conformance.RequireFail(t, rep, []string{"connect: sign-token, AUTH_BIND first"},
 		"inbound: DM, gating, owner, quote",       // every group message a turn

@@ -57,7 +57,7 @@ func (r recorder) Dispatch(_ context.Context, _, profile string, _ abi.InboundEv
 }
 
 // instance is one host's supervisor with its own plugin runtime and database pool. The
-// instances of a test share a compilation cache (cache), so only the first compiles the plugin.
+// instances share a compilation cache (cache, the run's), so at most the first compiles the plugin.
 type instance struct {
 	sup *Supervisor
 	db  *sql.DB
@@ -118,11 +118,12 @@ func exclusive(t *testing.T, tp *tape, profile string, order ...string) {
 // instance loses its database (as if killed: no renewal, no release); B takes its loops over
 // once the leases expire. B stops cleanly and releases; C takes over at once.
 func TestLeasedPollLoopsRunInOneInstance(t *testing.T) {
+	t.Parallel()
 	wasm, err := wasmbuild.BuildWith("testdata/poller", "-X main.mode=paced")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := t.TempDir()
+	cache := wasmbuild.CompilationCacheDir(t) // the run's: the plugin is compiled once, not once per run
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		clk := fakeclock.New(time.UnixMilli(1_800_000_000_000))
 		tp := &tape{}

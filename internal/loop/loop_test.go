@@ -39,6 +39,7 @@ func (e *events) count() int {
 // its poll loop stops; replacing the file with a working version starts the loop again, and
 // the file's name (not poller.wasm) does not matter.
 func TestPollLoopRestartsAfterBreakerAndReplace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "whatever-name.wasm")
 	crash, err := wasmbuild.BuildWith("testdata/poller", "-X main.mode=crash")
@@ -54,7 +55,8 @@ func TestPollLoopRestartsAfterBreakerAndReplace(t *testing.T) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	var sup *Supervisor
-	rt, err := plugin.New(plugin.Config{Dir: dir, Logger: quiet, Plugins: map[string]plugin.Settings{"poller": {
+	// The run's shared compilation cache: each build of the poller is compiled once per run.
+	rt, err := plugin.New(plugin.Config{Dir: dir, CacheDir: wasmbuild.CompilationCacheDir(t), Logger: quiet, Plugins: map[string]plugin.Settings{"poller": {
 		Limits:   plugin.Limits{BreakerCrashes: 2},
 		Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)}}},
 		OnChange: func() {

@@ -38,24 +38,58 @@ var (
 	owner = ybt.User{ID: ybt.DefaultOwner, Nick: "Owner"}
 )
 
+// host is a plugin under test with the host clock it sees: a clock that runs with the real one,
+// so that a back-off the plugin asks for is waited out by moving the clock, not by sleeping.
+type host struct {
+	sdktest.Host
+	clock    *fakeclock.Ahead
+	ownClock bool // the host's clock is clock (no option set another)
+}
+
 // newHost starts the plugin natively or as Wasm against the given profiles. (These tests need
-// the host, so this file builds only natively: the Wasm case is driven from here.)
-func newHost(t *testing.T, mode string, profiles map[string]any, o ...func(*sdktest.Options)) sdktest.Host {
+// the host, so this file builds only natively: the Wasm case is driven from here.) Unless an
+// option sets the host clock, the host's clock is an Ahead one that pollUntil moves through
+// back-offs.
+func newHost(t *testing.T, mode string, profiles map[string]any, o ...func(*sdktest.Options)) *host {
 	t.Helper()
+	h := &host{clock: &fakeclock.Ahead{}}
 	opts := sdktest.Options{Profiles: profiles, EgressExtra: []string{"127.0.0.1"}}
 	for _, f := range o {
 		f(&opts)
 	}
-	if mode == "native" {
-		return sdktest.Native(t, opts)
+	if opts.Now == nil {
+		opts.Now, h.ownClock = h.clock.Now, true
 	}
-	return sdktest.Wasm(t, wasmbuild.MustBuild(t, "."), opts)
+	if mode == "native" {
+		h.Host = sdktest.Native(t, opts)
+	} else {
+		h.Host = sdktest.Wasm(t, wasmbuild.MustBuild(t, "."), opts)
+	}
+	return h
 }
 
-// each runs f natively and as Wasm, each time with a fresh fake.
+// waitOut lets the back-off a poll asked for pass: on the host's clock when the test owns it,
+// else in real time (at most limit).
+func (h *host) waitOut(res *abi.PollResult, limit time.Duration) {
+	if res.BackoffMs <= 0 {
+		return
+	}
+	d := time.Duration(res.BackoffMs) * time.Millisecond
+	if h.ownClock {
+		h.clock.Advance(d)
+		return
+	}
+	time.Sleep(min(d, limit))
+}
+
+// each runs f natively and as Wasm, each time with a fresh fake. The Wasm run goes beside other
+// tests (t.Parallel); native runs take turns (one SDK transport per process, sdktest.Native).
 func each(t *testing.T, f func(t *testing.T, mode string, yb *ybt.Server)) {
 	for _, mode := range []string{"native", "wasm"} {
-		t.Run(mode, func(t *testing.T) { f(t, mode, ybt.New(t)) })
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			f(t, mode, ybt.New(t))
+		})
 	}
 }
 
@@ -79,7 +113,7 @@ func mustPoll(t *testing.T, h sdktest.Host, prof string) *abi.PollResult {
 }
 
 // pollUntil polls until cond holds (at most 15 polls) and returns the events seen.
-func pollUntil(t *testing.T, h sdktest.Host, prof string, cond func(evs []abi.InboundEvent, res *abi.PollResult) bool) []abi.InboundEvent {
+func pollUntil(t *testing.T, h *host, prof string, cond func(evs []abi.InboundEvent, res *abi.PollResult) bool) []abi.InboundEvent {
 	t.Helper()
 	var evs []abi.InboundEvent
 	for i := 0; i < 15; i++ {
@@ -88,9 +122,7 @@ func pollUntil(t *testing.T, h sdktest.Host, prof string, cond func(evs []abi.In
 		if cond(evs, res) {
 			return evs
 		}
-		if res.BackoffMs > 0 {
-			time.Sleep(min(time.Duration(res.BackoffMs)*time.Millisecond, 2*time.Second))
-		}
+		h.waitOut(res, 2*time.Second)
 	}
 	t.Fatalf("condition not met after 15 polls; events %+v", evs)
 	return nil
@@ -132,7 +164,7 @@ type poller struct {
 	done   chan struct{}
 }
 
-func startPoller(t *testing.T, h sdktest.Host, prof string) *poller {
+func startPoller(t *testing.T, h *host, prof string) *poller {
 	p := &poller{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -189,6 +221,7 @@ func (p *poller) state() string {
 }
 
 func TestConnectReceiveAndSend(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
 		bot := yb.Bot()
 		h := newHost(t, mode, map[string]any{"main": profile(yb)})
@@ -228,6 +261,7 @@ func TestConnectReceiveAndSend(t *testing.T) {
 }
 
 func TestSignTokenRetriesAndCaches(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
 		bot := yb.Bot()
 		// 10099 twice: signed on the third try, 1 s apart (configure, which runs only in Wasm,
@@ -262,6 +296,7 @@ func TestSignTokenRetriesAndCaches(t *testing.T) {
 }
 
 func TestSignTokenRefreshedEarly(t *testing.T) {
+	t.Parallel()
 	// A token valid for 30 s is within the 60 s refresh margin at once: the connect re-signs
 	// rather than present a token about to expire.
 	yb := ybt.New(t, ybt.WithTokenDuration(30*time.Second))
@@ -273,6 +308,7 @@ func TestSignTokenRefreshedEarly(t *testing.T) {
 }
 
 func TestConfigureRejectsRefusedCredentials(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	wrong := profile(yb, "app_secret", "not-the-secret")
 	h := newHost(t, "wasm", map[string]any{"good": profile(yb), "wrong": wrong, "bad": map[string]any{"app_id": "x", "app_secret": "y", "ws_url": "http://x"}})
@@ -299,6 +335,7 @@ func errString(_ any, err error) string {
 }
 
 func TestAuthBindFailuresBackOff(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
 	bot.ScriptAuth(ybt.AuthRefuse, ybt.AuthRefuse, ybt.AuthSilent, ybt.AuthOK)
@@ -312,7 +349,7 @@ func TestAuthBindFailuresBackOff(t *testing.T) {
 		}
 		if res.BackoffMs > 0 {
 			backoffs = append(backoffs, res.BackoffMs)
-			time.Sleep(time.Duration(res.BackoffMs) * time.Millisecond)
+			h.waitOut(res, time.Minute) // the back-off passes on the host's clock
 		}
 	}
 	if bot.Binds() != 1 {
@@ -331,6 +368,7 @@ func TestAuthBindFailuresBackOff(t *testing.T) {
 }
 
 func TestPermanentCloseStopsReconnecting(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
 	state := sdktest.NewState(t)
@@ -363,11 +401,11 @@ func TestPermanentCloseStopsReconnecting(t *testing.T) {
 }
 
 func TestMissedPongsReconnect(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
-	clock := &fakeclock.Ahead{} // the host clock runs ahead, so that pings fall due without waiting
-	advance := clock.Advance
-	h := newHost(t, "native", map[string]any{"main": profile(yb)}, func(o *sdktest.Options) { o.Now = clock.Now })
+	h := newHost(t, "native", map[string]any{"main": profile(yb)})
+	advance := h.clock.Advance // the host clock runs ahead, so that pings fall due without waiting
 	pollUntil(t, h, "main", connected)
 	bot.SkipPongs(2)
 	pings := func() int { return len(bot.Requests("ping")) }
@@ -393,6 +431,7 @@ func TestMissedPongsReconnect(t *testing.T) {
 }
 
 func TestPushesDroppedMidwayAreNotLost(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
 		bot := yb.Bot()
 		h := newHost(t, mode, map[string]any{"main": profile(yb)})
@@ -425,6 +464,7 @@ func TestPushesDroppedMidwayAreNotLost(t *testing.T) {
 }
 
 func TestRecallsBecomeRedactions(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
 	h := newHost(t, "native", map[string]any{"main": profile(yb)})
@@ -449,6 +489,7 @@ func TestRecallsBecomeRedactions(t *testing.T) {
 }
 
 func TestJSONPushesThroughTheFake(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
 	h := newHost(t, "native", map[string]any{"main": profile(yb)})
@@ -475,6 +516,7 @@ func sendTo(h sdktest.Host, msg abi.OutboundMessage) *abi.SendResult {
 }
 
 func TestSendOutcomes(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
 		bot := yb.Bot()
 		h := newHost(t, mode, map[string]any{"main": profile(yb, "send_timeout_ms", 1500)})
@@ -530,6 +572,7 @@ func TestSendOutcomes(t *testing.T) {
 }
 
 func TestSendWhilePolling(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
 	h := newHost(t, "wasm", map[string]any{"main": profile(yb)})
@@ -561,6 +604,7 @@ func TestSendWhilePolling(t *testing.T) {
 }
 
 func TestTypingHeartbeats(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
 	h := newHost(t, "wasm", map[string]any{"main": profile(yb)})
@@ -615,6 +659,7 @@ func TestTypingHeartbeats(t *testing.T) {
 // the middle of a poll, and a new version of the plugin, carry on with the same connection: no
 // second AUTH_BIND.
 func TestConnectionSurvivesCrashAndReload(t *testing.T) {
+	t.Parallel()
 	yb := ybt.New(t)
 	bot := yb.Bot()
 	ctx := context.Background()
