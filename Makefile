@@ -47,8 +47,13 @@ HERMES_TEST_ARTIFACTS ?= $(CURDIR)/build/test-artifacts
 # HERMES_COMPILATION_CACHE is one compilation cache for every host the tests start (in-process
 # worlds and `serve` alike): a plugin is compiled once per run, not once per test.
 HERMES_COMPILATION_CACHE ?= $(CURDIR)/build/cache/wazero
+# HERMES_TEST_DEADLINE_SCALE stretches the wall-clock deadlines of tests that use
+# internal/testdeadline: every package runs at once here, so a healthy run may be this many
+# times slower than the same test run alone on a quiet machine.
+HERMES_TEST_DEADLINE_SCALE ?= 3
 test: all vet tools
 	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) \
+		HERMES_TEST_DEADLINE_SCALE=$(HERMES_TEST_DEADLINE_SCALE) \
 		scripts/with-postgres $(GO) test -race -timeout 30m ./...
 
 bench: all

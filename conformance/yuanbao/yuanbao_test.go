@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/conformance"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -13,13 +14,14 @@ import (
 // side by side: most of a run is waiting for the fake and the plugin's back-offs.
 func TestFirstPartyPluginConforms(t *testing.T) {
 	t.Parallel()
-	conformance.RequirePass(t, Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/yuanbao"), Options{}))
+	conformance.RequirePass(t, Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/yuanbao"),
+		Options{Timeout: testdeadline.Scale(20 * time.Second)})) // the suite's default, under the harness's load
 }
 
 // A naive adapter (testdata/naive) makes the classic mistakes; each must fail its check.
 func TestNaiveAdapterFails(t *testing.T) {
 	t.Parallel()
-	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: 5 * time.Second})
+	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: testdeadline.Scale(5 * time.Second)})
 	conformance.RequireFail(t, rep, []string{"connect: sign-token, AUTH_BIND first"},
 		"inbound: DM, gating, owner, quote",       // every group message a turn
 		"inbound: ack after recording",            // acknowledged at once

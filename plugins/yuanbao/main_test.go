@@ -22,13 +22,21 @@ import (
 	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/sdk/sdktest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
-const (
-	wait     = 20 * time.Second
-	pollWait = 2 * time.Second
+const pollWait = 2 * time.Second
+
+var (
+	// wait bounds a wait for the fake or the plugin (a broken run), stretched by the harness's
+	// factor under load.
+	wait = testdeadline.Scale(20 * time.Second)
+	// sendTimeout is the send_timeout_ms TestSendOutcomes configures: an answer the fake gives at
+	// once must come within it under the harness's load, so it scales too, staying under the
+	// plugin's call deadline (10 s by default) with room for the late answer's extra wait.
+	sendTimeout = min(testdeadline.Scale(1500*time.Millisecond), 6*time.Second)
 )
 
 var (
@@ -519,7 +527,7 @@ func TestSendOutcomes(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, mode string, yb *ybt.Server) {
 		bot := yb.Bot()
-		h := newHost(t, mode, map[string]any{"main": profile(yb, "send_timeout_ms", 1500)})
+		h := newHost(t, mode, map[string]any{"main": profile(yb, "send_timeout_ms", sendTimeout.Milliseconds())})
 		pollUntil(t, h, "main", connected)
 		dm := func(text string) abi.OutboundMessage {
 			return abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: ann.ID, Text: text}
@@ -538,7 +546,7 @@ func TestSendOutcomes(t *testing.T) {
 			}
 		}
 		check("accepted", sendTo(h, dm("one")), "", "", 1)
-		bot.FailSends(ybt.SendFault{Delay: 3 * time.Second})
+		bot.FailSends(ybt.SendFault{Delay: sendTimeout + 1500*time.Millisecond})
 		check("answer too late", sendTo(h, dm("late")), abi.SendUncertain, abi.CodeUncertain, 2)
 		bot.FailSends(ybt.SendFault{Status: 7})
 		check("status 7", sendTo(h, dm("refused")), abi.SendPermanent, "refused", 3)
