@@ -11,6 +11,7 @@ import (
 // plugin that is not in the plugins directory, and profile keys the plugin's config_schema does
 // not declare. Plugins only the embedded defaults configure (echo) are not.
 func TestUnmatchedConfigWarns(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	cfg := *w.g.cfg
 	cfg.Plugins = map[string]config.Plugin{

@@ -18,6 +18,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -82,7 +83,7 @@ func (w *world) health() health {
 // waitHealth polls /healthz until cond holds (failing the test after a minute).
 func (w *world) waitHealth(what string, cond func(health) bool) health {
 	w.t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(time.Minute)); ; time.Sleep(20 * time.Millisecond) {
 		h := w.health()
 		if cond(h) {
 			return h
@@ -118,6 +119,7 @@ func isLock(f store.Failure) bool {
 // store takes writes again, the platform's retry is recorded and answered, and /healthz is ok
 // again without a restart.
 func TestHealthWhenTheInboxRefusesWrites(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	if h := w.health(); h.code != http.StatusOK || h.Status != "ok" {
 		t.Fatalf("before the outage: %+v", h)
@@ -151,6 +153,7 @@ func TestHealthWhenTheInboxRefusesWrites(t *testing.T) {
 // that refusal. Once the store takes writes again /healthz is ok without a restart, and the
 // reply is delivered once.
 func TestHealthWhenTheLedgerRefusesWrites(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.fake.Throttle(true)
 	w.say("43", "", "held in the ledger")
@@ -188,6 +191,7 @@ func TestHealthWhenTheLedgerRefusesWrites(t *testing.T) {
 // webhook". A delivery pending from the last run waits for its plugin meanwhile without using up
 // an attempt. Once echo has loaded, /healthz is ok, the webhook is served and the delivery sent.
 func TestHealthLoadingBeforeThePluginsLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fake := echotest.New()
 	t.Cleanup(fake.Close)
@@ -256,7 +260,7 @@ func TestHealthLoadingBeforeThePluginsLoad(t *testing.T) {
 			early = do("GET", "http://"+admin+"/healthz", "")
 			earlyHook = hook(public, "m-early")
 			// The pending notice's lane has tried it, and it waits for echo.
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				if waited = pending(); waited.Reason != "" {
 					break
 				}
@@ -282,7 +286,7 @@ func TestHealthLoadingBeforeThePluginsLoad(t *testing.T) {
 		t.FailNow()
 	}
 
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(time.Minute)); ; time.Sleep(20 * time.Millisecond) {
 		got := do("GET", "http://"+a[1]+"/healthz", "")
 		if err := json.Unmarshal([]byte(got.body), &h); err == nil && h.Status == "ok" && h.Plugins == 1 {
 			break
@@ -301,7 +305,7 @@ func TestHealthLoadingBeforeThePluginsLoad(t *testing.T) {
 	if _, ok := fake.Wait(30*time.Second, echotest.Has("pending since the last run")); !ok {
 		t.Fatalf("the pending notice was not delivered; the platform got %+v", fake.Messages())
 	}
-	for deadline := time.Now().Add(30 * time.Second); pending().State != delivery.Delivered; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); pending().State != delivery.Delivered; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the notice is not recorded delivered: %+v", pending())
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // newHosts starts n hosts on one fresh PostgreSQL database, each with its own data directory and
@@ -59,7 +60,7 @@ func countAbout(fake *echotest.Server, id string) int {
 // nothing of it on its way, and returns the events.
 func settled(t *testing.T, w *world, id string) []process.Record {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(60 * time.Second)); ; time.Sleep(50 * time.Millisecond) {
 		recs, err := w.g.procs.Queue().Events(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
@@ -90,6 +91,7 @@ func settled(t *testing.T, w *world, id string) []process.Record {
 // never delivered. Before, the processes stayed "running" in every host's view and their chats
 // never heard of them.
 func TestStoppedHostsProcessesAnnouncedLostOnce(t *testing.T) {
+	t.Parallel()
 	hosts := newHosts(t, 3)
 	a, b := hosts[0], hosts[1]
 	for _, chat := range []string{"31", "32"} {
@@ -146,6 +148,7 @@ func TestStoppedHostsProcessesAnnouncedLostOnce(t *testing.T) {
 // when the process ends the chat hears the real end exactly once, after the lost notice or in
 // its place; the row ends with the true exit code.
 func TestPausedHostComesBack(t *testing.T) {
+	t.Parallel()
 	hosts := newHosts(t, 2)
 	a, b := hosts[0], hosts[1]
 	ctx := context.Background()
@@ -164,7 +167,7 @@ func TestPausedHostComesBack(t *testing.T) {
 		t.Fatalf("after the takeover: %+v", in)
 	}
 	// Back: a holds its lease again and re-records the process it still runs.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(60 * time.Second)); ; time.Sleep(50 * time.Millisecond) {
 		if in, _ := b.g.procs.Inspect(ctx, id); in.State == process.StateRunning && in.Host == a.g.shared.id {
 			break
 		}

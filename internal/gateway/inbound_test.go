@@ -11,6 +11,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // TestWebhookAnsweredWhileEverySendSpins: every send instance of a plugin is stuck in a send
@@ -33,7 +34,7 @@ func TestWebhookAnsweredWhileEverySendSpins(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(20 * time.Second)); ; time.Sleep(5 * time.Millisecond) {
 		rows, err := w.g.ledger.List(ctx, delivery.Filter{State: delivery.Sending})
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestWebhookAnsweredWhileEverySendSpins(t *testing.T) {
 		t.Fatalf("fastest webhook answered in %v with every send instance spinning; want under 200 ms", fastest)
 	}
 	// The event was recorded; it is applied to chat 1 once the spinning send there is stopped.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(20 * time.Second)); ; time.Sleep(20 * time.Millisecond) {
 		var state string
 		w.g.db.QueryRow(`SELECT state FROM turn_inbox WHERE event_id = 'w:are you there 0?'`).Scan(&state)
 		if state != "" && state != "received" {

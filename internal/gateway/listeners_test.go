@@ -34,6 +34,7 @@ func post(t *testing.T, url, body string, header map[string]string) (*http.Respo
 // TestListeners checks the two listeners and the session host functions on one world (each
 // world compiles its plugins afresh, which is the slow part).
 func TestListeners(t *testing.T) {
+	t.Parallel()
 	w := newWorldWith(t, map[string]extraPlugin{"probe": {dir: "../plugin/testdata/probe", config: map[string]any{"token": "t"}}})
 	t.Run("webhook answers are contained", func(t *testing.T) { webhookAnswersAreContained(t, w) })
 	t.Run("admin listener guards", func(t *testing.T) { adminListenerGuards(t, w) })

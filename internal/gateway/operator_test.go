@@ -13,6 +13,7 @@ import (
 // TestDeliveryToAFailedPluginSaysSo: when a plugin's breaker has tripped, the reason a delivery
 // waits is that plugin's failure and its last crash, not "not loaded".
 func TestDeliveryToAFailedPluginSaysSo(t *testing.T) {
+	t.Parallel()
 	w := newWorldWith(t, map[string]extraPlugin{"probe": {dir: "../plugin/testdata/probe", config: map[string]any{"token": "t"},
 		limits: &config.Limits{CallTimeout: config.Duration(200 * time.Millisecond)}}})
 	p := w.g.runtime.Get("probe")

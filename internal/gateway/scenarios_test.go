@@ -21,6 +21,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -35,6 +36,12 @@ type world struct {
 	stop func() // stops the host (as at its end, idempotent); its processes go on running
 }
 
+// Tests whose worlds are independent (each its own data directory, database, platform fake and
+// listeners) run side by side (t.Parallel). Some stay sequential, which Go runs before every
+// parallel test of the package, never beside one: those that count the process's goroutines
+// (goleak: TestOpenFailsWithoutLeaks, TestRunFailsWithoutLeaks), that set the environment
+// (TestReadmeAgentExamples), and that time answers while plugins spin on every core
+// (TestWebhookAnsweredWhileEverySendSpins, TestListenerAnswersWhilePluginsSpinAtLoad).
 func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
 
 // newWorldWith also loads the given extra plugins (file name → package dir → profile config).
@@ -125,7 +132,7 @@ func src(chat, thread string) abi.Source {
 
 func (w *world) wait(what string, match func(echotest.Message) bool) echotest.Message {
 	w.t.Helper()
-	m, ok := w.fake.Wait(30*time.Second, match)
+	m, ok := w.fake.Wait(testdeadline.Scale(30*time.Second), match)
 	if !ok {
 		var texts []string
 		for _, m := range w.fake.Messages() {
@@ -168,7 +175,7 @@ func (w *world) spawn(s abi.Source, cmd string, mutate func(*session.Stamp)) str
 
 func (w *world) event(procID string) process.Record {
 	w.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		recs, _ := w.g.procs.Queue().Events(context.Background(), procID)
 		if len(recs) > 0 && (recs[0].QueueState == "done" || recs[0].QueueState == "suppressed") {
 			return recs[0]
@@ -189,6 +196,7 @@ func (w *world) rows(state delivery.State) []delivery.Row {
 // The ten starred scenarios of hermes-gateway.md §7, through the real Wasm plugin, on SQLite
 // and on PostgreSQL (several hosts' store).
 func TestStarredScenarios(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, starredScenarios)
 }
 
@@ -274,7 +282,7 @@ func starredScenarios(t *testing.T, backend storetest.Backend) {
 		w.fake.WaitAttempt(30 * time.Second)
 		id := w.spawn(src("9", ""), "echo pinned-output", nil)
 		w.event(id) // became a notification turn, whose answer waits in the lane
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); ; time.Sleep(10 * time.Millisecond) {
 			pending := false
 			for _, r := range w.rows(delivery.Pending) {
 				pending = pending || strings.Contains(r.Target.Text, "pinned-output")
@@ -292,7 +300,7 @@ func starredScenarios(t *testing.T, backend storetest.Backend) {
 		w.say("9", "", "/new")
 		w.fake.Throttle(false)
 		w.wait("the /new confirmation", func(m echotest.Message) bool { return strings.Contains(m.Text, "New conversation") })
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); ; time.Sleep(20 * time.Millisecond) {
 			dropped := false
 			for _, r := range w.rows(delivery.Dropped) {
 				dropped = dropped || strings.Contains(r.Target.Text, "pinned-output")

@@ -11,11 +11,13 @@ import (
 	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // A scheduler plugin (ticker.wasm) sends into an echo chat through hermes_send with a seed: the
 // message is delivered through echo.wasm, and the chat's session holds the seed.
 func TestSchedulerSendWithSeed(t *testing.T) {
+	t.Parallel()
 	w := newWorldWith(t, map[string]extraPlugin{"ticker": {dir: "testdata/ticker", config: map[string]any{
 		"platform": "echo", "chat_id": "77", "text": "cron says hi", "seed": "[Cron delivery: nightly]", "round": "1"}}})
 	w.wait("the scheduled message", func(m echotest.Message) bool { return m.ChatID == "77" && m.Text == "cron says hi" })
@@ -23,7 +25,7 @@ func TestSchedulerSendWithSeed(t *testing.T) {
 		Reply abi.HostSendReply
 		Error *abi.Error
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); ; time.Sleep(20 * time.Millisecond) {
 		b, found, _ := w.g.kv.Get(context.Background(), "ticker", "main", "done:1")
 		if found {
 			json.Unmarshal(b, &outcome)
@@ -47,6 +49,7 @@ func TestSchedulerSendWithSeed(t *testing.T) {
 
 // A scheduler send pinned to a session the user has left is refused as stale and never sent.
 func TestSchedulerPinnedSendIsStaleAfterNew(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.say("78", "", "hi")
 	w.wait("hello", func(m echotest.Message) bool { return m.ChatID == "78" })
@@ -71,6 +74,7 @@ func TestSchedulerPinnedSendIsStaleAfterNew(t *testing.T) {
 // A cron seed racing a guarded delivery on one key, both orders: the boundary serializes them,
 // and both land in the same (current) session in the order they took the lock.
 func TestSeedRacingGuardedDelivery(t *testing.T) {
+	t.Parallel()
 	for _, deliveryFirst := range []bool{true, false} {
 		name := "seed-first"
 		if deliveryFirst {
@@ -104,7 +108,7 @@ func TestSeedRacingGuardedDelivery(t *testing.T) {
 			w.wait("the cron text", func(m echotest.Message) bool { return m.Text == "cron text" })
 			cur, _, _ := w.g.kernel.Current(context.Background(), key)
 			var roles []string
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 				tr, _ := w.g.kernel.Transcript(context.Background(), cur.SessionID, 0)
 				roles = roles[:0]
 				for _, m := range tr[2:] { // after "hi" and its answer

@@ -14,6 +14,7 @@ import (
 	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // TestStoreOutageAtProcessEnd: a background process ends while the store refuses writes (another
@@ -21,6 +22,7 @@ import (
 // the host). /healthz says the store is failing instead of ok; when the store takes writes
 // again the completion is delivered once, without a restart, and /healthz is ok again.
 func TestStoreOutageAtProcessEnd(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.say("42", "", "run sleep 1; echo outage-output")
 	w.wait("the start", echotest.Has("Started"))
@@ -46,7 +48,7 @@ func TestStoreOutageAtProcessEnd(t *testing.T) {
 	}()
 
 	var body string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(time.Minute)); ; time.Sleep(100 * time.Millisecond) {
 		code, b := w.get("/healthz")
 		if code == http.StatusServiceUnavailable && strings.Contains(b, `"path": "processes"`) {
 			body = b
@@ -71,7 +73,7 @@ func TestStoreOutageAtProcessEnd(t *testing.T) {
 	w.wait("the completion after the store came back", func(m echotest.Message) bool {
 		return strings.Contains(m.Text, "outage-output") && !strings.Contains(m.Text, "Started")
 	})
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(time.Minute)); ; time.Sleep(100 * time.Millisecond) {
 		if code, _ := w.get("/healthz"); code == http.StatusOK {
 			break
 		}
@@ -91,7 +93,7 @@ func TestStoreOutageAtProcessEnd(t *testing.T) {
 func (w *world) settle() {
 	w.t.Helper()
 	ctx := context.Background()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); ; time.Sleep(10 * time.Millisecond) {
 		open := ""
 		events, err := w.g.procs.Queue().Events(ctx, "")
 		if err != nil {

@@ -33,7 +33,7 @@ const (
 )
 
 // newRuntime makes a runtime over a fresh plugins directory holding the given builds
-// (file name → package dir), with a shared on-disk compilation cache so repeated tests are fast.
+// (file name → package dir), with the run's on-disk compilation cache so repeated tests are fast.
 func newRuntime(t testing.TB, files map[string]string, cfg Config) *Runtime {
 	t.Helper()
 	if cfg.Dir == "" {
@@ -43,7 +43,7 @@ func newRuntime(t testing.TB, files map[string]string, cfg Config) *Runtime {
 		wasmbuild.CopyTo(t, dir, filepath.Join(cfg.Dir, name))
 	}
 	if cfg.CacheDir == "" {
-		cfg.CacheDir = filepath.Join(os.TempDir(), "hermes-host-test-wazero-cache")
+		cfg.CacheDir = wasmbuild.CompilationCacheDir(t) // the run's, shared with every package's tests
 	}
 	if cfg.Env == nil {
 		cfg.Env = &Env{}
