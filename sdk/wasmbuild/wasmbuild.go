@@ -38,7 +38,7 @@ func BuildWith(dir, ldflags string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 
-	key, err := sourceKey(abs)
+	key, err := keyFor(abs)
 	if err != nil {
 		return "", err
 	}
@@ -125,6 +125,25 @@ var (
 	locksMu sync.Mutex
 	locks   = map[string]*sync.Mutex{}
 )
+
+// keys holds each package's source key for the life of the process (a test binary): the key
+// needs a `go list` of the package's dependencies, which costs about a second on a loaded
+// machine, and a package's tests build the same plugins many times over in one run (every
+// gateway world copies echo.wasm). Sources edited during a run are seen by the next run.
+var keys sync.Map // abs dir → source key
+
+// keyFor is sourceKey(dir), computed once per process; the caller holds dir's lock.
+func keyFor(dir string) (string, error) {
+	if k, ok := keys.Load(dir); ok {
+		return k.(string), nil
+	}
+	k, err := sourceKey(dir)
+	if err != nil {
+		return "", err
+	}
+	keys.Store(dir, k)
+	return k, nil
+}
 
 func lockFor(dir string) *sync.Mutex {
 	locksMu.Lock()
