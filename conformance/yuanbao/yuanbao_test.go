@@ -15,13 +15,14 @@ import (
 func TestFirstPartyPluginConforms(t *testing.T) {
 	t.Parallel()
 	conformance.RequirePass(t, Run(context.Background(), wasmbuild.MustBuild(t, "../../plugins/yuanbao"),
-		Options{Timeout: testdeadline.Scale(20 * time.Second)})) // the suite's default, under the harness's load
+		// The suite's default timeout, under the harness's load; the run's compilation cache.
+		Options{Timeout: testdeadline.Scale(20 * time.Second), CacheDir: wasmbuild.CompilationCacheDir(t)}))
 }
 
 // A naive adapter (testdata/naive) makes the classic mistakes; each must fail its check.
 func TestNaiveAdapterFails(t *testing.T) {
 	t.Parallel()
-	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: testdeadline.Scale(5 * time.Second)})
+	rep := Run(context.Background(), wasmbuild.MustBuild(t, "testdata/naive"), Options{Timeout: testdeadline.Scale(5 * time.Second), CacheDir: wasmbuild.CompilationCacheDir(t)})
 	conformance.RequireFail(t, rep, []string{"connect: sign-token, AUTH_BIND first"},
 		"inbound: DM, gating, owner, quote",       // every group message a turn
 		"inbound: ack after recording",            // acknowledged at once

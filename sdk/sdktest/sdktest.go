@@ -23,6 +23,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/sdk"
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
 // Host is a plugin under test, whichever way it runs.
@@ -124,11 +125,14 @@ func (o Options) profiles(t testing.TB) map[string]json.RawMessage {
 	return out
 }
 
-// Wasm loads the .wasm at path through the production runtime.
+// Wasm loads the .wasm at path through the production runtime, compiled through the test run's
+// compilation cache (wasmbuild.CompilationCacheDir: HERMES_COMPILATION_CACHE when set), so a
+// plugin loaded by many tests is compiled once.
 func Wasm(t testing.TB, path string, o Options) Host {
 	t.Helper()
 	p, err := host.LoadPlugin(context.Background(), path, host.PluginOptions{
 		Env: o.env(t), Profiles: o.profiles(t), Egress: host.Egress{Extra: o.EgressExtra, Alias: o.EgressAlias},
+		CacheDir: wasmbuild.CompilationCacheDir(t),
 	})
 	if err != nil {
 		t.Fatalf("sdktest: loading %s: %v", path, err)
