@@ -279,7 +279,7 @@ func starredScenarios(t *testing.T, backend storetest.Backend) {
 		// Flood control holds the chat's lane (without holding its boundary) until released.
 		w.fake.Throttle(true)
 		w.say("9", "", "help")
-		w.fake.WaitAttempt(30 * time.Second)
+		w.fake.WaitAttempt(testdeadline.Scale(30 * time.Second))
 		id := w.spawn(src("9", ""), "echo pinned-output", nil)
 		w.event(id) // became a notification turn, whose answer waits in the lane
 		for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); ; time.Sleep(10 * time.Millisecond) {

@@ -98,7 +98,7 @@ func TestSeedRacingGuardedDelivery(t *testing.T) {
 				// seed arrives: the seed waits for the boundary.
 				w.fake.Fail(echotest.Fault{Delay: 300 * time.Millisecond})
 				w.spawn(s, "echo race-output", nil)
-				w.fake.WaitAttempt(30 * time.Second)
+				w.fake.WaitAttempt(testdeadline.Scale(30 * time.Second))
 				seed()
 			} else {
 				seed()

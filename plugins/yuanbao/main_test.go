@@ -655,7 +655,26 @@ func TestTypingHeartbeats(t *testing.T) {
 	if last := bot.Sent("group", team.Code); len(last) != 2 || finish.Before(last[1].At) {
 		t.Fatalf("FINISH at %v, before the last part at %v", finish, last[len(last)-1].At)
 	}
-	time.Sleep(3 * time.Second)
+	// Heartbeats fall due on the host's clock: move it past two intervals, then wait for the poll
+	// that returns a later push, which ran the timers at that time. None may be for the finished
+	// chat.
+	h.clock.Advance(2 * typingEvery)
+	marker := bot.DM(bob, "after the answer")
+	if err := yb.Wait(wait, func() bool {
+		for _, e := range p.got() {
+			if e.ID == "msg:"+marker.MsgID {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the push after the answer never reached the poll: %v", err)
+	}
+	// The fake reads a connection's frames in order: once a later send is answered, every
+	// heartbeat that poll wrote has been recorded.
+	if res := sendTo(h, abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: ann.ID, Text: "a barrier"}); res.Error != nil {
+		t.Fatal(res.Error)
+	}
 	for _, hb := range bot.Heartbeats("group", team.Code) {
 		if hb.Value == ybt.Running && hb.At.After(finish) {
 			t.Fatalf("RUNNING at %v after FINISH at %v", hb.At, finish)
