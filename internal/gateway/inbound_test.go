@@ -16,12 +16,12 @@ import (
 
 // TestWebhookAnsweredWhileEverySendSpins: every send instance of a plugin is stuck in a send
 // (one of them to the very chat the webhook is about, so it also holds that chat's boundary).
-// The webhook is still answered within 200 ms, because inbound calls have instances sends
-// cannot take and the event is recorded without waiting for the chat's boundary; the event is
-// applied once the sends are stopped at their deadline.
+// The webhook is still answered while both sends spin, because inbound calls have instances
+// sends cannot take and the event is recorded without waiting for the chat's boundary; the
+// event is applied once the sends are stopped at their deadline.
 func TestWebhookAnsweredWhileEverySendSpins(t *testing.T) {
 	w := newWorldWith(t, map[string]extraPlugin{"probe": {dir: "../plugin/testdata/probe", config: map[string]any{"token": "t"},
-		limits: &config.Limits{PoolSize: 2, CallTimeout: config.Duration(3 * time.Second)}}})
+		limits: &config.Limits{PoolSize: 2, CallTimeout: config.Duration(testdeadline.Scale(3 * time.Second))}}})
 	ctx := context.Background()
 	for _, chat := range []string{"1", "2"} {
 		src := abi.Source{Platform: "probe", Profile: "main", ChatType: abi.ChatDM, ChatID: chat}
@@ -46,10 +46,9 @@ func TestWebhookAnsweredWhileEverySendSpins(t *testing.T) {
 			t.Fatalf("the two sends never started: %+v", rows)
 		}
 	}
-	// Three webhooks, one after the other. The machine is shared and small, so each answer's
-	// time is noisy; the fastest of three must be under 200 ms, and every one well under the
-	// 3 s a send holds its instance and the chat's boundary.
-	var fastest time.Duration
+	// Three webhooks, one after the other. Each is answered while both sends still spin (their
+	// rows still "sending"): the answer did not wait for a send instance or the chat's boundary.
+	// How long an answer takes on a shared machine is logged, not asserted (a benchmark's job).
 	for i := range 3 {
 		start := time.Now()
 		resp, err := http.Post(w.srv.URL+"/hooks/probe/main", "text/plain", strings.NewReader(fmt.Sprintf("are you there %d?", i)))
@@ -61,16 +60,14 @@ func TestWebhookAnsweredWhileEverySendSpins(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("webhook status %d", resp.StatusCode)
 		}
+		rows, err := w.g.ledger.List(ctx, delivery.Filter{State: delivery.Sending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 {
+			t.Fatalf("webhook %d answered after %v, once %d of the two spinning sends were still sending: it waited for a send", i, took, len(rows))
+		}
 		t.Logf("webhook %d answered in %v while both send instances spin", i, took)
-		if took > time.Second {
-			t.Fatalf("webhook answered in %v: it waited for a send", took)
-		}
-		if i == 0 || took < fastest {
-			fastest = took
-		}
-	}
-	if fastest > 200*time.Millisecond {
-		t.Fatalf("fastest webhook answered in %v with every send instance spinning; want under 200 ms", fastest)
 	}
 	// The event was recorded; it is applied to chat 1 once the spinning send there is stopped.
 	for deadline := time.Now().Add(testdeadline.Scale(20 * time.Second)); ; time.Sleep(20 * time.Millisecond) {
