@@ -83,7 +83,9 @@
 // # Faults
 //
 // InjectFault queues per-method faults, taken FIFO by matching requests (ForChannel narrows
-// one): RateLimited, Error, ServerError (HTML), ConnectionReset replace the method; AfterEffect
+// one): RateLimited, Error, ServerError (HTML), ConnectionReset replace the method (WithStatus
+// and WithRetryAfter shape a Web API error's answer: an HTTP 200 "ratelimited" with
+// Retry-After, a 503 whose body says "service_unavailable"); AfterEffect
 // makes one of them (or Truncated, Malformed) strike after the method took effect. Slow answers
 // after a delay, Hold until Release, NoAnswer never: each after the message was posted.
 //
