@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	hermes "github.com/hermes-host/hermes-host/host"
 )
 
 // to delivers to one explicit chat.
@@ -313,8 +313,7 @@ func (s *suite) checkDeadline() (string, error) {
 	s.host.mu.Lock()
 	s.host.slow[p] = false
 	s.host.mu.Unlock()
-	var crash *plugin.CrashError
-	if !errors.As(err, &crash) || crash.Reason != "deadline" {
+	if !errors.Is(err, hermes.ErrDeadline) {
 		return "", fmt.Errorf("a tick whose agent turn outlasts the call's deadline: %v, want a deadline crash", err)
 	}
 	if err := s.tick(p, t0.Add(6*time.Minute)); err != nil {

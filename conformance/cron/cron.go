@@ -28,7 +28,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/conformance/fakeclock"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	hermes "github.com/hermes-host/hermes-host/host"
 )
 
 // Options tune a run.
@@ -64,11 +64,10 @@ type suite struct {
 	path   string
 	rep    *conformance.Report
 	checks conformance.Checks
-	env    *plugin.Env
+	env    *hermes.Env
 	clock  *fakeclock.Clock
 	host   *host
-	rt     *plugin.Runtime
-	p      *plugin.Plugin
+	p      *hermes.Plugin
 	// interruptedByStop is the last_error checkRestart saw after a host stop mid-run.
 	interruptedByStop string
 }
@@ -82,17 +81,16 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.checks = conformance.Checks{Report: s.rep}
 	// The kv store outlives a "restart" of the plugin; the clock and the send and agent host
 	// functions are the suite's.
-	env, closeEnv, err := conformance.NewEnv(ctx, "cron", nil)
+	env, err := hermes.NewEnv(hermes.EnvOptions{Now: s.clock.Now, Sender: s.host, Agents: s.host})
 	if err != nil {
 		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
-	defer closeEnv()
-	env.Now, env.Sender, env.Agents = s.clock.Now, s.host, s.host
+	defer env.Close()
 	s.env = env
 	defer func() {
-		if s.rt != nil {
-			s.rt.Close()
+		if s.p != nil {
+			s.p.Close()
 		}
 	}()
 	if !s.check("load (scheduler, capability jobs)", s.load) {
@@ -126,22 +124,22 @@ func (s *suite) check(name string, f func() (string, error)) bool { return s.che
 // load (re)loads the plugin over the suite's environment: a second load is a restart with the
 // same kv store.
 func (s *suite) load() (string, error) {
-	if s.rt != nil {
-		s.rt.Close()
-		s.rt, s.p = nil, nil
+	if s.p != nil {
+		s.p.Close()
+		s.p = nil
 	}
 	start := time.Now()
 	cfg := map[string]json.RawMessage{}
 	for _, name := range profiles {
 		cfg[name] = profileConfig(name)
 	}
-	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
-		Profiles: cfg, Env: s.env, Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout, BreakerCrashes: 1 << 30}, CacheDir: s.opts.CacheDir,
+	p, err := hermes.LoadPlugin(s.ctx, s.path, hermes.PluginOptions{
+		Env: s.env, Profiles: cfg, CallTimeout: s.opts.CallTimeout, NoBreaker: true, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err
 	}
-	s.rt, s.p = rt, p
+	s.p = p
 	info := p.Info()
 	m := info.Manifest
 	if s.rep.Manifest == nil {
@@ -193,7 +191,7 @@ func newHost() *host {
 		blocked: make(chan string, 1), slow: map[string]bool{}, pending: map[string]bool{}, outcomes: map[string]string{}}
 }
 
-func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+func (h *host) HostSend(ctx context.Context, c hermes.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	h.mu.Lock()
 	if req.DeliveryID != "" { // a question about an earlier send: nothing is sent
 		defer h.mu.Unlock()
@@ -242,7 +240,7 @@ func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRe
 	return abi.HostSendReply{DeliveryID: "dlv_conf", State: "delivered", MessageIDs: []string{"1"}}, nil
 }
 
-func (h *host) AgentTurn(ctx context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+func (h *host) AgentTurn(ctx context.Context, c hermes.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
 	h.mu.Lock()
 	slow := h.slow[c.Profile]
 	h.mu.Unlock()

@@ -256,6 +256,47 @@ func TestAccessDefaults(t *testing.T) {
 	}
 }
 
+// A file with no document in it (empty, or only comments) is the defaults: the decoder's
+// io.EOF is told apart from a broken document with errors.Is, not by its text.
+func TestFileWithoutDocument(t *testing.T) {
+	for name, text := range map[string]string{"empty": "", "comment": "# nothing configured yet\n", "separator": "---\n"} {
+		path := filepath.Join(t.TempDir(), "hermes.yaml")
+		os.WriteFile(path, []byte(text), 0o600)
+		c, err := Load(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.Listen != "127.0.0.1:8484" {
+			t.Fatalf("%s: listen %q, want the default", name, c.Listen)
+		}
+	}
+	if _, err := Parse("broken.yaml", []byte("listen: [\n")); err == nil || !strings.Contains(err.Error(), "config broken.yaml:") {
+		t.Fatalf("a broken document: %v", err)
+	}
+}
+
+// Overrides replace the file's values; a default plugins_dir follows an overridden data_dir, a
+// named one does not; the result is validated like a file.
+func TestOverride(t *testing.T) {
+	c, err := Parse("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Override(Overrides{DataDir: "/srv/hermes", Listen: "127.0.0.1:9000", LogLevel: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/srv/hermes" || c.PluginsDir != filepath.Join("/srv/hermes", "plugins") || c.Listen != "127.0.0.1:9000" || c.Level().String() != "DEBUG" {
+		t.Fatalf("overridden %+v", c)
+	}
+	c, _ = Parse("hermes.yaml", []byte("plugins_dir: /opt/plugins\n"))
+	if err := c.Override(Overrides{DataDir: "/srv/hermes"}); err != nil || c.PluginsDir != "/opt/plugins" {
+		t.Fatalf("named plugins_dir %q moved with data_dir (%v)", c.PluginsDir, err)
+	}
+	if err := c.Override(Overrides{AdminListen: "8485"}); err == nil || !strings.Contains(err.Error(), "admin_listen") {
+		t.Fatalf("a bad override was accepted: %v", err)
+	}
+}
+
 // TestPluginSettingsMergeKeyByKey: a plugin's settings in the file are merged over the defaults'
 // key by key, so a file written like plugins/cron/README.md's example (profiles, no limits) keeps
 // the cron plugin's embedded 150 s call deadline; a partial limits block keeps the other limits;
@@ -321,5 +362,6 @@ plugins:
 	os.WriteFile(path, []byte("plugins:\n  cron:\n    limit: {call_timeout: 60s}\n"), 0o600)
 	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("a misspelt key: %v", err)
+
 	}
 }

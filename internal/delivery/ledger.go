@@ -285,9 +285,13 @@ type Ledger struct {
 	// chatBlocked is when each chat's flood control (a platform's retry_after, met by any of
 	// its lanes) ends (chatKey → time).
 	chatBlocked map[string]time.Time
-	running     bool
-	ctx         context.Context
-	wg          sync.WaitGroup
+	// editGap and editNext pace the drafts and edits of each bot ("plugin\x00profile" → the
+	// earliest time its next one may go; PaceEdits, pace).
+	editGap  time.Duration
+	editNext map[string]time.Time
+	running  bool
+	ctx      context.Context
+	wg       sync.WaitGroup
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
@@ -323,7 +327,7 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		opt.UndeliveredAfter = 10 * time.Minute
 	}
 	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, pg: store.DialectOf(db) == store.Postgres, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, qNextDue: qNextDue}
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, editNext: map[string]time.Time{}, qNextDue: qNextDue}
 	if l.pg {
 		l.qNextDue = strings.Replace(qNextDue, " INDEXED BY deliveries_lane", "", 1)
 	}

@@ -460,6 +460,7 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		if claimed, err := l.claim(b.Context(), &r); err != nil || !claimed {
 			return err // !claimed: another sender (another host on a shared database) took it
 		}
+		l.pace(b.Context(), r)
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
 		if err == nil && (res.Error == nil || res.Error.Kind != abi.SendUncertain && res.Error.Code != abi.SendNotConnected) {
 			l.answered(r.Plugin, r.Profile) // the platform answered: notices waiting for it may go
@@ -660,6 +661,52 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 		return
 	}
 	l.retry(ctx, ln, r, 0, "unverifiable: "+v.Reason)
+}
+
+// PaceEdits bounds the drafts and edits (streamed answers) one bot, a plugin's profile, sends
+// over all its chats to perSecond (0: unbounded). The streamer spaces them already when it
+// starts each one (turn.Options.EditsPerSecond); the ledger keeps the spacing at the moment of
+// the send, which the store's writes in between (a claim that waited for a lock) would
+// otherwise squeeze.
+func (l *Ledger) PaceEdits(perSecond float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.editGap = 0
+	if perSecond > 0 {
+		l.editGap = time.Duration(float64(time.Second) / perSecond)
+	}
+}
+
+// pace waits, right before r is sent, until its bot may send a draft or an edit again
+// (PaceEdits); other messages go at once. Each waiting send takes the next free slot, so
+// concurrent lanes of one bot are spaced too. The wait is short (the streamer spaced the
+// sends already) and happens with r claimed: a crash during it leaves a draft "outcome
+// unknown", which the draft rule handles.
+func (l *Ledger) pace(ctx context.Context, r Row) {
+	if r.Kind != KindDraft && r.Target.EditMessageID == "" {
+		return
+	}
+	bot := r.Plugin + "\x00" + r.Profile
+	l.mu.Lock()
+	if l.editGap <= 0 {
+		l.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	slot := now
+	if next := l.editNext[bot]; next.After(slot) {
+		slot = next
+	}
+	l.editNext[bot] = slot.Add(l.editGap)
+	l.mu.Unlock()
+	if d := slot.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // claim moves r from pending to sending, inside its key's boundary, right before the send. It

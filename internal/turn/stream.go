@@ -180,6 +180,11 @@ func (s *streamer) show(text string, final bool) bool {
 		return false
 	}
 	row, err := s.e.ledger.Wait(s.e.ctx, group)
+	// The chat's interval runs from the outcome too: the send happened between the claim
+	// (waitGate) and now, not necessarily at the claim.
+	s.e.mu.Lock()
+	s.e.lastEdit[s.chatKey()] = time.Now()
+	s.e.mu.Unlock()
 	if err != nil {
 		return false
 	}
