@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Message is one transcript entry.
@@ -57,8 +60,16 @@ func (b *Boundary) Append(sessionID string, m Message) (int64, error) {
 	return seq, nil
 }
 
+// minQuote is the shortest recalled text whose appearance in a later entry counts as a quote of
+// it: a shorter one ("ok", "ps") is too common to tell a quote from a coincidence.
+const minQuote = 8
+
 // Redact blanks every copy of the message with platformMessageID in this key's sessions (the
-// original and /branch copies) and reports whether any was found.
+// original and /branch copies) and reports whether any was found. It blanks, in the same
+// transaction, what would show the agent the recalled text next turn: the entries of the turn it
+// asked, other than that turn's other questions (its answer, tool calls and results), and every
+// later entry of the key's sessions that contains the whole text, if it has minQuote characters
+// or more (an answer quoting it, a notice, another user quoting it).
 func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if err := b.check(); err != nil {
 		return false, err
@@ -66,15 +77,76 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if platformMessageID == "" {
 		return false, nil
 	}
-	res, err := b.k.db.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = ?
-		WHERE platform_message_id = ? AND redacted_at IS NULL
-		AND session_id IN (SELECT id FROM sessions WHERE session_key = ?)`,
-		b.k.now().UnixMilli(), platformMessageID, b.key)
+	const inKey = ` AND redacted_at IS NULL AND session_id IN (SELECT id FROM sessions WHERE session_key = ?)`
+	found := false
+	err := b.tx(func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(b.ctx, `SELECT seq, text, COALESCE(turn_id, '') FROM session_messages
+			WHERE platform_message_id = ?`+inKey, platformMessageID, b.key)
+		if err != nil {
+			return err
+		}
+		var blank []int64
+		var quotes []string
+		turns := map[string]bool{}
+		first := int64(-1)
+		for rows.Next() {
+			var seq int64
+			var text, turn string
+			if err := rows.Scan(&seq, &text, &turn); err != nil {
+				rows.Close()
+				return err
+			}
+			blank = append(blank, seq)
+			if first < 0 || seq < first {
+				first = seq
+			}
+			if q := strings.TrimSpace(text); utf8.RuneCountInString(q) >= minQuote && !slices.Contains(quotes, q) {
+				quotes = append(quotes, q)
+			}
+			if turn != "" {
+				turns[turn] = true
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if found = len(blank) > 0; !found {
+			return nil
+		}
+		rows, err = tx.QueryContext(b.ctx, `SELECT seq, role, text, COALESCE(turn_id, '') FROM session_messages
+			WHERE seq > ?`+inKey, first, b.key)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var seq int64
+			var role, text, turn string
+			if err := rows.Scan(&seq, &role, &text, &turn); err != nil {
+				rows.Close()
+				return err
+			}
+			answers := turn != "" && turns[turn] && role != "user"
+			if answers || slices.ContainsFunc(quotes, func(q string) bool { return strings.Contains(text, q) }) {
+				blank = append(blank, seq)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		now := b.k.now().UnixMilli()
+		for _, seq := range blank {
+			if _, err := tx.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = ? WHERE seq = ?`, now, seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("session: redact in %s: %w", b.key, err)
 	}
-	n, err := res.RowsAffected()
-	return n > 0, err
+	return found, nil
 }
 
 // Redact runs Boundary.Redact in key's boundary.
