@@ -7,7 +7,7 @@ import (
 // A recall redacts the message and what would show the agent its text next turn (issue 29,
 // item 6: the bot's answer quoting a recalled message stayed in the transcript): its turn's
 // answer, tool calls and results, and every later entry quoting the whole text; not the turn's
-// other questions, not what came before it, not another key's sessions, and for a text too short
+// other questions, not what came before it (nor its /branch copy), not another key's sessions, and for a text too short
 // to tell a quote from a coincidence only its own turn.
 func TestRedactTakesWhatQuotesIt(t *testing.T) {
 	e := newEnv(t, Options{})
@@ -47,6 +47,16 @@ func TestRedactTakesWhatQuotesIt(t *testing.T) {
 		_, err := b.Append(other.SessionID, Message{Role: "assistant", Text: quote, Turn: "t1"})
 		return err
 	})
+	// A /branch copies them all, after the message: a copy is judged by its original, so the
+	// copy of what was said before the message stays (as the original does). The branch goes
+	// on with an answer quoting the text, which goes.
+	br := e.r(e.k.Branch(e.ctx, r.Key, "b"))
+	var inBranch int64
+	e.k.WithBoundary(e.ctx, r.Key, func(b *Boundary) error {
+		var err error
+		inBranch, err = b.Append(br.SessionID, Message{Role: "assistant", Text: "In the branch: " + secret, Turn: "t3"})
+		return err
+	})
 	if ok, err := e.k.Redact(e.ctx, r.Key, "m2"); err != nil || !ok {
 		t.Fatalf("redact: %v %v", ok, err)
 	}
@@ -54,13 +64,22 @@ func TestRedactTakesWhatQuotesIt(t *testing.T) {
 	for _, m := range e.transcript(r.SessionID) {
 		got[m.Seq] = m
 	}
-	for i, en := range entries {
-		m := got[seqs[i]]
-		if en.gone && (!m.Redacted || m.Text != "") {
-			t.Errorf("entry %d (%s %q) kept after the recall", i, en.m.Role, en.m.Text)
+	copies := map[int64]Message{}
+	for _, m := range e.transcript(br.SessionID) {
+		if m.CopiedFrom != 0 {
+			copies[m.CopiedFrom] = m
+		} else if m.Seq == inBranch && (!m.Redacted || m.Text != "") {
+			t.Errorf("the branch's later answer quoting the text kept: %+v", m)
 		}
-		if !en.gone && (m.Redacted || m.Text != en.m.Text) {
-			t.Errorf("entry %d (%s %q) redacted: %+v", i, en.m.Role, en.m.Text, m)
+	}
+	for i, en := range entries {
+		for where, m := range map[string]Message{"original": got[seqs[i]], "branch copy": copies[seqs[i]]} {
+			if en.gone && (!m.Redacted || m.Text != "") {
+				t.Errorf("%s of entry %d (%s %q) kept after the recall", where, i, en.m.Role, en.m.Text)
+			}
+			if !en.gone && (m.Redacted || m.Text != en.m.Text) {
+				t.Errorf("%s of entry %d (%s %q) redacted: %+v", where, i, en.m.Role, en.m.Text, m)
+			}
 		}
 	}
 	if m := e.transcript(other.SessionID); m[0].Redacted || m[0].Text != quote {
@@ -73,15 +92,15 @@ func TestRedactTakesWhatQuotesIt(t *testing.T) {
 	// A short text: its own turn's answer goes, later entries that happen to contain it stay.
 	var short, answer, later int64
 	e.k.WithBoundary(e.ctx, r.Key, func(b *Boundary) error {
-		short, _ = b.Append(r.SessionID, Message{Text: "ps", PlatformMessageID: "m4", Turn: "t4"})
-		answer, _ = b.Append(r.SessionID, Message{Role: "assistant", Text: "No processes.", Turn: "t4"})
-		later, _ = b.Append(r.SessionID, Message{Role: "assistant", Text: "ps lists the processes", Turn: "t5"})
+		short, _ = b.Append(br.SessionID, Message{Text: "ps", PlatformMessageID: "m4", Turn: "t4"})
+		answer, _ = b.Append(br.SessionID, Message{Role: "assistant", Text: "No processes.", Turn: "t4"})
+		later, _ = b.Append(br.SessionID, Message{Role: "assistant", Text: "ps lists the processes", Turn: "t5"})
 		return nil
 	})
 	if ok, err := e.k.Redact(e.ctx, r.Key, "m4"); err != nil || !ok {
 		t.Fatalf("redact m4: %v %v", ok, err)
 	}
-	for _, m := range e.transcript(r.SessionID) {
+	for _, m := range e.transcript(br.SessionID) {
 		switch m.Seq {
 		case short, answer:
 			if !m.Redacted {

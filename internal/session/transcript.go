@@ -69,7 +69,9 @@ const minQuote = 8
 // transaction, what would show the agent the recalled text next turn: the entries of the turn it
 // asked, other than that turn's other questions (its answer, tool calls and results), and every
 // later entry of the key's sessions that contains the whole text, if it has minQuote characters
-// or more (an answer quoting it, a notice, another user quoting it).
+// or more (an answer quoting it, a notice, another user quoting it). "Later" is by the entry's
+// original: a /branch copy of what was said before the message is not a quote of it, although
+// the copy was written after.
 func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if err := b.check(); err != nil {
 		return false, err
@@ -77,11 +79,11 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if platformMessageID == "" {
 		return false, nil
 	}
-	const inKey = ` AND redacted_at IS NULL AND session_id IN (SELECT id FROM sessions WHERE session_key = ?)`
+	const inKey = ` session_id IN (SELECT id FROM sessions WHERE session_key = ?)`
 	found := false
 	err := b.tx(func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(b.ctx, `SELECT seq, text, COALESCE(turn_id, '') FROM session_messages
-			WHERE platform_message_id = ?`+inKey, platformMessageID, b.key)
+			WHERE platform_message_id = ? AND redacted_at IS NULL AND`+inKey, platformMessageID, b.key)
 		if err != nil {
 			return err
 		}
@@ -114,17 +116,33 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 		if found = len(blank) > 0; !found {
 			return nil
 		}
-		rows, err = tx.QueryContext(b.ctx, `SELECT seq, role, text, COALESCE(turn_id, '') FROM session_messages
-			WHERE seq > ?`+inKey, first, b.key)
+		// Every entry of the key written after the message, with its original's seq: a copy
+		// points at what it copied, which has a smaller seq, so in seq order the original of each
+		// is known when it is read (one copied from before the message is before it whatever its
+		// lineage). first is the message's original: a message is appended before it is copied.
+		rows, err = tx.QueryContext(b.ctx, `SELECT seq, COALESCE(copied_from, 0), role, text, COALESCE(turn_id, ''),
+			redacted_at IS NOT NULL FROM session_messages WHERE seq > ? AND`+inKey+` ORDER BY seq`, first, b.key)
 		if err != nil {
 			return err
 		}
+		origin := map[int64]int64{}
 		for rows.Next() {
-			var seq int64
+			var seq, from int64
 			var role, text, turn string
-			if err := rows.Scan(&seq, &role, &text, &turn); err != nil {
+			var redacted bool
+			if err := rows.Scan(&seq, &from, &role, &text, &turn, &redacted); err != nil {
 				rows.Close()
 				return err
+			}
+			o := seq
+			if from != 0 {
+				if o = from; origin[from] != 0 {
+					o = origin[from]
+				}
+			}
+			origin[seq] = o
+			if redacted || o <= first {
+				continue
 			}
 			answers := turn != "" && turns[turn] && role != "user"
 			if answers || slices.ContainsFunc(quotes, func(q string) bool { return strings.Contains(text, q) }) {
