@@ -256,7 +256,9 @@ func TestSignTokenRetriesAndCaches(t *testing.T) {
 		n := len(signs)
 		for binds := 2; binds <= 3; binds++ {
 			bot.Close(1012, "service restart")
-			pollUntil(t, h, "main", func(_ []abi.InboundEvent, res *abi.PollResult) bool { return bot.Binds() == binds && connected(nil, res) })
+			pollUntil(t, h, "main", func(_ []abi.InboundEvent, res *abi.PollResult) bool {
+				return bot.Binds() == binds && connected(nil, res)
+			})
 		}
 		if got := len(yb.SignRequests()); got != n {
 			t.Fatalf("two reconnects made %d sign requests, want none (the token is valid for an hour)", got-n)
