@@ -1,6 +1,7 @@
 package session
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -110,6 +111,35 @@ func TestRedactTakesWhatQuotesIt(t *testing.T) {
 			if m.Redacted {
 				t.Errorf("%q redacted: a two-letter text is no quote", "ps lists the processes")
 			}
+		}
+	}
+
+	// A long text over several lines: a later entry quoting it reflowed and clipped (the
+	// built-in agent's echo, a /compress summary) goes; one with only its first words stays.
+	long := "the launch codes are\n\tin the second drawer, behind the tax returns from 2019, under the blue folder with the stamps,\nnext to the spare keys for the garage and the old radio"
+	var summary, firstWords int64
+	e.k.WithBoundary(e.ctx, r.Key, func(b *Boundary) error {
+		if _, err := b.Append(br.SessionID, Message{Text: long, PlatformMessageID: "m6", Turn: "t6"}); err != nil {
+			return err
+		}
+		clipped := []rune(strings.Join(strings.Fields(long), " "))
+		if len(clipped) <= 120 {
+			t.Fatalf("the long text has %d characters: too few to be clipped", len(clipped))
+		}
+		clipped = clipped[:119]
+		summary, _ = b.Append(br.SessionID, Message{Role: "assistant", Text: "Summary of 2 earlier messages:\n- user: " + string(clipped) + "…", Turn: "t7"})
+		firstWords, _ = b.Append(br.SessionID, Message{Role: "assistant", Text: "the launch codes are classified", Turn: "t8"})
+		return nil
+	})
+	if ok, err := e.k.Redact(e.ctx, r.Key, "m6"); err != nil || !ok {
+		t.Fatalf("redact m6: %v %v", ok, err)
+	}
+	for _, m := range e.transcript(br.SessionID) {
+		switch {
+		case m.Seq == summary && !m.Redacted:
+			t.Errorf("the summary quoting the text reflowed and clipped kept: %q", m.Text)
+		case m.Seq == firstWords && m.Redacted:
+			t.Error("an entry sharing only the text's first words redacted")
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Message is one transcript entry.
@@ -60,18 +59,36 @@ func (b *Boundary) Append(sessionID string, m Message) (int64, error) {
 	return seq, nil
 }
 
-// minQuote is the shortest recalled text whose appearance in a later entry counts as a quote of
-// it: a shorter one ("ok", "ps") is too common to tell a quote from a coincidence.
-const minQuote = 8
+// What counts as a later entry quoting a recalled text: its words, whitespace aside (an answer
+// reflows it: the built-in agent's echo, a summary, a model), and only the first quotePrefix
+// characters of a longer text (a quote may be clipped: the echo keeps 200, a /compress summary
+// 120). A text of fewer than minQuote characters ("ok", "ps") is too common to tell a quote from
+// a coincidence and is not looked for.
+const (
+	minQuote    = 8
+	quotePrefix = 64
+)
+
+// quoteNeedle is what an entry quoting text contains (normalized by words), or "" for a text too
+// short to look for.
+func quoteNeedle(text string) string {
+	q := []rune(words(text))
+	if len(q) < minQuote {
+		return ""
+	}
+	return string(q[:min(len(q), quotePrefix)])
+}
+
+// words is s with each run of white space made one space, trimmed.
+func words(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Redact blanks every copy of the message with platformMessageID in this key's sessions (the
 // original and /branch copies) and reports whether any was found. It blanks, in the same
 // transaction, what would show the agent the recalled text next turn: the entries of the turn it
 // asked, other than that turn's other questions (its answer, tool calls and results), and every
-// later entry of the key's sessions that contains the whole text, if it has minQuote characters
-// or more (an answer quoting it, a notice, another user quoting it). "Later" is by the entry's
-// original: a /branch copy of what was said before the message is not a quote of it, although
-// the copy was written after.
+// later entry of the key's sessions that quotes the text (an answer, a notice, a summary, another
+// user; see quoteNeedle). "Later" is by the entry's original: a /branch copy of what was said
+// before the message is not a quote of it, although the copy was written after.
 func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if err := b.check(); err != nil {
 		return false, err
@@ -102,7 +119,7 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 			if first < 0 || seq < first {
 				first = seq
 			}
-			if q := strings.TrimSpace(text); utf8.RuneCountInString(q) >= minQuote && !slices.Contains(quotes, q) {
+			if q := quoteNeedle(text); q != "" && !slices.Contains(quotes, q) {
 				quotes = append(quotes, q)
 			}
 			if turn != "" {
@@ -145,7 +162,7 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 				continue
 			}
 			answers := turn != "" && turns[turn] && role != "user"
-			if answers || slices.ContainsFunc(quotes, func(q string) bool { return strings.Contains(text, q) }) {
+			if answers || slices.ContainsFunc(quotes, func(q string) bool { return strings.Contains(words(text), q) }) {
 				blank = append(blank, seq)
 			}
 		}
