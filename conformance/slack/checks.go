@@ -3,6 +3,7 @@ package slack
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -313,21 +314,50 @@ func (s *suite) checkLongText() (string, error) {
 	return fmt.Sprintf("%d characters in %d posts", len([]rune(text)), len(posts)), nil
 }
 
-// checkRateLimit: 429 with Retry-After is retryable after that long, with no retry inside send.
+// checkRateLimit: a 429 with Retry-After, and an HTTP 200 {"ok":false,"error":"ratelimited"}
+// with Retry-After (Slack sends both), are retryable after that long, with no retry inside send.
 func (s *suite) checkRateLimit() (string, error) {
-	before := len(s.slack.Requests("chat.postMessage"))
-	s.slack.InjectFault("chat.postMessage", st.RateLimited(7))
-	res, err := s.send(abi.OutboundMessage{ChatType: abi.ChatGroup, ChatID: general, Text: "rate limited"})
-	if err != nil {
-		return "", err
+	var errs []error
+	for _, c := range []struct {
+		f    st.Fault
+		want int64
+	}{{st.RateLimited(7), 7000}, {st.RateLimited(1).WithStatus(http.StatusOK), 1000}} {
+		before := len(s.slack.Requests("chat.postMessage"))
+		s.slack.InjectFault("chat.postMessage", c.f)
+		res, err := s.send(abi.OutboundMessage{ChatType: abi.ChatGroup, ChatID: general, Text: "rate limited"})
+		if err != nil {
+			return "", err
+		}
+		if n := len(s.slack.Requests("chat.postMessage")) - before; n != 1 {
+			errs = append(errs, fmt.Errorf("%v: %d chat.postMessage requests, want 1 (the host owns retries)", c.f, n))
+		}
+		if e := res.Error; e == nil || e.Kind != abi.SendRetryable || e.RetryAfterMs != c.want {
+			errs = append(errs, fmt.Errorf("%v: answer %+v, want retryable with retry_after_ms %d", c.f, res.Error, c.want))
+		}
 	}
-	if n := len(s.slack.Requests("chat.postMessage")) - before; n != 1 {
-		return "", fmt.Errorf("%d chat.postMessage requests, want 1 (the host owns retries)", n)
+	return "429 and 200 ratelimited: retryable after Retry-After", errors.Join(errs...)
+}
+
+// checkNotExecuted: an error Slack documents as not executed (a 503 whose body says
+// service_unavailable, request_timeout) is retryable, not uncertain: nothing was posted, and an
+// uncertain answer would leave the user without a reply. The host retries, not send.
+func (s *suite) checkNotExecuted() (string, error) {
+	var errs []error
+	for _, f := range []st.Fault{st.Error("service_unavailable").WithStatus(http.StatusServiceUnavailable), st.Error("request_timeout")} {
+		before, posted := len(s.slack.Requests("chat.postMessage")), len(s.slack.AllPosted())
+		s.slack.InjectFault("chat.postMessage", f)
+		res, err := s.send(abi.OutboundMessage{ChatType: abi.ChatGroup, ChatID: general, Text: "not executed? " + f.String()})
+		if err != nil {
+			return "", err
+		}
+		if n := len(s.slack.Requests("chat.postMessage")) - before; n != 1 || len(s.slack.AllPosted()) != posted {
+			errs = append(errs, fmt.Errorf("%v: %d requests, %d posts, want 1 and none (the host owns retries)", f, n, len(s.slack.AllPosted())-posted))
+		}
+		if res.Error == nil || res.Error.Kind != abi.SendRetryable {
+			errs = append(errs, fmt.Errorf("%v: answer %+v, want retryable", f, res.Error))
+		}
 	}
-	if e := res.Error; e == nil || e.Kind != abi.SendRetryable || e.RetryAfterMs != 7000 {
-		return "", fmt.Errorf("answer %+v, want retryable with retry_after_ms 7000", res.Error)
-	}
-	return "retryable, retry_after_ms 7000", nil
+	return "service_unavailable (503) and request_timeout: retryable", errors.Join(errs...)
 }
 
 // checkUncertain: the message was posted, then the answer was a 5xx, a reset or a body cut

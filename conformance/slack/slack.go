@@ -3,8 +3,10 @@
 // behaviours adapters tend to get wrong: request signing (every forgery refused), url_verification,
 // Slack's retries and the message + app_mention double delivery as one event, workspaces in the
 // session scope, threads and mention gating, its own messages skipped, replies into the thread,
-// long text split rather than truncated, 429 with Retry-After, answers lost after the message was
-// posted reported as uncertain (never resent), a request timeout under the call deadline, and in
+// long text split rather than truncated, 429 and HTTP 200 "ratelimited" with Retry-After, errors
+// Slack documents as not executed (a 503 service_unavailable) retryable, answers lost after the
+// message was posted reported as uncertain (never resent), a request timeout under the call
+// deadline, and in
 // Socket Mode acknowledgement only after the host recorded the event, and reconnection.
 //
 // The adapter is configured with the first-party plugin's configuration keys, which a Slack
@@ -130,6 +132,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	check("send: into the thread", s.checkSendThread)
 	check("send: long text split, not cut", s.checkLongText)
 	check("send: 429 mapped to Retry-After", s.checkRateLimit)
+	check("send: not executed is retryable", s.checkNotExecuted)
 	check("send: lost answer is uncertain", s.checkUncertain)
 	check("send: refusals typed", s.checkRefusals)
 	check("send: timeout under the deadline", s.checkTimeout)

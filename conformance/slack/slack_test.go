@@ -25,6 +25,8 @@ func TestNaiveAdapterFails(t *testing.T) {
 		"inbound: own messages skipped",          // bot_id not checked
 		"send: into the thread",                  // thread_ts dropped
 		"send: long text split, not cut",         // 40,000+ characters in one post
+		"send: 429 mapped to Retry-After",        // no retry_after_ms
+		"send: not executed is retryable",        // a 503 retried inside send
 		"send: lost answer is uncertain",         // 5xx retried inside send
 		"send: timeout under the deadline",       // a 30 s HTTP timeout under a 10 s deadline
 		"socket: ack after the host records",     // acknowledged on receipt

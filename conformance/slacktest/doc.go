@@ -46,7 +46,8 @@
 // # Socket Mode
 //
 // apps.connections.open (app-level token, in the Authorization header only) answers a one-use
-// ws:// URL on the fake. A connection is greeted with hello; with SetSocketMode(true) events go
+// ws:// URL on the fake's socket address (SocketURL: a port of its own, as Slack's
+// wss-primary.slack.com is another host than slack.com). A connection is greeted with hello; with SetSocketMode(true) events go
 // to open connections as events_api frames (envelope_id, payload, retry_attempt, retry_reason)
 // instead of the Request URL, and wait while none is open. A frame not acknowledged with its
 // envelope_id within the ack timeout, or sent on a connection that closed first, is sent again in
@@ -83,7 +84,9 @@
 // # Faults
 //
 // InjectFault queues per-method faults, taken FIFO by matching requests (ForChannel narrows
-// one): RateLimited, Error, ServerError (HTML), ConnectionReset replace the method; AfterEffect
+// one): RateLimited, Error, ServerError (HTML), ConnectionReset replace the method (WithStatus
+// and WithRetryAfter shape a Web API error's answer: an HTTP 200 "ratelimited" with
+// Retry-After, a 503 whose body says "service_unavailable"); AfterEffect
 // makes one of them (or Truncated, Malformed) strike after the method took effect. Slow answers
 // after a delay, Hold until Release, NoAnswer never: each after the message was posted.
 //

@@ -41,12 +41,12 @@ type Fault struct {
 
 // RateLimited is HTTP 429 with Retry-After: seconds and {"ok":false,"error":"ratelimited"}.
 func RateLimited(seconds int) Fault {
-	return Fault{kind: faultRateLimited, status: http.StatusTooManyRequests, retryAfter: strconv.Itoa(seconds)}
+	return Fault{kind: faultRateLimited, status: http.StatusTooManyRequests, code: "ratelimited", retryAfter: strconv.Itoa(seconds)}
 }
 
 // RateLimitedHeader is a 429 whose Retry-After header is value verbatim (e.g. a malformed one).
 func RateLimitedHeader(value string) Fault {
-	return Fault{kind: faultRateLimited, status: http.StatusTooManyRequests, retryAfter: value}
+	return Fault{kind: faultRateLimited, status: http.StatusTooManyRequests, code: "ratelimited", retryAfter: value}
 }
 
 // Error is the method's HTTP 200 {"ok":false,"error":code} answer (channel_not_found,
@@ -90,14 +90,30 @@ func AfterEffect(f Fault) Fault { f.after = true; return f }
 // ForChannel narrows the fault to requests whose channel (or channel_id) is id.
 func (f Fault) ForChannel(id string) Fault { f.channel = id; return f }
 
+// WithStatus answers a RateLimited or Error fault with HTTP status instead of its own (429 or
+// 200), the Web API body unchanged: Error("service_unavailable").WithStatus(503) is a 503 whose
+// body says what Slack did not do, RateLimited(1).WithStatus(200) an HTTP 200
+// {"ok":false,"error":"ratelimited"} with Retry-After.
+func (f Fault) WithStatus(status int) Fault { f.status = status; return f }
+
+// WithRetryAfter adds "Retry-After: seconds" to a RateLimited or Error fault's answer (Slack
+// sends it with ratelimited whatever the status).
+func (f Fault) WithRetryAfter(seconds int) Fault { f.retryAfter = strconv.Itoa(seconds); return f }
+
 // String describes the fault, as recorded in Request.Fault.
 func (f Fault) String() string {
 	var s string
 	switch f.kind {
 	case faultRateLimited:
-		s = "429 retry-after " + f.retryAfter
+		s = fmt.Sprintf("%d ratelimited retry-after %s", f.status, f.retryAfter)
 	case faultSlackError:
 		s = "error " + f.code
+		if f.status != http.StatusOK {
+			s += fmt.Sprintf(" (HTTP %d)", f.status)
+		}
+		if f.retryAfter != "" {
+			s += " retry-after " + f.retryAfter
+		}
 	case faultHTML:
 		s = fmt.Sprintf("html %d", f.status)
 	case faultReset:
@@ -185,11 +201,14 @@ func (s *Server) apply(f Fault, w http.ResponseWriter, r *http.Request, body []b
 	switch f.kind {
 	case faultRateLimited:
 		w.Header().Set("Retry-After", f.retryAfter)
-		writeRaw(w, f.status, marshal(apiResponse{"ok": false, "error": "ratelimited"}))
+		writeRaw(w, f.status, marshal(apiResponse{"ok": false, "error": f.code}))
 		return f.status
 	case faultSlackError:
-		writeRaw(w, http.StatusOK, marshal(apiResponse{"ok": false, "error": f.code}))
-		return http.StatusOK
+		if f.retryAfter != "" {
+			w.Header().Set("Retry-After", f.retryAfter)
+		}
+		writeRaw(w, f.status, marshal(apiResponse{"ok": false, "error": f.code}))
+		return f.status
 	case faultHTML:
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(f.status)

@@ -85,7 +85,8 @@ func WithoutDefaultTeam() Option { return func(o *config) { o.noDefaultTeam = tr
 // methods are safe for concurrent use.
 type Server struct {
 	cfg  config
-	hs   *httptest.Server
+	hs   *httptest.Server // the Web API (Slack's slack.com)
+	link *httptest.Server // Socket Mode's WebSocket endpoint (Slack's wss-primary.slack.com)
 	hook *http.Client
 
 	ctx       context.Context // ends at Close
@@ -150,8 +151,13 @@ func New(tb TB, opts ...Option) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.serveAPI)
-	mux.HandleFunc("/link/", s.serveSocket)
 	s.hs = httptest.NewServer(mux)
+	// Socket Mode lives on an address of its own, as Slack's does on another host: a proxy or
+	// an egress policy has to let the plugin reach both (README, "Pointing a platform plugin at
+	// a proxy or a fake").
+	link := http.NewServeMux()
+	link.HandleFunc("/link/", s.serveSocket)
+	s.link = httptest.NewServer(link)
 	if tb != nil {
 		tb.Cleanup(s.Close)
 	}
@@ -164,6 +170,11 @@ func (s *Server) URL() string { return s.hs.URL }
 // APIURL returns the Web API base to use in place of https://slack.com/api (no trailing
 // slash; slack-go's OptionAPIURL wants it with one).
 func (s *Server) APIURL() string { return s.hs.URL + "/api" }
+
+// SocketURL returns the address apps.connections.open sends Socket Mode clients to
+// (ws://127.0.0.1:port, another port than URL's): Slack's is wss-primary.slack.com, another host
+// than slack.com.
+func (s *Server) SocketURL() string { return strings.Replace(s.link.URL, "http://", "ws://", 1) }
 
 // SigningSecret returns the app's signing secret.
 func (s *Server) SigningSecret() string { return s.cfg.signing }
@@ -188,6 +199,8 @@ func (s *Server) Close() {
 		s.closeSockets()
 		s.hs.CloseClientConnections()
 		s.hs.Close()
+		s.link.CloseClientConnections()
+		s.link.Close()
 		s.workers.Wait()
 		s.hook.CloseIdleConnections()
 	})

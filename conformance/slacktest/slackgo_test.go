@@ -274,6 +274,58 @@ func TestWebAPIAgreesWithSlackGo(t *testing.T) {
 	if !errors.As(err, &rl) || rl.RetryAfter != 7*time.Second {
 		t.Fatalf("429: %v", err)
 	}
+	// An HTTP 200 "ratelimited" with Retry-After: slack-go reads the Web API error (its retry
+	// handler reads Retry-After from a 429 only); the header is on the answer for a client that
+	// honours it. A 503 whose body says service_unavailable: slack-go reports the status (it does
+	// not read a non-200 body) and calls it retryable; the message was not posted.
+	before := len(s.AllPosted())
+	s.InjectFault("chat.postMessage", RateLimited(1).WithStatus(http.StatusOK),
+		Error("service_unavailable").WithStatus(http.StatusServiceUnavailable))
+	_, _, err = api.PostMessage(ch, slack.MsgOptionText("x", false))
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) || se.Err != "ratelimited" {
+		t.Fatalf("200 ratelimited: %v", err)
+	}
+	_, _, err = api.PostMessage(ch, slack.MsgOptionText("x", false))
+	var sc slack.StatusCodeError
+	if !errors.As(err, &sc) || sc.Code != 503 || !sc.Retryable() {
+		t.Fatalf("503 service_unavailable: %v", err)
+	}
+	reqs := s.Requests("chat.postMessage")
+	if r := reqs[len(reqs)-2]; r.Status != 200 || r.Error != "ratelimited" {
+		t.Fatalf("200 ratelimited recorded as %+v", r)
+	}
+	if r := reqs[len(reqs)-1]; r.Status != 503 || r.Error != "service_unavailable" {
+		t.Fatalf("503 service_unavailable recorded as %+v", r)
+	}
+	if len(s.AllPosted()) != before {
+		t.Fatal("a refused request posted")
+	}
+	// The raw answers, as a client that honours Retry-After reads them.
+	for _, c := range []struct {
+		f      Fault
+		status int
+		body   string
+		retry  string
+	}{
+		{RateLimited(1).WithStatus(http.StatusOK), 200, `{"error":"ratelimited","ok":false}`, "1"},
+		{Error("service_unavailable").WithStatus(503).WithRetryAfter(2), 503, `{"error":"service_unavailable","ok":false}`, "2"},
+	} {
+		s.InjectFault("chat.postMessage", c.f)
+		req, _ := http.NewRequest("POST", s.APIURL()+"/chat.postMessage", strings.NewReader(`{"channel":"`+ch+`","text":"x"}`))
+		req.Header.Set("Authorization", "Bearer "+team.BotToken)
+		req.Header.Set("Content-Type", "application/json; charset=utf-8")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || strings.TrimSpace(string(body)) != c.body || resp.Header.Get("Retry-After") != c.retry {
+			t.Errorf("%v: %d %s Retry-After %q", c.f, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+		}
+	}
+
 	// The limiter, too.
 	limited := New(t, WithRateLimits(RateLimits{Burst: 1, Every: 3 * time.Second}))
 	lt := limited.Team()
@@ -288,10 +340,9 @@ func TestWebAPIAgreesWithSlackGo(t *testing.T) {
 
 	// 5xx: slack-go reports the status and ignores the HTML body. After the effect, the message
 	// is posted all the same.
-	before := len(s.AllPosted())
+	before = len(s.AllPosted())
 	s.InjectFault("chat.postMessage", ServerError(503), AfterEffect(ServerError(502)))
 	_, _, err = api.PostMessage(ch, slack.MsgOptionText("lost", false))
-	var sc slack.StatusCodeError
 	if !errors.As(err, &sc) || sc.Code != 503 {
 		t.Fatalf("503: %v", err)
 	}
@@ -320,7 +371,6 @@ func TestWebAPIAgreesWithSlackGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = api.SetAssistantThreadsStatus(slack.AssistantThreadsSetStatusParameters{ThreadTS: a.TS, Status: "x"})
-	var se slack.SlackErrorResponse
 	if !errors.As(err, &se) || se.Err != "invalid_arguments" {
 		t.Fatalf("setStatus without channel_id: %v", err)
 	}

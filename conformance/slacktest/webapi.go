@@ -364,9 +364,10 @@ func (s *Server) setSuggestedPrompts(c *call) (apiResponse, *methodError) {
 	return ok(nil), nil
 }
 
-// connectionsOpen serves apps.connections.open: a one-use Socket Mode URL on this server.
+// connectionsOpen serves apps.connections.open: a one-use Socket Mode URL on the fake's socket
+// address (SocketURL).
 func (s *Server) connectionsOpen(c *call) (apiResponse, *methodError) {
 	ticket := s.issueTicket()
-	u := strings.Replace(s.hs.URL, "http://", "ws://", 1) + "/link/?ticket=" + ticket + "&app_id=" + DefaultAppID
+	u := s.SocketURL() + "/link/?ticket=" + ticket + "&app_id=" + DefaultAppID
 	return ok(apiResponse{"url": u}), nil
 }

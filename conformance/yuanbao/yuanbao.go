@@ -3,9 +3,10 @@
 // gateway, and checks the behaviours adapters tend to get wrong: signing (HMAC, Beijing time),
 // AUTH_BIND before anything else, one connection kept across instances and reloads (the host
 // owns it), mention gating in groups, the bot's own echo, recalls, JSON pushes, PushAcks only
-// for recorded events, reconnecting with back-off and a new token, stopping for good on the
-// permanent close codes, pings and missed pongs, and sends that are completed by the answer
-// with their msg_id (a late answer is uncertain, never a success, never resent).
+// for recorded events, reconnecting with back-off and the token signed before (sign-token is
+// rate limited), stopping for good on the permanent close codes, pings and missed pongs, and
+// sends that are completed by the answer with their msg_id (a late answer is uncertain, never a
+// success, never resent).
 //
 // The adapter is configured with the first-party plugin's configuration keys, which a Yuanbao
 // adapter must accept to be checked: app_id, app_secret, api_domain, ws_url, and
@@ -125,7 +126,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.chk.Run("send: late answer uncertain", s.checkLateAnswer)
 	s.chk.Run("send: refusal is permanent", s.checkRefused)
 	s.chk.Run("send: 4000 code points", s.checkLimit)
-	s.chk.Run("reconnect: back-off, new token", s.checkReconnect)
+	s.chk.Run("reconnect: back-off, cached token", s.checkReconnect)
 	s.chk.Run("reconnect: dropped push once", s.checkDroppedPush)
 	s.chk.Run("ping: two missed pongs", s.checkPing)
 	s.chk.Run("close: permanent codes stop", s.checkPermanentClose)

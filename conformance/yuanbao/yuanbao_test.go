@@ -27,6 +27,7 @@ func TestNaiveAdapterFails(t *testing.T) {
 		"inbound: DM, gating, owner, quote",       // every group message a turn
 		"inbound: ack after recording",            // acknowledged at once
 		"send: late answer uncertain",             // written is not answered
+		"reconnect: back-off, cached token",       // at once, and signs every time
 		"ping: two missed pongs",                  // never pings
 		"close: permanent codes stop",             // reconnects after 4013
 		"reload: same connection",                 // connection in instance memory

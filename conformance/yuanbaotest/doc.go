@@ -9,6 +9,11 @@
 //     nonce+timestamp+app_key+app_secret with the bot's secret, and the Beijing-time timestamp
 //     (format and clock skew), and answers {"code": 0, "data": {token, bot_id, duration, …}};
 //     a scripted fault answers code 10099 ("retry"), another code, an HTTP error, or late.
+//     It is rate limited, as Yuanbao's is (the limit there is not documented; the fake's is
+//     DefaultSignLimit tokens per app_key per DefaultSignWindow, five a minute, WithSignLimit):
+//     beyond it a request is answered HTTP 429 {"code": CodeRateLimited} and issues nothing, so a
+//     client that signs on every reconnect instead of caching its token until it expires meets
+//     it. Refused requests (a bad signature, a stale timestamp) do not count.
 //   - GET /wss/connection upgrades to a WebSocket whose every binary frame is one ConnMsg. The
 //     first request must be AUTH_BIND with a token the fake signed (unexpired); the answer is an
 //     AuthBindRsp with a connect_id, or a refusal (code ≠ 0), or silence, as scripted. A bot has

@@ -30,6 +30,9 @@ type Server struct {
 	clock    func() time.Time
 	skew     time.Duration
 	duration time.Duration
+	// signLimit tokens at most per app_key within signWindow (0: no limit).
+	signLimit  int
+	signWindow time.Duration
 
 	mu         sync.Mutex
 	bots       []*Bot
@@ -64,12 +67,18 @@ func WithoutDefaultBot() Option {
 // which clients read as one hour).
 func WithTokenDuration(d time.Duration) Option { return func(s *Server) { s.duration = d } }
 
+// WithSignLimit sets sign-token's rate limit: at most n tokens per app_key within window
+// (default DefaultSignLimit per DefaultSignWindow; n 0 turns the limit off).
+func WithSignLimit(n int, window time.Duration) Option {
+	return func(s *Server) { s.signLimit, s.signWindow = n, window }
+}
+
 // WithMaxSkew sets how far a sign-token timestamp may be from the fake's clock (default 5 min).
 func WithMaxSkew(d time.Duration) Option { return func(s *Server) { s.skew = d } }
 
 // New starts a fake on 127.0.0.1. With t, it is closed when the test ends.
 func New(t testing.TB, opts ...Option) *Server {
-	s := &Server{clock: time.Now, skew: 5 * time.Minute, duration: time.Hour}
+	s := &Server{clock: time.Now, skew: 5 * time.Minute, duration: time.Hour, signLimit: DefaultSignLimit, signWindow: DefaultSignWindow}
 	s.bots = []*Bot{newBot(s, DefaultAppID, DefaultSecret, DefaultBotID, DefaultOwner)}
 	for _, o := range opts {
 		o(s)

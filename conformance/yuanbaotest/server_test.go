@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,6 +153,55 @@ func TestSignToken(t *testing.T) {
 	}
 	if n := len(s.SignRequests()); n != 8 {
 		t.Fatalf("%d sign requests recorded", n)
+	}
+}
+
+// sign-token issues at most the limit's tokens per app_key in a rolling window; a request beyond
+// it is answered HTTP 429 with CodeRateLimited and issues nothing; refused requests do not
+// count; the window rolls on with the fake's clock.
+func TestSignTokenRateLimit(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := New(t, WithClock(clock), WithSignLimit(3, time.Minute))
+	b := s.Bot()
+	if a := sign(t, s, b.AppID(), "wrong", clock()); a.Code != CodeBadSignature {
+		t.Fatalf("wrong secret: %+v", a)
+	}
+	for i := 0; i < 3; i++ {
+		if a := sign(t, s, b.AppID(), b.Secret(), clock()); a.Code != 0 {
+			t.Fatalf("token %d: %+v", i+1, a)
+		}
+		mu.Lock()
+		now = now.Add(10 * time.Second)
+		mu.Unlock()
+	}
+	if a := sign(t, s, b.AppID(), b.Secret(), clock()); a.Code != -http.StatusTooManyRequests {
+		t.Fatalf("a fourth token within a minute: %+v", a)
+	}
+	reqs := s.SignRequests()
+	if last := reqs[len(reqs)-1]; last.Status != http.StatusTooManyRequests || last.Code != CodeRateLimited || last.Token != "" {
+		t.Fatalf("the refused request recorded as %+v", last)
+	}
+	// A minute after the first token, one more is allowed, and only one.
+	mu.Lock()
+	now = now.Add(31 * time.Second)
+	mu.Unlock()
+	if a := sign(t, s, b.AppID(), b.Secret(), clock()); a.Code != 0 {
+		t.Fatalf("after the window moved: %+v", a)
+	}
+	if a := sign(t, s, b.AppID(), b.Secret(), clock()); a.Code != -http.StatusTooManyRequests {
+		t.Fatalf("over the limit again: %+v", a)
+	}
+	// The default: DefaultSignLimit per DefaultSignWindow.
+	d := New(t)
+	for i := 0; i < DefaultSignLimit; i++ {
+		if a := sign(t, d, d.Bot().AppID(), d.Bot().Secret(), time.Now()); a.Code != 0 {
+			t.Fatalf("default limit, token %d: %+v", i+1, a)
+		}
+	}
+	if a := sign(t, d, d.Bot().AppID(), d.Bot().Secret(), time.Now()); a.Code != -http.StatusTooManyRequests {
+		t.Fatalf("default limit exceeded: %+v", a)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -19,6 +20,15 @@ const (
 	CodeUnknownApp   = 40001
 	CodeBadTimestamp = 40002
 	CodeBadSignature = 40003
+	CodeRateLimited  = 42900 // answered with HTTP 429: more tokens than the sign limit allows
+)
+
+// DefaultSignLimit is how many tokens sign-token issues per app_key within DefaultSignWindow.
+// Yuanbao does not document its limit; the fake's is tight enough that a client signing on
+// every reconnect meets it, and loose enough for one that caches its token until it expires.
+const (
+	DefaultSignLimit  = 5
+	DefaultSignWindow = time.Minute
 )
 
 // TimestampLayout is the format sign-token requires: Beijing time (offset +08:00), seconds.
@@ -155,10 +165,37 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 	var tb [16]byte
 	rand.Read(tb[:])
 	tok := "tok-" + hex.EncodeToString(tb[:])
-	rec.Token = tok
 	s.mu.Lock()
-	b.tokens[tok] = rec.At.Add(s.duration)
+	limited := !b.takeSign(rec.At, s.signLimit, s.signWindow)
+	if !limited {
+		b.tokens[tok] = rec.At.Add(s.duration)
+	}
 	s.mu.Unlock()
+	if limited {
+		answer(http.StatusTooManyRequests, CodeRateLimited, fmt.Sprintf("sign-token rate limit: at most %d tokens per %v", s.signLimit, s.signWindow), nil)
+		return
+	}
+	rec.Token = tok
 	answer(200, 0, "ok", map[string]any{"token": tok, "bot_id": b.botID, "duration": int64(s.duration / time.Second),
 		"product": "yuanbao", "source": "bot"})
+}
+
+// takeSign records a token issued at now unless limit tokens were issued in the window before
+// it (a rolling window; limit 0 means no limit). s.mu must be held.
+func (b *Bot) takeSign(now time.Time, limit int, window time.Duration) bool {
+	if limit <= 0 {
+		return true
+	}
+	kept := b.signed[:0]
+	for _, at := range b.signed {
+		if now.Sub(at) < window {
+			kept = append(kept, at)
+		}
+	}
+	b.signed = kept
+	if len(b.signed) >= limit {
+		return false
+	}
+	b.signed = append(b.signed, now)
+	return true
 }

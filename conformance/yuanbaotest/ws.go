@@ -67,7 +67,8 @@ type Bot struct {
 
 	// guarded by s.mu
 	tokens     map[string]time.Time
-	conn       *wsConn // the bound connection
+	signed     []time.Time // when sign-token issued this bot's recent tokens (the rate limit)
+	conn       *wsConn     // the bound connection
 	conns      []*wsConn
 	binds      int
 	authScript []AuthMode

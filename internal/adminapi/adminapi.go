@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,7 +61,11 @@ const (
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", a.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Metrics, promhttp.HandlerOpts{}))
+	// The platforms' connection gauge is read from the plugins at each scrape, from a registry of
+	// its own: the host's registry is shared, and a second Register must not collide with it.
+	own := prometheus.NewRegistry()
+	own.MustRegister(connectedCollector{a.Plugins})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{a.Metrics, own}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/plugins", a.plugins)
 	mux.HandleFunc("GET /api/deliveries", a.deliveries)
 	mux.HandleFunc("GET /api/sessions", a.sessions)
@@ -137,7 +142,9 @@ func (a *API) cron(w http.ResponseWriter, r *http.Request) {
 // healthz answers the host's state (README, "Health"): 503 "unhealthy" while the store does
 // not answer or refuses writes, with the reason (each failing write path and its error);
 // otherwise 200 with "loading" until the plugins present at start (and any being reloaded) have
-// loaded or failed, "degraded" while a loaded plugin is failed, else "ok".
+// loaded or failed, "degraded" while a loaded plugin is failed or a platform profile reports
+// itself stopped (it gave up and needs the operator: a permanent close, revoked credentials),
+// else "ok".
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	if err := a.Ping(r.Context()); err != nil {
 		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": "store: " + err.Error()})
@@ -152,15 +159,26 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var failed []string
+	stopped := []string{}
 	plugins := a.Plugins.Plugins()
 	for _, p := range plugins {
 		if !p.Active() {
 			failed = append(failed, p.Name())
+			continue
+		}
+		// Named as plugin/profile only: /healthz needs no token, and a status message may quote
+		// the platform (account ids, reasons); /api/plugins has the message.
+		for profile, st := range p.Info().Status {
+			if st.State == abi.StatusStopped {
+				stopped = append(stopped, p.Name()+"/"+profile)
+			}
 		}
 	}
-	// A failed plugin degrades the host but does not make it unhealthy: the others serve.
+	sort.Strings(stopped)
+	// A failed plugin or a stopped profile degrades the host but does not make it unhealthy: the
+	// others serve.
 	status := "ok"
-	if len(failed) > 0 {
+	if len(failed) > 0 || len(stopped) > 0 {
 		status = "degraded"
 	}
 	// Files still loading (at start-up, or a reload) do not make the host unhealthy either: the
@@ -174,7 +192,39 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	if len(pending) > 0 && status == "ok" {
 		status = "loading"
 	}
-	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed, "loading": pending})
+	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed,
+		"stopped": stopped, "loading": pending})
+}
+
+// connectedDesc is the platforms' connection gauge.
+var connectedDesc = prometheus.NewDesc("hermes_platform_connected",
+	"1 while a platform plugin's profile reports itself connected (its poll's status ok), 0 while it reports degraded (reconnecting) or stopped, or its plugin failed",
+	[]string{"plugin", "profile"}, nil)
+
+// connectedCollector reports hermes_platform_connected for every profile whose plugin reports a
+// status (ABI 1.1, from poll: Yuanbao's socket); profiles that report none (webhook platforms)
+// are not listed.
+type connectedCollector struct{ plugins *plugin.Runtime }
+
+// Describe implements prometheus.Collector.
+func (c connectedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- connectedDesc }
+
+// Collect implements prometheus.Collector.
+func (c connectedCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.plugins.Plugins() {
+		info := p.Info()
+		if info.Manifest.Kind != abi.KindPlatform {
+			continue
+		}
+		active := p.Active()
+		for profile, st := range info.Status {
+			v := 0.0
+			if active && st.State == abi.StatusOK {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(connectedDesc, prometheus.GaugeValue, v, info.Name, profile)
+		}
+	}
 }
 
 func (a *API) plugins(w http.ResponseWriter, r *http.Request) {

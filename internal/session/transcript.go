@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -57,8 +59,36 @@ func (b *Boundary) Append(sessionID string, m Message) (int64, error) {
 	return seq, nil
 }
 
+// What counts as a later entry quoting a recalled text: its words, whitespace aside (an answer
+// reflows it: the built-in agent's echo, a summary, a model), and only the first quotePrefix
+// characters of a longer text (a quote may be clipped: the echo keeps 200, a /compress summary
+// 120). A text of fewer than minQuote characters ("ok", "ps") is too common to tell a quote from
+// a coincidence and is not looked for.
+const (
+	minQuote    = 8
+	quotePrefix = 64
+)
+
+// quoteNeedle is what an entry quoting text contains (normalized by words), or "" for a text too
+// short to look for.
+func quoteNeedle(text string) string {
+	q := []rune(words(text))
+	if len(q) < minQuote {
+		return ""
+	}
+	return string(q[:min(len(q), quotePrefix)])
+}
+
+// words is s with each run of white space made one space, trimmed.
+func words(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 // Redact blanks every copy of the message with platformMessageID in this key's sessions (the
-// original and /branch copies) and reports whether any was found.
+// original and /branch copies) and reports whether any was found. It blanks, in the same
+// transaction, what would show the agent the recalled text next turn: the entries of the turn it
+// asked, other than that turn's other questions (its answer, tool calls and results), and every
+// later entry of the key's sessions that quotes the text (an answer, a notice, a summary, another
+// user; see quoteNeedle). "Later" is by the entry's original: a /branch copy of what was said
+// before the message is not a quote of it, although the copy was written after.
 func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if err := b.check(); err != nil {
 		return false, err
@@ -66,15 +96,92 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if platformMessageID == "" {
 		return false, nil
 	}
-	res, err := b.k.db.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = ?
-		WHERE platform_message_id = ? AND redacted_at IS NULL
-		AND session_id IN (SELECT id FROM sessions WHERE session_key = ?)`,
-		b.k.now().UnixMilli(), platformMessageID, b.key)
+	const inKey = ` session_id IN (SELECT id FROM sessions WHERE session_key = ?)`
+	found := false
+	err := b.tx(func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(b.ctx, `SELECT seq, text, COALESCE(turn_id, '') FROM session_messages
+			WHERE platform_message_id = ? AND redacted_at IS NULL AND`+inKey, platformMessageID, b.key)
+		if err != nil {
+			return err
+		}
+		var blank []int64
+		var quotes []string
+		turns := map[string]bool{}
+		first := int64(-1)
+		for rows.Next() {
+			var seq int64
+			var text, turn string
+			if err := rows.Scan(&seq, &text, &turn); err != nil {
+				rows.Close()
+				return err
+			}
+			blank = append(blank, seq)
+			if first < 0 || seq < first {
+				first = seq
+			}
+			if q := quoteNeedle(text); q != "" && !slices.Contains(quotes, q) {
+				quotes = append(quotes, q)
+			}
+			if turn != "" {
+				turns[turn] = true
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if found = len(blank) > 0; !found {
+			return nil
+		}
+		// Every entry of the key written after the message, with its original's seq: a copy
+		// points at what it copied, which has a smaller seq, so in seq order the original of each
+		// is known when it is read (one copied from before the message is before it whatever its
+		// lineage). first is the message's original: a message is appended before it is copied.
+		rows, err = tx.QueryContext(b.ctx, `SELECT seq, COALESCE(copied_from, 0), role, text, COALESCE(turn_id, ''),
+			redacted_at IS NOT NULL FROM session_messages WHERE seq > ? AND`+inKey+` ORDER BY seq`, first, b.key)
+		if err != nil {
+			return err
+		}
+		origin := map[int64]int64{}
+		for rows.Next() {
+			var seq, from int64
+			var role, text, turn string
+			var redacted bool
+			if err := rows.Scan(&seq, &from, &role, &text, &turn, &redacted); err != nil {
+				rows.Close()
+				return err
+			}
+			o := seq
+			if from != 0 {
+				if o = from; origin[from] != 0 {
+					o = origin[from]
+				}
+			}
+			origin[seq] = o
+			if redacted || o <= first {
+				continue
+			}
+			answers := turn != "" && turns[turn] && role != "user"
+			if answers || slices.ContainsFunc(quotes, func(q string) bool { return strings.Contains(words(text), q) }) {
+				blank = append(blank, seq)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		now := b.k.now().UnixMilli()
+		for _, seq := range blank {
+			if _, err := tx.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = ? WHERE seq = ?`, now, seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("session: redact in %s: %w", b.key, err)
 	}
-	n, err := res.RowsAffected()
-	return n > 0, err
+	return found, nil
 }
 
 // Redact runs Boundary.Redact in key's boundary.

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -167,13 +168,21 @@ func toSession(m agent.Message, turn string) session.Message {
 
 // record appends what a turn produced (its tool calls and results, its answer) to the
 // transcript of sessionID, as part of turn. It runs when the turn ends, before its answer is
-// sent: the transcript is what the agent said, whether or not the chat got it.
+// sent: the transcript is what the agent said, whether or not the chat got it (unless the turn
+// was interrupted meanwhile).
 // The turn's usage (the server's counts of its model calls) is added to the session's (/usage).
 func (e *Engine) record(ctx context.Context, key, sessionID, turn string, msgs []agent.Message, u agent.Usage) {
 	if len(msgs) == 0 && u.Calls == 0 {
 		return
 	}
 	err := e.k.WithBoundary(context.WithoutCancel(ctx), key, func(b *session.Boundary) error {
+		// A turn interrupted since its answer came (a recall, /stop: both cancel it inside this
+		// boundary) records nothing, as one interrupted before does: a recall has redacted the
+		// transcript already, and this answer may quote what the sender took back.
+		var by *interrupted
+		if errors.As(context.Cause(ctx), &by) {
+			return nil
+		}
 		for _, m := range msgs {
 			if _, err := b.Append(sessionID, toSession(m, turn)); err != nil {
 				return err

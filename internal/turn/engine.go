@@ -884,6 +884,10 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 // the queue, before the turn is marked running.
 var testHookPopped func(*item)
 
+// testHookAnswered, when set by a test, runs in a chat's runner after the agent answered a
+// message turn (not interrupted meanwhile), before the answer is recorded.
+var testHookAnswered func(*item)
+
 // begin marks it's inbox rows running. Rows that are no longer queued (a /new recorded them
 // dropped meanwhile) leave the turn; it reports whether anything is left to run.
 func (e *Engine) begin(key string, it *item) bool {
@@ -1031,6 +1035,9 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 			e.end(key, it, stFailed, fmt.Sprintf("compressed after a context overflow; the continuation could not be stamped: %v", err), &n, stRunning)
 			return
 		}
+	}
+	if testHookAnswered != nil {
+		testHookAnswered(it)
 	}
 	state, outcome, text := stDone, "", ""
 	switch {

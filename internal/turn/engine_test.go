@@ -421,3 +421,40 @@ func TestRecallCancelsItsTurn(t *testing.T) {
 		t.Fatalf("sent %q", h.chat.texts())
 	}
 }
+
+// A recall that lands after the agent answered and before the answer is recorded (issue 29,
+// item 6): the turn records nothing, as one recalled while the agent worked does. The recall
+// redacts what is in the transcript and cancels the turn in one critical section of the key's
+// boundary; the answer, recorded after it, stayed, quoting the text the sender took back.
+func TestRecallBetweenTheAnswerAndItsRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{})
+		answered, resume := make(chan struct{}), make(chan struct{})
+		testHookAnswered = func(*item) {
+			answered <- struct{}{}
+			<-resume
+		}
+		defer func() { testHookAnswered = nil }()
+		r := h.say(dm, "secret plan")
+		recalled := fmt.Sprintf("ev%d", msgSeq)
+		a.next(t)
+		a.release <- "you said: secret plan"
+		<-answered
+		h.recallOf(dm, recalled)
+		h.inboxOutcome(h.key(dm), "secret plan", stInterrupted, "recalled")
+		testHookAnswered = nil // set before the runner goes on
+		close(resume)
+		// The chat's next turn runs after the recalled one ended.
+		h.say(dm, "next")
+		a.next(t)
+		a.release <- "next answer"
+		h.chat.waitFor(t, "the next answer", has("next answer"))
+		if tr := transcript(t, h.k, r.Session.SessionID); strings.Contains(tr, "secret plan") || !strings.Contains(tr, "next answer") {
+			t.Fatalf("transcript after the recall: %q", tr)
+		}
+		if h.chat.count("secret plan") != 0 {
+			t.Fatalf("the recalled turn's answer was sent: %q", h.chat.texts())
+		}
+	})
+}

@@ -36,7 +36,7 @@ func newAPI(c *sdk.Context, cfg *Config) *api {
 type reply struct {
 	Status     int
 	JSON       bool
-	RetryAfter time.Duration // 429's Retry-After (0 when absent or malformed)
+	RetryAfter time.Duration // Retry-After, on any status (0 when absent or malformed)
 	Body       []byte
 
 	OK               bool   `json:"ok"`
@@ -80,11 +80,12 @@ func (a *api) call(method, token string, params any) (*reply, error) {
 	if r.OK && (!r.JSON || resp.Status != 200) {
 		r.OK = false
 	}
-	if resp.Status == 429 {
-		if v, ok := header(resp.Headers, "Retry-After"); ok {
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 && n < 1<<31 {
-				r.RetryAfter = time.Duration(n) * time.Second
-			}
+	// Slack sends Retry-After with a 429, and with an HTTP 200 {"ok":false,"error":"ratelimited"}
+	// too ("refer to the Retry-After header"): it is read whatever the status.
+	if v, ok := header(resp.Headers, "Retry-After"); ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 && n < 1<<31 {
+			// "Retry-After: 0" is "now": a second, as slack-go's retry handler waits at least.
+			r.RetryAfter = max(time.Duration(n)*time.Second, time.Second)
 		}
 	}
 	return r, nil

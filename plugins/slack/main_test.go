@@ -370,21 +370,36 @@ func TestSendErrors(t *testing.T) {
 			kind   string
 			code   string
 			posted bool
+			retry  time.Duration // the retry_after_ms wanted (-1: not checked)
 		}{
-			{"429", ptr(st.RateLimited(7)), msg, abi.SendRetryable, "rate_limited", false},
-			{"429 without a number", ptr(st.RateLimitedHeader("soon")), msg, abi.SendRetryable, "rate_limited", false},
-			{"channel_not_found", nil, abi.OutboundMessage{ChatID: "C0NOPE", Text: "x"}, abi.SendPermanent, "channel_not_found", false},
-			{"not_in_channel", nil, abi.OutboundMessage{ChatID: "C0OTHER", Text: "x"}, abi.SendPermanent, "not_in_channel", false},
-			{"thread_not_found", nil, abi.OutboundMessage{ChatID: general, ThreadID: "1700000000.999999", Text: "x"}, abi.SendPermanent, "thread_not_found", false},
-			{"invalid_auth", ptr(st.Error("invalid_auth")), msg, abi.SendPermanent, "invalid_auth", false},
-			{"503 before", ptr(st.ServerError(503)), msg, abi.SendUncertain, "server_error", false},
-			{"fatal_error", ptr(st.Error("fatal_error")), msg, abi.SendUncertain, "fatal_error", false},
-			{"service_unavailable", ptr(st.Error("service_unavailable")), msg, abi.SendRetryable, "service_unavailable", false},
+			{"429", ptr(st.RateLimited(7)), msg, abi.SendRetryable, "rate_limited", false, 7 * time.Second},
+			{"429 without a number", ptr(st.RateLimitedHeader("soon")), msg, abi.SendRetryable, "rate_limited", false, defaultRetryAfter},
+			{"429 Retry-After 0", ptr(st.RateLimitedHeader("0")), msg, abi.SendRetryable, "rate_limited", false, time.Second},
+			// Issue 29, item 3: an HTTP 200 "ratelimited" honours its Retry-After (it waited 30 s),
+			// and errors Slack documents as not executed are retryable at any status (a 503
+			// service_unavailable was uncertain: never retried, never answered).
+			{"200 ratelimited, Retry-After 1", ptr(st.RateLimited(1).WithStatus(200)), msg, abi.SendRetryable, "rate_limited", false, time.Second},
+			{"200 rate_limited", ptr(st.Error("rate_limited").WithRetryAfter(3)), msg, abi.SendRetryable, "rate_limited", false, 3 * time.Second},
+			{"503 service_unavailable", ptr(st.Error("service_unavailable").WithStatus(503)), msg, abi.SendRetryable, "service_unavailable", false, 0},
+			{"503 service_unavailable, Retry-After 2", ptr(st.Error("service_unavailable").WithStatus(503).WithRetryAfter(2)), msg, abi.SendRetryable, "service_unavailable", false, 2 * time.Second},
+			{"request_timeout", ptr(st.Error("request_timeout")), msg, abi.SendRetryable, "request_timeout", false, 0},
+			{"team_added_to_org", ptr(st.Error("team_added_to_org")), msg, abi.SendRetryable, "team_added_to_org", false, 0},
+			{"500 internal_error", ptr(st.Error("internal_error").WithStatus(500)), msg, abi.SendUncertain, "internal_error", false, -1},
+			{"502 with another error", ptr(st.Error("channel_not_found").WithStatus(502)), msg, abi.SendUncertain, "server_error", false, -1},
+			{"channel_not_found", nil, abi.OutboundMessage{ChatID: "C0NOPE", Text: "x"}, abi.SendPermanent, "channel_not_found", false, -1},
+			{"not_in_channel", nil, abi.OutboundMessage{ChatID: "C0OTHER", Text: "x"}, abi.SendPermanent, "not_in_channel", false, -1},
+			{"thread_not_found", nil, abi.OutboundMessage{ChatID: general, ThreadID: "1700000000.999999", Text: "x"}, abi.SendPermanent, "thread_not_found", false, -1},
+			{"invalid_auth", ptr(st.Error("invalid_auth")), msg, abi.SendPermanent, "invalid_auth", false, -1},
+			// Slack's front end answering without a Web API answer may have passed the request on.
+			{"503 before, HTML", ptr(st.ServerError(503)), msg, abi.SendUncertain, "server_error", false, -1},
+			{"fatal_error", ptr(st.Error("fatal_error")), msg, abi.SendUncertain, "fatal_error", false, -1},
+			{"service_unavailable", ptr(st.Error("service_unavailable")), msg, abi.SendRetryable, "service_unavailable", false, 0},
 			// Faults after the effect: posted, and the answer lost or unreadable.
-			{"posted, then 502", ptr(st.AfterEffect(st.ServerError(502))), msg, abi.SendUncertain, "server_error", true},
-			{"posted, then reset", ptr(st.AfterEffect(st.ConnectionReset())), msg, abi.SendUncertain, "uncertain", true},
-			{"posted, then truncated", ptr(st.AfterEffect(st.Truncated())), msg, abi.SendUncertain, "", true},
-			{"posted, then not JSON", ptr(st.AfterEffect(st.Malformed())), msg, abi.SendUncertain, "unreadable_answer", true},
+			{"posted, then 502", ptr(st.AfterEffect(st.ServerError(502))), msg, abi.SendUncertain, "server_error", true, -1},
+			{"posted, then reset", ptr(st.AfterEffect(st.ConnectionReset())), msg, abi.SendUncertain, "uncertain", true, -1},
+			{"posted, then truncated", ptr(st.AfterEffect(st.Truncated())), msg, abi.SendUncertain, "", true, -1},
+			{"posted, then not JSON", ptr(st.AfterEffect(st.Malformed())), msg, abi.SendUncertain, "unreadable_answer", true, -1},
+			{"posted, then internal_error", ptr(st.AfterEffect(st.Error("internal_error"))), msg, abi.SendUncertain, "internal_error", true, -1},
 		}
 		for _, c := range cases {
 			if c.fault != nil {
@@ -409,11 +424,31 @@ func TestSendErrors(t *testing.T) {
 			if strings.Contains(e.Message, st.DefaultBotToken) {
 				t.Errorf("%s: token leaked: %q", c.name, e.Message)
 			}
-			if c.name == "429" && e.RetryAfterMs != 7000 {
-				t.Errorf("429: retry_after_ms %d", e.RetryAfterMs)
+			if c.retry >= 0 && e.RetryAfterMs != c.retry.Milliseconds() {
+				t.Errorf("%s: retry_after_ms %d, want %d", c.name, e.RetryAfterMs, c.retry.Milliseconds())
 			}
-			if c.name == "429 without a number" && e.RetryAfterMs != defaultRetryAfter.Milliseconds() {
-				t.Errorf("429 without a number: retry_after_ms %d", e.RetryAfterMs)
+		}
+		// An edit is safe to repeat: a 200 "ratelimited" waits its Retry-After too, and any
+		// server trouble is retryable.
+		posted, err := h.Send("main", msg)
+		if err != nil || posted.Error != nil {
+			t.Fatalf("post: %+v %v", posted, err)
+		}
+		edit := abi.OutboundMessage{ChatID: general, Text: "edited", EditMessageID: posted.MessageIDs[0]}
+		for _, c := range []struct {
+			fault st.Fault
+			code  string
+			retry time.Duration
+		}{
+			{st.RateLimited(1).WithStatus(200), "rate_limited", time.Second},
+			{st.Error("service_unavailable").WithStatus(503), "service_unavailable", 0},
+			{st.Error("internal_error").WithStatus(500).WithRetryAfter(4), "server_error", 4 * time.Second},
+		} {
+			s.InjectFault("chat.update", c.fault)
+			res, err := h.Send("main", edit)
+			if err != nil || res.Error == nil || res.Error.Kind != abi.SendRetryable || res.Error.Code != c.code ||
+				res.Error.RetryAfterMs != c.retry.Milliseconds() {
+				t.Errorf("chat.update %v: %+v %v", c.fault, res, err)
 			}
 		}
 		if res, _ := h.Send("main", abi.OutboundMessage{ChatID: general, Text: "  "}); res.Error == nil || res.Error.Kind != abi.SendPermanent {

@@ -85,15 +85,31 @@ func postedTS(r *reply) string {
 	return m.TS
 }
 
+// What Slack's Web API errors say about the request (the table in RATIONALE.md, Slack).
+var (
+	// rateLimitErrors: refused for the rate; retry after Retry-After (HTTP 429, or an HTTP 200
+	// whose body says so, which Slack sends with Retry-After too).
+	rateLimitErrors = map[string]bool{"ratelimited": true, "rate_limited": true}
+	// notExecuted: Slack documents the method as not run (the service unavailable, the POST
+	// body missing or cut short, the workspace migrating): certainly not posted, retryable
+	// whatever the HTTP status that carries them.
+	notExecuted = map[string]bool{"service_unavailable": true, "request_timeout": true, "team_added_to_org": true}
+	// partlyExecuted: Slack says "some aspect of the operation may have succeeded": the message
+	// may be in the channel.
+	partlyExecuted = map[string]bool{"fatal_error": true, "internal_error": true}
+)
+
 // postFailure maps a failed chat.postMessage to a typed send failure, or returns nil on
-// success. Whatever may mean "posted" is SendUncertain:
+// success. Whatever may mean "posted" is SendUncertain (never resent; SPEC §2.6):
 //   - transport: uncertain (sent, no answer) and too_large (an answer came, too big to read)
 //     are uncertain; io and timeout (nothing sent) retryable; denied and bad_request permanent;
-//   - HTTP 429: retryable after Retry-After;
-//   - HTTP 5xx, or a 200 that is not a Web API answer: uncertain (Slack may have posted first);
-//   - ok:false: fatal_error and internal_error (Slack says part may have succeeded) uncertain;
-//     ratelimited, service_unavailable and request_timeout retryable; the rest permanent, with
-//     Slack's error code.
+//   - a Web API answer naming an error decides by the error, whatever the HTTP status:
+//     ratelimited and rate_limited (or a 429) retryable after Retry-After; service_unavailable,
+//     request_timeout and team_added_to_org retryable (after Retry-After if given);
+//     fatal_error and internal_error uncertain; any other error at a 5xx uncertain (the front
+//     end may have passed the request on); the rest permanent, with Slack's error code;
+//   - HTTP 5xx without a Web API answer, or a 200 that is not one: uncertain (Slack may have
+//     posted first); any other status without one permanent.
 func postFailure(r *reply, err error, token string) *abi.SendResult {
 	if err != nil {
 		e := abi.AsError(err)
@@ -110,8 +126,12 @@ func postFailure(r *reply, err error, token string) *abi.SendResult {
 	}
 	desc := scrub(r.describe(), token)
 	switch {
-	case r.Status == 429 || (r.JSON && (r.Error == "ratelimited" || r.Error == "rate_limited")):
+	case r.Status == 429 || (r.JSON && rateLimitErrors[r.Error]):
 		return rateLimited(r, desc)
+	case r.JSON && notExecuted[r.Error]:
+		return notRun(r, r.Error, desc)
+	case r.JSON && partlyExecuted[r.Error]:
+		return failed(abi.SendUncertain, r.Error, "chat.postMessage: "+desc+"; Slack says part of it may have succeeded")
 	case r.Status >= 500:
 		return failed(abi.SendUncertain, "server_error", "chat.postMessage: "+desc+"; the message may have been posted")
 	case r.Status == 200 && !r.JSON:
@@ -119,15 +139,11 @@ func postFailure(r *reply, err error, token string) *abi.SendResult {
 	case !r.JSON:
 		return failed(abi.SendPermanent, "http_"+strconv.Itoa(r.Status), desc)
 	}
-	switch r.Error {
-	case "fatal_error", "internal_error":
-		return failed(abi.SendUncertain, r.Error, "chat.postMessage: "+desc+"; Slack says part of it may have succeeded")
-	case "service_unavailable", "request_timeout":
-		return failed(abi.SendRetryable, r.Error, desc)
-	}
 	return failed(abi.SendPermanent, r.Error, desc)
 }
 
+// rateLimited is a retryable failure after the answer's Retry-After (defaultRetryAfter
+// without one).
 func rateLimited(r *reply, desc string) *abi.SendResult {
 	res := failed(abi.SendRetryable, "rate_limited", desc)
 	wait := r.RetryAfter
@@ -135,6 +151,14 @@ func rateLimited(r *reply, desc string) *abi.SendResult {
 		wait = defaultRetryAfter
 	}
 	res.Error.RetryAfterMs = wait.Milliseconds()
+	return res
+}
+
+// notRun is a retryable failure of a request Slack did not execute: after Retry-After when
+// Slack gave one, else after the host's back-off.
+func notRun(r *reply, code, desc string) *abi.SendResult {
+	res := failed(abi.SendRetryable, code, desc)
+	res.Error.RetryAfterMs = r.RetryAfter.Milliseconds()
 	return res
 }
 
@@ -153,11 +177,12 @@ func idempotentFailure(method string, r *reply, err error, token string) *abi.Se
 	}
 	desc := method + ": " + scrub(r.describe(), token)
 	switch {
-	case r.Status == 429 || r.Error == "ratelimited":
+	case r.Status == 429 || (r.JSON && rateLimitErrors[r.Error]):
 		return rateLimited(r, desc)
-	case r.Status >= 500 || !r.JSON || r.Error == "fatal_error" || r.Error == "internal_error" ||
-		r.Error == "service_unavailable" || r.Error == "request_timeout":
-		return failed(abi.SendRetryable, "server_error", desc)
+	case r.JSON && notExecuted[r.Error]:
+		return notRun(r, r.Error, desc)
+	case r.Status >= 500 || !r.JSON || partlyExecuted[r.Error]:
+		return notRun(r, "server_error", desc)
 	}
 	return failed(abi.SendPermanent, r.Error, desc)
 }

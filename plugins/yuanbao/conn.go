@@ -56,7 +56,10 @@ const (
 	openWithin     = 10 * time.Second
 	backoffFirst   = time.Second // reconnect back-off: 1 s, 2 s, 4 s … 60 s
 	backoffMax     = 60 * time.Second
-	stoppedRecheck = time.Minute // a stopped profile's poll comes back this often
+	stoppedRecheck = time.Minute // a profile with an invalid configuration is polled this often
+	// haltRecheck is how often a profile stopped by a permanent close looks for the reload or
+	// restart that lifts the stop (one kv read): the operator's reload takes effect at once.
+	haltRecheck    = time.Second
 	typingEvery    = 2 * time.Second
 	typingAtMost   = 2 * time.Minute // a turn without an answer stops "typing" after this long
 	maxPollWait    = 25 * time.Second
@@ -231,6 +234,9 @@ func (s *session) stop(code int, reason string) {
 	st := s.st
 	st.Conn, st.Bound, st.ConnectID, st.PingID, st.Acks = "", false, "", "", nil
 	st.Halt = &halt{Code: code, Reason: reason, At: s.now().UnixMilli()}
+	// The credentials or the bot may be the cause: the connect after the operator's reload signs
+	// a new token.
+	forgetToken(s.c)
 	s.c.Log(abi.LevelError, "Yuanbao closed the connection for good; not reconnecting until the plugin is reloaded or hermes-host restarts",
 		"close_code", strconv.Itoa(code), "reason", reason)
 }
@@ -252,8 +258,8 @@ func (s *session) connect(deadline time.Time) {
 		s.c.WSClose(st.Conn, 1000, "unbound")
 		st.Conn = ""
 	}
-	// The first connect may use a cached token; every reconnect signs a new one.
-	tok, err := getToken(s.c, s.cfg, st.Attempt > 0 || st.Binds > 0)
+	// The cached token, until it is about to expire (getToken).
+	tok, err := getToken(s.c, s.cfg)
 	if err != nil {
 		s.drop(scrubError(s.cfg, err))
 		return
@@ -319,6 +325,8 @@ func (s *session) connect(deadline time.Time) {
 			case err != nil:
 				s.drop("AUTH_BIND answer: " + err.Error())
 			case rep.Code != 0 || fr.Head.Status != 0:
+				// The token may be what Yuanbao refused (revoked, expired early): sign anew.
+				forgetToken(s.c)
 				s.drop(fmt.Sprintf("AUTH_BIND refused: code %d status %d: %s", rep.Code, fr.Head.Status, rep.Message))
 			case rep.ConnectID == "":
 				s.drop("AUTH_BIND answered without a connect_id")

@@ -79,7 +79,7 @@ func configure(c *sdk.Context) ([]string, error) {
 	if now, err := c.Now(); err == nil {
 		c.KVSet(resumeKey, []byte(strconv.FormatInt(now.UnixMilli(), 10)))
 	}
-	_, err = getToken(c, cfg, false)
+	_, err = getToken(c, cfg)
 	var se *signError
 	switch {
 	case err == nil:

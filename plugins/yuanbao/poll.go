@@ -55,7 +55,7 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	res.Events = s.returned
 	res.Status = s.status()
 	if st.Halt != nil {
-		res.BackoffMs = stoppedRecheck.Milliseconds()
+		res.BackoffMs = haltRecheck.Milliseconds()
 	}
 	return res, nil
 }
@@ -98,7 +98,11 @@ func (s *session) run(deadline time.Time, res *abi.PollResult) {
 				budget = b
 			}
 			s.connect(budget)
-			s.timers()
+			if st.Bound {
+				// Bound: return, so that the host shows the profile connected now rather than
+				// at the end of this poll's wait (the next poll follows at once).
+				return
+			}
 			continue
 		}
 		next := s.nextTimer()

@@ -133,21 +133,22 @@ func fetchToken(c *sdk.Context, cfg *Config) (*token, error) {
 }
 
 // getToken returns the cached token when it is valid for this configuration and not about to
-// expire, and signs a new one otherwise (always, with force: every reconnect re-signs).
-func getToken(c *sdk.Context, cfg *Config, force bool) (*token, error) {
+// expire, and signs a new one otherwise. A reconnect presents the cached token too, as Yuanbao's
+// public clients do: sign-token is rate limited, and a bot whose socket drops every few seconds
+// would otherwise sign as often. A token Yuanbao stops accepting is forgotten (forgetToken) and
+// the next connect signs again.
+func getToken(c *sdk.Context, cfg *Config) (*token, error) {
 	now, err := c.Now()
 	if err != nil {
 		return nil, err
 	}
-	if !force {
-		if raw, found, err := c.KVGet(tokenKey); err != nil {
-			return nil, err
-		} else if found {
-			var t token
-			if json.Unmarshal(raw, &t) == nil && t.Config == cfg.digest() && t.Token != "" &&
-				time.UnixMilli(t.Expires).Sub(now) > tokenMargin {
-				return &t, nil
-			}
+	if raw, found, err := c.KVGet(tokenKey); err != nil {
+		return nil, err
+	} else if found {
+		var t token
+		if json.Unmarshal(raw, &t) == nil && t.Config == cfg.digest() && t.Token != "" &&
+			time.UnixMilli(t.Expires).Sub(now) > tokenMargin {
+			return &t, nil
 		}
 	}
 	t, err := fetchToken(c, cfg)
@@ -159,6 +160,14 @@ func getToken(c *sdk.Context, cfg *Config, force bool) (*token, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// forgetToken drops the cached token (AUTH_BIND refused it, or Yuanbao closed the connection for
+// good): the next connect signs a new one.
+func forgetToken(c *sdk.Context) {
+	if err := c.KVDelete(tokenKey); err != nil {
+		c.Log(abi.LevelWarn, "could not forget the sign-token", "error", err.Error())
+	}
 }
 
 func clip(s string, n int) string {
