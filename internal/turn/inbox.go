@@ -81,17 +81,18 @@ type inboxRow struct {
 
 // itemOf rebuilds the queued turn of an open row.
 func (e *Engine) itemOf(r inboxRow) *item {
-	it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text},
-		msgIDs: []string{r.src.MessageID}}
+	en := entry{id: r.id, text: r.text, msgID: r.src.MessageID}
+	it := &item{kind: r.kind, plugin: r.plugin, profile: r.profile, src: r.src}
 	if r.kind == kindNotification {
-		n := agent.Notice{Message: r.text} // a row queued by an older version holds text only
+		en.notice = agent.Notice{Message: r.text} // a row queued by an older version holds text only
 		if r.notice != nil {
-			n = *r.notice
+			en.notice = *r.notice
 		}
-		it.stamps, it.events, it.notices = []session.Stamp{r.stamp}, []string{r.eventID}, []agent.Notice{n}
+		en.stamp, en.event = r.stamp, r.eventID
 	} else {
 		it.cmd, it.arg = e.parseCommand(r.text)
 	}
+	it.entries = []entry{en}
 	return it
 }
 

@@ -167,7 +167,7 @@ func (e *Engine) retry(ctx context.Context, c process.Claimed, why string) {
 // /stop or /new during it cancels it; compression does not). Whatever becomes of it is recorded
 // with the inbox row in one transaction: the answer, or the drop with its ledger record.
 func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
-	st := it.stamps[0]
+	st := it.entries[0].stamp
 	var v session.Verdict
 	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
 		v = b.Classify(st)
@@ -202,9 +202,10 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 	}
 	src := st.Route
 	src.MessageID = "" // never quote a stale message
-	record := agent.DescribeAll(it.notices)
+	notices := it.notices()
+	record := agent.DescribeAll(notices)
 	rep, err := e.agent.Turn(ctx, &agent.Turn{
-		Key: key, SessionID: v.SessionID, Source: src, Text: record, Notices: it.notices, Synthetic: true,
+		Key: key, SessionID: v.SessionID, Source: src, Text: record, Notices: notices, Synthetic: true,
 		History: e.history(ctx, v.SessionID, nil), Tools: e.tools(ctx, it, key, st, true),
 		Model: e.sessionModel(ctx, v.SessionID),
 	})
@@ -212,13 +213,13 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 		return
 	}
 	msg := delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key, Target: outbound(src), Kind: delivery.KindNotification,
-		Guard: delivery.GuardWork, Stamp: st, Generation: v.Generation, Origin: "notify:" + it.ids[0]}
+		Guard: delivery.GuardWork, Stamp: st, Generation: v.Generation, Origin: "notify:" + it.first()}
 	state, outcome := stDone, ""
 	if err != nil {
 		// The job's result must not be lost with the model: the plain notice goes out instead,
 		// once, saying why; the transcript records it as a notification (program output).
 		e.log.Warn("notification turn: the model failed; sending the plain notice", "key", key, "error", err)
-		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), agent.Summarize(it.notices))
+		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), agent.Summarize(notices))
 		msg.Transcript, msg.TranscriptRole = true, agent.RoleNotification
 		state, outcome = stFailed, "model failed ("+err.Error()+"); plain notice"
 	} else {
@@ -227,8 +228,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 			e.end(key, it, stDropped, "the agent gave no answer to the notification", nil, stRunning)
 			return
 		}
-		turnID := it.ids[len(it.ids)-1]
-		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: it.notices}}, turnMessages(rep)...), rep.Usage)
+		e.record(ctx, key, v.SessionID, it.last(), append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: notices}}, turnMessages(rep)...), rep.Usage)
 		defer e.afterTurn(ctx, key, it, rep) // between this turn and the chat's next one
 	}
 	msg.Parts, _ = e.capParts(it.plugin, msg.Text)

@@ -221,12 +221,12 @@ func TestScenario19Batching(t *testing.T) {
 	h.spawn(dm, "echo job-one", true)
 	h.spawn(dm, "echo job-two", true)
 	for i := 0; i < 400; i++ { // both notifications queued behind the foreground turn
-		h.e.mu.Lock()
+		h.e.queues.mu.Lock()
 		n := 0
-		if kq := h.e.keys[h.key(dm)]; kq != nil && len(kq.items) == 1 {
-			n = len(kq.items[0].stamps)
+		if kq := h.e.queues.keys[h.key(dm)]; kq != nil && len(kq.items) == 1 {
+			n = len(kq.items[0].entries)
 		}
-		h.e.mu.Unlock()
+		h.e.queues.mu.Unlock()
 		if n == 2 {
 			break
 		}

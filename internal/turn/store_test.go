@@ -112,8 +112,8 @@ func TestNoticeRoundTrip(t *testing.T) {
 		if err != nil || len(open) != 1 {
 			t.Fatalf("open %+v, %v", open, err)
 		}
-		if it := e.itemOf(open[0]); len(it.notices) != 1 || !reflect.DeepEqual(it.notices[0], n) {
-			t.Fatalf("notice back %+v, want %+v", it.notices, n)
+		if it := e.itemOf(open[0]); len(it.entries) != 1 || !reflect.DeepEqual(it.entries[0].notice, n) {
+			t.Fatalf("notice back %+v, want %+v", it.notices(), n)
 		}
 	})
 }
