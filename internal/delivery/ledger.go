@@ -106,6 +106,13 @@ type Message struct {
 	// streamed answer whose outcome is unknown, which this message completes, or the message
 	// /last sends again (Last).
 	Link string
+	// About, when set, is the subject the message is about, as withdrawn with store.Tx.Withdraw
+	// (a process's notice is about the process: process.Subject). A part not sent by the time
+	// its subject is withdrawn is dropped instead ("suppressed: " and the withdrawal's reason).
+	// The check is in the compare-and-set that claims the part for its send, inside the key's
+	// boundary, right before the plugin's send: a withdrawal committed before the claim drops
+	// the part, and one after it finds the part sent or being sent.
+	About string
 }
 
 // Row is one ledger entry (one part of a message).
@@ -128,7 +135,8 @@ type Row struct {
 	MessageIDs  []string            `json:"message_ids,omitempty"`
 	SessionID   string              `json:"session_id,omitempty"` // where it was delivered
 	Origin      string              `json:"origin,omitempty"`
-	Link        string              `json:"link,omitempty"` // see Message.Link
+	Link        string              `json:"link,omitempty"`  // see Message.Link
+	About       string              `json:"about,omitempty"` // see Message.About
 	CreatedAt   time.Time           `json:"created_at"`
 	UpdatedAt   time.Time           `json:"updated_at"`
 	NextAttempt time.Time           `json:"next_attempt,omitempty"`
@@ -198,6 +206,11 @@ CREATE TABLE chat_migrations (
 	// written before get both at Open (backfill).
 	`ALTER TABLE deliveries ADD COLUMN chat_id TEXT NOT NULL DEFAULT '';
 CREATE INDEX deliveries_chat ON deliveries (plugin, profile, chat_id, state);`,
+	// The subject a message is about (Message.About; '' for none). An open row written before
+	// was a process's notice when its origin is the process id (proc_…), which is the process's
+	// subject (process.Subject).
+	`ALTER TABLE deliveries ADD COLUMN about TEXT NOT NULL DEFAULT '';
+UPDATE deliveries SET about = origin WHERE state IN ('pending', 'sending') AND substr(origin, 1, 5) = 'proc_';`,
 }
 
 // Transport sends messages through the platform plugins.
@@ -235,10 +248,6 @@ type Options struct {
 	Lanes int
 	// Observer, if set, is called after every state change (tests and metrics).
 	Observer func(Row)
-	// Suppressed, if set, is asked inside the boundary right before a send whether the message
-	// is no longer wanted (a process notice whose result the agent already read); it answers
-	// with the reason. Such a message is dropped.
-	Suppressed func(ctx context.Context, origin string) (bool, string)
 	// Sweep, when several hosts share one database, is how often this one takes over the
 	// deliveries a host that died left: its interrupted sends and its lanes' pending rows
 	// (sweep). 0 (one host) turns the sweeper off.
@@ -370,7 +379,7 @@ func (l *Ledger) backfill(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	return store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+	return store.Update(ctx, l.db, store.PathLedger, func(tx *store.Tx) error {
 		for _, f := range fills {
 			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET chat_id = ?, lane = session_key WHERE id = ?`, f.chat, f.id); err != nil {
 				return err
@@ -404,7 +413,7 @@ func (l *Ledger) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 }
 
 // exec runs a prepared statement (inside tx when tx is not nil).
-func (l *Ledger) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+func (l *Ledger) exec(ctx context.Context, tx *store.Tx, q string, args ...any) (sql.Result, error) {
 	s, err := l.stmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -438,7 +447,25 @@ func chatKey(plugin, profile, chatID string) string {
 // Enqueue splits m by the plugin's message limit and records the parts as pending, in one
 // transaction, then wakes the chat's lane. It returns the message's group id.
 func (l *Ledger) Enqueue(ctx context.Context, m Message) (string, error) {
-	return l.standalone(ctx, func(t *Tx) (string, error) { return t.Enqueue(ctx, m) })
+	return l.insert(ctx, nil, m, l.parts(m), Pending, "", time.Time{})
+}
+
+// EnqueueTx is Enqueue inside the unit of work tx, so that a message commits together with the
+// state change that produced it (an inbox row marked done, a process event acknowledged, a /new
+// that cancels queued work). Its lane wakes once tx committed.
+func (l *Ledger) EnqueueTx(ctx context.Context, tx *store.Tx, m Message) (string, error) {
+	return l.insert(ctx, tx, m, l.parts(m), Pending, "", time.Time{})
+}
+
+// parts is m's parts: as the caller split them, or split by the plugin's limit.
+func (l *Ledger) parts(m Message) []string {
+	if len(m.Parts) > 0 {
+		return m.Parts
+	}
+	if m.Target.Action != "" {
+		return []string{m.Text}
+	}
+	return l.Split(m.Plugin, m.Text)
 }
 
 // Split cuts text into the parts Enqueue would send through plugin (by its message limit).
@@ -452,84 +479,28 @@ func (l *Ledger) Split(plugin, text string) []string {
 // Record writes m straight to a final state (Dropped with reason, typically): a notification
 // classified stale at pickup is recorded, never silently discarded.
 func (l *Ledger) Record(ctx context.Context, m Message, state State, reason string) (string, error) {
-	return l.standalone(ctx, func(t *Tx) (string, error) { return t.Record(ctx, m, state, reason) })
+	return l.insert(ctx, nil, m, []string{m.Text}, state, reason, time.Time{})
 }
 
-// standalone runs one write in its own transaction (or, for a single statement, none: one
-// statement is atomic on its own) and publishes it.
-func (l *Ledger) standalone(ctx context.Context, fn func(t *Tx) (string, error)) (string, error) {
-	t := &Tx{l: l}
-	group, err := fn(t)
-	if err != nil {
-		return "", err
-	}
-	t.Committed()
-	return group, nil
-}
-
-// Tx records ledger rows inside a caller's transaction, so that a message, or the record of a
-// drop, commits together with the state change that produced it (an inbox row marked done, a
-// process event acknowledged, a /new that cancels queued work). Nothing is sent or observed
-// until Committed is called after the commit.
-type Tx struct {
-	l    *Ledger
-	tx   *sql.Tx // nil: standalone writes (see Ledger.standalone)
-	rows []Row
-}
-
-// In returns a Tx writing inside tx.
-func (l *Ledger) In(tx *sql.Tx) *Tx { return &Tx{l: l, tx: tx} }
-
-// Update runs fn in one transaction and, once it committed, publishes the ledger rows fn wrote
-// (the lanes wake, observers and waiters hear of them). An error from fn rolls everything back.
-func (l *Ledger) Update(ctx context.Context, fn func(t *Tx) error) error {
-	var t *Tx
-	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
-		t = l.In(tx)
-		return fn(t)
-	})
-	store.Report(l.db, store.PathLedger, err)
-	if err != nil {
-		return err
-	}
-	t.Committed()
-	return nil
-}
-
-// SQL is the caller's transaction, for the state change that goes with the ledger rows.
-func (t *Tx) SQL() *sql.Tx { return t.tx }
-
-// Enqueue is Ledger.Enqueue inside the transaction.
-func (t *Tx) Enqueue(ctx context.Context, m Message) (string, error) {
-	parts := m.Parts
-	if len(parts) == 0 {
-		parts = []string{m.Text}
-		if m.Target.Action == "" {
-			parts = t.l.Split(m.Plugin, m.Text)
-		}
-	}
-	return t.insert(ctx, m, parts, Pending, "", time.Time{})
+// RecordTx is Record inside the unit of work tx (the drop of a notification commits with the
+// acknowledgement of its process event, or with the /new that cancels it).
+func (l *Ledger) RecordTx(ctx context.Context, tx *store.Tx, m Message, state State, reason string) (string, error) {
+	return l.insert(ctx, tx, m, []string{m.Text}, state, reason, time.Time{})
 }
 
 // insertDue is Enqueue of m's parts, due at due.
-func (t *Tx) insertDue(ctx context.Context, m Message, parts []string, due time.Time) (string, error) {
-	return t.insert(ctx, m, parts, Pending, "", due)
+func (l *Ledger) insertDue(ctx context.Context, m Message, parts []string, due time.Time) (string, error) {
+	return l.insert(ctx, nil, m, parts, Pending, "", due)
 }
 
-// Record is Ledger.Record inside the transaction.
-func (t *Tx) Record(ctx context.Context, m Message, state State, reason string) (string, error) {
-	return t.insert(ctx, m, []string{m.Text}, state, reason, time.Time{})
-}
-
-// Committed publishes the rows written through t: pending ones wake their lane, final ones
-// release waiters. Call it once, after the transaction committed.
-func (t *Tx) Committed() {
-	l := t.l
-	for _, r := range t.rows {
+// publish makes rows written and committed known: observers hear of each, pending ones wake
+// their lane, final ones release the waiters of their message.
+func (l *Ledger) publish(rows []Row) {
+	for _, r := range rows {
 		l.observe(r)
 	}
 	woken := map[string]bool{}
-	for _, r := range t.rows {
+	for _, r := range rows {
 		switch {
 		case r.State == Pending && !woken[laneID(r)]:
 			woken[laneID(r)] = true
@@ -538,11 +509,11 @@ func (t *Tx) Committed() {
 			l.finish(r)
 		}
 	}
-	t.rows = nil
 }
 
-func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State, reason string, due time.Time) (string, error) {
-	l := t.l
+// insert records m's parts in state, inside tx (published once it commits), or, with tx nil,
+// on its own (one statement, or one transaction for several parts) and published at once.
+func (l *Ledger) insert(ctx context.Context, tx *store.Tx, m Message, parts []string, state State, reason string, due time.Time) (string, error) {
 	if m.Target.ChatID == "" {
 		return "", fmt.Errorf("delivery: message has no chat id")
 	}
@@ -568,7 +539,7 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 		nextAt = due.UnixMilli()
 	}
 	var rows []Row
-	write := func(tx *sql.Tx) error {
+	write := func(tx *store.Tx) error {
 		rows = rows[:0]
 		for i, text := range parts {
 			id := group
@@ -594,37 +565,41 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 			if _, err := l.exec(ctx, tx, qInsert,
 				id, group, i+1, len(parts), m.Plugin, m.Profile, m.Key, m.Target.ChatID,
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
-				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed, m.Link, nextAt); err != nil {
+				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed, m.Link, nextAt, m.About); err != nil {
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: tg, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, Link: m.Link, NextAttempt: due, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed,
-				stored: stored{state, 0}})
+				State: state, Reason: reason, Origin: m.Origin, Link: m.Link, About: m.About, NextAttempt: due, CreatedAt: now, UpdatedAt: now,
+				transcript: transcript, tRole: m.TranscriptRole, seed: seed, stored: stored{state, 0}})
 		}
 		return nil
 	}
 	var err error
 	switch {
-	case t.tx != nil:
-		err = write(t.tx)
+	case tx != nil:
+		if err = write(tx); err == nil {
+			tx.AfterCommit(func() { l.publish(rows) })
+		}
 	case len(parts) == 1:
 		err = write(nil) // one statement is atomic on its own
 	default:
-		err = store.WithTx(ctx, l.db, write) // all parts or none
+		err = store.Update(ctx, l.db, store.PathLedger, write) // all parts or none
 	}
 	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		return "", fmt.Errorf("delivery: record: %w", err)
 	}
-	t.rows = append(t.rows, rows...)
+	if tx == nil {
+		l.publish(rows)
+	}
 	return group, nil
 }
 
 const (
 	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane, chat_id,
-		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed, link, next_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed, link, next_at, about)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qNextDue is the lane's next row to send. SQLite is told to use the lane index (its
 	// planner would otherwise pick the partial deliveries_open index and sort); PostgreSQL has
 	// no INDEXED BY, and plans it from statistics (nextDueQuery drops the clause).
@@ -638,6 +613,10 @@ const (
 	qSettle = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
 	qRetry  = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, next_at = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
 )
+
+// qClaimAbout is qClaim of a message about a subject (Message.About): it claims the row only
+// while the subject has not been withdrawn, in the one statement.
+var qClaimAbout = qClaim + ` AND ` + store.NotWithdrawn("?")
 
 // Wait blocks until every part of group is final (or ctx ends) and returns the last part's row.
 func (l *Ledger) Wait(ctx context.Context, group string) (Row, error) {
@@ -788,7 +767,7 @@ func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, er
 }
 
 const rowColumns = `id, grp, part, parts, plugin, profile, session_key, target, kind, guard, stamp, generation,
-	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed, link`
+	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed, link, about`
 
 func queryRows(ctx context.Context, db *sql.DB, tail string, args ...any) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+rowColumns+` FROM deliveries `+tail, args...)
@@ -817,7 +796,7 @@ func scanRow(s scanner) (Row, error) {
 		created, updated, nextAt  int64
 	)
 	if err := s.Scan(&r.ID, &r.Group, &r.Part, &r.Parts, &r.Plugin, &r.Profile, &r.Key, &target, &r.Kind, &guard, &stamp,
-		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed, &r.Link); err != nil {
+		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed, &r.Link, &r.About); err != nil {
 		return r, err
 	}
 	r.Guard, r.State = GuardMode(guard), State(state)

@@ -443,12 +443,6 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			l.retryUnverifiable(ctx, ln, r, v)
 			return nil
 		}
-		if l.opt.Suppressed != nil && r.Origin != "" {
-			if skip, why := l.opt.Suppressed(b.Context(), r.Origin); skip {
-				l.settle(ctx, r, Dropped, "suppressed: "+why, nil, "")
-				return nil
-			}
-		}
 		// The check and the send are in this one critical section: no transition of this key
 		// can happen between them.
 		// On a shared database the boundary is a PostgreSQL lock held by a connection: make
@@ -458,7 +452,7 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		}
 		r.Attempts++
 		if claimed, err := l.claim(b.Context(), &r); err != nil || !claimed {
-			return err // !claimed: another sender (another host on a shared database) took it
+			return err // !claimed: dropped as withdrawn, or another sender (another host on a shared database) took it
 		}
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
 		if err == nil && (res.Error == nil || res.Error.Kind != abi.SendUncertain && res.Error.Code != abi.SendNotConnected) {
@@ -600,7 +594,7 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Duration, block bool, why string) bool {
 	next := l.opt.Now().Add(wait)
 	var ok bool
-	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+	err := store.Update(ctx, l.db, store.PathLedger, func(tx *store.Tx) error {
 		res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
 			string(r.stored.state), r.stored.attempts)
 		if err != nil {
@@ -626,7 +620,6 @@ func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Durati
 			next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
 		return err
 	})
-	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
 		return false
@@ -664,17 +657,44 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 // reports false, changing nothing, when r is no longer as this lane read it: with several hosts
 // on one database another host's lane may have sent it since. The boundary makes the claim and
 // the send one critical section, so a row is sent at most once.
+//
+// A row about a subject (Message.About) is claimed only while its subject has not been
+// withdrawn, in the same statement; one whose subject was withdrawn is dropped instead, with
+// the withdrawal's reason, and claim reports false.
 func (l *Ledger) claim(ctx context.Context, r *Row) (bool, error) {
-	res, err := l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts)
+	var (
+		res sql.Result
+		err error
+	)
+	if r.About == "" {
+		res, err = l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts)
+	} else {
+		res, err = l.exec(ctx, nil, qClaimAbout, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts, r.About)
+	}
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		if err == nil && r.About != "" {
+			err = l.dropWithdrawn(ctx, *r)
+		}
 		return false, err
 	}
 	r.State, r.Reason, r.stored = Sending, "", stored{Sending, r.Attempts}
 	l.observe(*r)
 	return true, nil
+}
+
+// dropWithdrawn drops r (which claim did not take) if its subject was withdrawn; if not, the
+// row changed under this host and is left to whoever changed it.
+func (l *Ledger) dropWithdrawn(ctx context.Context, r Row) error {
+	why, ok, err := store.Withdrawn(ctx, l.db, r.About)
+	if err != nil || !ok {
+		return err
+	}
+	r.Attempts = r.stored.attempts // not an attempt: nothing was tried
+	l.settle(ctx, r, Dropped, "suppressed: "+why, nil, "")
+	return nil
 }
 
 // applied reports whether a compare-and-set write of one row applied. When it did not, the row
@@ -765,7 +785,7 @@ func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, ol
 	ctx = context.WithoutCancel(ctx)
 	oldChat := chatKey(plugin, profile, old)
 	var lanes []string // the lanes of the rows moved: due at once now
-	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+	err := store.Update(ctx, l.db, store.PathLedger, func(tx *store.Tx) error {
 		lanes = lanes[:0]
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)
 			ON CONFLICT (plugin, profile, chat_id) DO UPDATE SET new_chat_id = excluded.new_chat_id`,

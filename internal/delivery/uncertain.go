@@ -84,12 +84,9 @@ func (l *Ledger) oweNotice(ctx context.Context, r Row, n chatNotice) {
 	if n == noticeUncertain {
 		due = due.Add(l.opt.UncertainDelay)
 	}
-	tx := &Tx{l: l}
-	if _, err := tx.insertDue(ctx, m, []string{n.text}, due); err != nil {
+	if _, err := l.insertDue(ctx, m, []string{n.text}, due); err != nil {
 		l.log.Error("delivery: queueing a notice about a message failed", "id", r.ID, "notice", n.text, "error", err)
-		return
 	}
-	tx.Committed()
 }
 
 // answered notes that plugin's profile gave a certain answer to a send now.

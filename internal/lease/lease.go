@@ -187,11 +187,11 @@ func (m *Manager) Delete(ctx context.Context, name string, fence int64) error {
 	return nil
 }
 
-// Fence returns lease name's current fence inside tx, and whether this holder holds it under
-// that fence and it has not expired. Work done under a lease can check it in the transaction
-// that records the work (on PostgreSQL under SERIALIZABLE, as store.WithTx runs it, a concurrent
-// takeover then makes one of the two transactions fail).
-func (m *Manager) Fence(ctx context.Context, tx *sql.Tx, name string) (fence int64, held bool, err error) {
+// Fence returns lease name's current fence inside the unit of work tx, and whether this holder
+// holds it under that fence and it has not expired. Work done under a lease can check it in the
+// transaction that records the work (on PostgreSQL under SERIALIZABLE, as store.Update runs it,
+// a concurrent takeover then makes one of the two transactions fail).
+func (m *Manager) Fence(ctx context.Context, tx *store.Tx, name string) (fence int64, held bool, err error) {
 	var holder string
 	var expires int64
 	err = tx.QueryRowContext(ctx, `SELECT holder, expires_at, fence FROM leases WHERE name = ?`, name).Scan(&holder, &expires, &fence)

@@ -68,6 +68,22 @@ var migrations = []string{
 	`ALTER TABLE processes ADD COLUMN host TEXT NOT NULL DEFAULT '';
 	CREATE INDEX processes_host ON processes(host, state);
 	CREATE UNIQUE INDEX process_events_one_correction ON process_events(proc_id) WHERE kind = 'correction';`,
+	// A result the agent read withdraws its process's subject (Subject): the notices about it
+	// still waiting in the ledger are moot. The processes read before this version.
+	`INSERT INTO store_withdrawals (subject, reason, at)
+	SELECT id, 'the agent already read the result of ' || id, updated_at FROM processes WHERE consumed = 1
+	ON CONFLICT (subject) DO NOTHING;`,
+}
+
+// Subject is the subject of process id's notices in the ledger (delivery.Message.About). The
+// registry withdraws it (store.Tx.Withdraw) in the transaction that records that the agent has
+// read the result (Wait, Log after the end, Kill without a notice), so a notice about the
+// process that is not sent by then is dropped instead of sent.
+func Subject(id string) string { return id }
+
+// withdraw withdraws id's subject inside tx: the agent has read its result.
+func withdraw(ctx context.Context, tx *stmtTx, id string, now time.Time) error {
+	return tx.tx.Withdraw(ctx, Subject(id), "the agent already read the result of "+id, now.UnixMilli())
 }
 
 // Migrate creates or upgrades this package's tables. New and the CLI helpers call it; it is
@@ -170,12 +186,12 @@ func writeRow(ctx context.Context, tx *stmtTx, in *Info, from string, now time.T
 // writes of a checkpoint, parsing the SQL is most of the cost. With a stmtCache the statements
 // are prepared once per connection for the life of the cache, not once per transaction.
 type stmtTx struct {
-	tx    *sql.Tx
+	tx    *store.Tx
 	cache *stmtCache // may be nil
 	stmts map[string]*sql.Stmt
 }
 
-func newStmtTx(tx *sql.Tx) *stmtTx { return &stmtTx{tx: tx, stmts: map[string]*sql.Stmt{}} }
+func newStmtTx(tx *store.Tx) *stmtTx { return &stmtTx{tx: tx, stmts: map[string]*sql.Stmt{}} }
 
 func (s *stmtTx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	st, ok := s.stmts[query]

@@ -138,9 +138,9 @@ func (q *Queue) Ack(ctx context.Context, seq int64, token, outcome string) error
 	return q.finishClaim(ctx, q.db, seq, token, qDone, outcome, 0)
 }
 
-// AckTx is Ack inside the caller's transaction: the event is done exactly when what the caller
+// AckTx is Ack inside the caller's unit of work: the event is done exactly when what the caller
 // wrote in tx (a ledger row, a queued notification turn, the record of a drop) commits.
-func (q *Queue) AckTx(ctx context.Context, tx *sql.Tx, seq int64, token, outcome string) error {
+func (q *Queue) AckTx(ctx context.Context, tx *store.Tx, seq int64, token, outcome string) error {
 	return q.finishClaim(ctx, tx, seq, token, qDone, outcome, 0)
 }
 
@@ -153,7 +153,7 @@ func (q *Queue) Release(ctx context.Context, seq int64, token string, retryAfter
 	return err
 }
 
-// execQuerier is a *sql.DB or a *sql.Tx.
+// execQuerier is a *sql.DB or a *store.Tx.
 type execQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -61,7 +61,7 @@ func (r *Registry) TakeOver(ctx context.Context, dead string) (int, error) {
 	}
 	now := r.now()
 	var n int
-	err := store.WithTx(ctx, r.db, func(sqlTx *sql.Tx) error {
+	err := store.Update(ctx, r.db, store.PathProcesses, func(sqlTx *store.Tx) error {
 		n = 0
 		rows, err := sqlTx.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE host = ? AND state IN (?, ?)`,
 			dead, string(StateStarting), string(StateRunning))

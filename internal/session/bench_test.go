@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -124,7 +123,7 @@ func buildBig(b *testing.B) string {
 		k.Close()
 		start := time.Now()
 		now := time.Now()
-		bigErr = store.WithTx(ctx, db, func(tx *sql.Tx) error {
+		bigErr = store.Update(ctx, db, store.PathSessions, func(tx *store.Tx) error {
 			ins, err := tx.PrepareContext(ctx, `INSERT INTO sessions (id, session_key, created_by, started_at, origin) VALUES (?, ?, 'new', ?, ?)`)
 			if err != nil {
 				return err

@@ -495,11 +495,11 @@ func (b *Boundary) load() (routeState, error) {
 	return st, nil
 }
 
-// tx runs fn in one SQLite transaction. On any error the key's cache entry is dropped, so the
-// next reader under the lock goes to the store.
-func (b *Boundary) tx(fn func(tx *sql.Tx) error) error {
-	err := store.WithTx(b.ctx, b.k.db, fn)
-	store.Report(b.k.db, store.PathSessions, err)
+// tx runs fn in one unit of work (store.Update: what other packages wrote in it through the
+// same *store.Tx commits with it, and their after-commit work runs once it did). On any error
+// the key's cache entry is dropped, so the next reader under the lock goes to the store.
+func (b *Boundary) tx(fn func(tx *store.Tx) error) error {
+	err := store.Update(b.ctx, b.k.db, store.PathSessions, fn)
 	if err != nil {
 		b.k.cache.drop(b.key)
 	}
@@ -538,7 +538,7 @@ func encodeSource(src abi.Source) string {
 // with a fresh id on the (astronomically rare) id collision. origin == "" copies the origin of
 // parent. ON CONFLICT DO NOTHING turns a collision into "no row inserted" rather than an error,
 // which on PostgreSQL would abort the whole transaction.
-func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, origin string, title sql.NullString,
+func (b *Boundary) insertSession(tx *store.Tx, parent, branchedFrom, createdBy, origin string, title sql.NullString,
 	gen int64, now time.Time) (string, error) {
 	for attempt := 0; ; attempt++ {
 		id := NewSessionID(now)

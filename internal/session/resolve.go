@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // ResolveOptions tune Resolve.
@@ -122,7 +123,7 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 			cur, prev = rowState{}, st.sid
 		}
 		var r Route
-		err := b.tx(func(tx *sql.Tx) error {
+		err := b.tx(func(tx *store.Tx) error {
 			var err error
 			createdBy := createdReplace
 			if endReason == EndReset {
@@ -151,7 +152,7 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 		}
 		return res, nil
 	}
-	err = b.tx(func(tx *sql.Tx) error {
+	err = b.tx(func(tx *store.Tx) error {
 		if res.Reopened {
 			if err := mustAffect(tx.ExecContext(b.ctx,
 				`UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ? AND ended_at IS NOT NULL`,
@@ -181,7 +182,7 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 // create makes the key's first session and route.
 func (b *Boundary) create(src abi.Source, now time.Time) (Resolution, error) {
 	var id string
-	err := b.tx(func(tx *sql.Tx) error {
+	err := b.tx(func(tx *store.Tx) error {
 		var err error
 		id, err = b.insertSession(tx, "", "", createdNew, encodeSource(src), sql.NullString{}, 1, now)
 		if err != nil {
@@ -206,7 +207,7 @@ func (b *Boundary) create(src abi.Source, now time.Time) (Resolution, error) {
 // moves the route there with a generation bump, compare-and-set on the route as loaded in st.
 // origin "" copies cur's origin. It is the one implementation of "the key moves to a new
 // session"; the caller commits and then refreshes the cache.
-func (b *Boundary) replace(tx *sql.Tx, st routeState, cur rowState, endReason, createdBy, origin string,
+func (b *Boundary) replace(tx *store.Tx, st routeState, cur rowState, endReason, createdBy, origin string,
 	title sql.NullString, touch bool, now time.Time) (Route, error) {
 	if cur.exists && !cur.ended {
 		if err := mustAffect(tx.ExecContext(b.ctx,
@@ -229,7 +230,7 @@ func (b *Boundary) replace(tx *sql.Tx, st routeState, cur rowState, endReason, c
 }
 
 // moveRoute points the route at id with a generation bump, clearing suspension.
-func (b *Boundary) moveRoute(tx *sql.Tx, st routeState, id string, touch bool, now time.Time) (Route, error) {
+func (b *Boundary) moveRoute(tx *store.Tx, st routeState, id string, touch bool, now time.Time) (Route, error) {
 	updated := st.updatedAt
 	if touch {
 		updated = now.UnixMilli()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // settle loads the route under the lock and, when it points at a compression-ended session
@@ -36,7 +37,7 @@ func (b *Boundary) settle() (routeState, rowState, error) {
 // heal moves the route from a compression-ended session to its live tip, keeping the
 // generation and the activity clock.
 func (b *Boundary) heal(st routeState, tip string) (routeState, error) {
-	err := b.tx(func(tx *sql.Tx) error {
+	err := b.tx(func(tx *store.Tx) error {
 		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = ?
 			WHERE session_key = ? AND session_id = ? AND generation = ?`, tip, b.key, st.sid, st.gen))
 	})
@@ -48,18 +49,19 @@ func (b *Boundary) heal(st routeState, tip string) (routeState, error) {
 	return st, nil
 }
 
-// TxFunc is work a caller commits in the same transaction as a transition: typically the
+// TxFunc is work a caller commits in the same unit of work as a transition: typically the
 // record of what the transition cancels (queued turns dropped by /new, with their ledger
 // records). It runs under the key's lock, inside the transaction, after the route moved; an
-// error aborts the transition. It must use only tx (and the boundary's context).
-type TxFunc func(tx *sql.Tx) error
+// error aborts the transition. It must use only tx (and the boundary's context); what it
+// registers with tx.AfterCommit runs once the transition committed, still under the lock.
+type TxFunc func(tx *store.Tx) error
 
 // transition runs fn (which moves the route) and then also, in one transaction, and records
 // the resulting route in the cache; live says whether the new route is plain (not suspended,
 // row live).
-func (b *Boundary) transition(live bool, fn func(tx *sql.Tx) (Route, error), also ...TxFunc) (Route, error) {
+func (b *Boundary) transition(live bool, fn func(tx *store.Tx) (Route, error), also ...TxFunc) (Route, error) {
 	var r Route
-	err := b.tx(func(tx *sql.Tx) error {
+	err := b.tx(func(tx *store.Tx) error {
 		var err error
 		if r, err = fn(tx); err != nil {
 			return err
@@ -98,7 +100,7 @@ func (b *Boundary) Reset(title string, also ...TxFunc) (Route, error) {
 		return Route{}, err
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		return b.replace(tx, st, cur, EndReset, createdReset, "", nullStr(title), true, now)
 	}, also...)
 }
@@ -125,7 +127,7 @@ func (b *Boundary) Resume(target string) (Route, error) {
 		return st.route(b.key), nil
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		if cur.exists && !cur.ended && cur.id != t.id {
 			if err := mustAffect(tx.ExecContext(b.ctx,
 				`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
@@ -177,7 +179,7 @@ func (b *Boundary) Branch(title string) (Route, error) {
 		return Route{}, fmt.Errorf("%w: routed session of %s", ErrNotFound, b.key)
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		id, err := b.insertSession(tx, cur.id, cur.id, createdBranch, "", nullStr(title), st.gen+1, now)
 		if err != nil {
 			return Route{}, err
@@ -221,7 +223,7 @@ func (b *Boundary) bump(suspend bool, also ...TxFunc) (Route, error) {
 		return Route{}, err
 	}
 	st.suspended = st.suspended || suspend
-	return b.transition(st.entry().live, func(tx *sql.Tx) (Route, error) {
+	return b.transition(st.entry().live, func(tx *store.Tx) (Route, error) {
 		if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = ?, suspended = ?
 			WHERE session_key = ? AND session_id = ? AND generation = ?`,
 			st.gen+1, boolInt(st.suspended), b.key, st.sid, st.gen)); err != nil {
@@ -253,7 +255,7 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 		return Route{}, fmt.Errorf("%w: %s is on %s, not live %s", ErrConflict, b.key, st.sid, expected)
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		var title sql.NullString
 		if err := tx.QueryRowContext(b.ctx, `SELECT title FROM sessions WHERE id = ?`, cur.id).Scan(&title); err != nil {
 			return Route{}, err
@@ -304,7 +306,7 @@ func (b *Boundary) End(id, reason string) error {
 	}
 	routed := st.exists && st.sid == id
 	now := b.k.now()
-	err = b.tx(func(tx *sql.Tx) error {
+	err = b.tx(func(tx *store.Tx) error {
 		if err := mustAffect(tx.ExecContext(b.ctx,
 			`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
 			now.UnixMilli(), reason, id)); err != nil {

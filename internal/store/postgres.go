@@ -107,12 +107,15 @@ func OpenPostgres(ctx context.Context, dsn string, opt Options) (*sql.DB, error)
 		if err != nil {
 			return err
 		}
-		_, err = db.ExecContext(ctx, createProbe)
+		if _, err = db.ExecContext(ctx, createProbe); err != nil {
+			return err
+		}
+		_, err = db.ExecContext(ctx, createWithdrawals)
 		return err
 	})
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: create schema_migrations and store_probe: %w", err)
+		return nil, fmt.Errorf("store: create schema_migrations, store_probe and store_withdrawals: %w", err)
 	}
 	return db, nil
 }

@@ -113,6 +113,10 @@ func Open(path string, opt Options) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: create store_probe: %w", err)
 	}
+	if _, err := db.Exec(createWithdrawals); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: create store_withdrawals: %w", err)
+	}
 	return db, nil
 }
 

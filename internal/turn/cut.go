@@ -2,10 +2,9 @@ package turn
 
 import (
 	"context"
-	"database/sql"
 
-	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Commands that act at once, inside the boundary of the event that carries them: /stop, /new and
@@ -32,12 +31,10 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 		confirm = "✨ New conversation started."
 	}
 	queued, running := e.detach(key, cmd != "stop")
-	var lt *delivery.Tx
-	record := func(tx *sql.Tx) error {
+	record := func(tx *store.Tx) error {
 		ctx := b.Context()
-		lt = e.ledger.In(tx)
 		for _, it := range queued {
-			if _, err := e.settle(ctx, lt, key, it, stDropped, "cancelled by "+by+" before it ran", stQueued); err != nil {
+			if _, err := e.settle(ctx, tx, key, it, stDropped, "cancelled by "+by+" before it ran", stQueued); err != nil {
 				return err
 			}
 		}
@@ -47,14 +44,14 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 				to = stDropped
 			}
 			// Still queued counts: its runner may not have marked it running yet.
-			if _, err := e.settle(ctx, lt, key, running, to, "interrupted by "+by, stRunning, stQueued); err != nil {
+			if _, err := e.settle(ctx, tx, key, running, to, "interrupted by "+by, stRunning, stQueued); err != nil {
 				return err
 			}
 		}
 		if _, err := e.setState(ctx, tx, []string{row.id}, stDone, "command "+by, stReceived); err != nil {
 			return err
 		}
-		_, err := lt.Enqueue(ctx, e.noticeMsg(row.plugin, row.profile, key, row.src, confirm))
+		_, err := e.ledger.EnqueueTx(ctx, tx, e.noticeMsg(row.plugin, row.profile, key, row.src, confirm))
 		return err
 	}
 	var (
@@ -70,7 +67,6 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 		e.putBack(key, queued)
 		return r, err
 	}
-	lt.Committed()
 	if cmd != "stop" {
 		e.setMore(key, nil) // the rest of an answer of the old conversation
 	}
@@ -90,8 +86,8 @@ func (e *Engine) recall(key, msgID string) {
 	if len(dropped) == 0 && running == nil {
 		return
 	}
-	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
-		if _, err := e.setState(ctx, t.SQL(), dropped, stDropped, "recalled by the sender before its turn", stQueued); err != nil {
+	err := e.write(func(ctx context.Context, t *store.Tx) error {
+		if _, err := e.setState(ctx, t, dropped, stDropped, "recalled by the sender before its turn", stQueued); err != nil {
 			return err
 		}
 		if running == nil {

@@ -244,7 +244,7 @@ func (e *Engine) recover(open []inboxRow, received []*inboxRow) {
 			continue
 		}
 		if r.state == stRunning {
-			if err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+			if err := e.write(func(ctx context.Context, t *store.Tx) error {
 				_, err := e.settle(ctx, t, r.key, it, stQueued, "", stRunning)
 				return err
 			}); err != nil {

@@ -96,7 +96,7 @@ func (e *Engine) itemOf(r inboxRow) *item {
 	return it
 }
 
-// execer is a *sql.DB or a *sql.Tx.
+// execer is a *sql.DB or a *store.Tx.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // The durable records of a turn's end: its inbox rows' outcome, written in one transaction with
@@ -24,10 +25,10 @@ var errOvertaken = errors.New("turn: overtaken by a command")
 // whose rows are no longer in a from state (a /stop or /new recorded its interruption first)
 // writes nothing, and its answer is discarded.
 func (e *Engine) end(key string, it *item, state, outcome string, answer *delivery.Message, from ...string) {
-	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+	err := e.write(func(ctx context.Context, t *store.Tx) error {
 		out := outcome
 		if answer != nil {
-			g, err := t.Enqueue(ctx, *answer)
+			g, err := e.ledger.EnqueueTx(ctx, t, *answer)
 			if err != nil {
 				return err
 			}
@@ -50,8 +51,8 @@ func (e *Engine) end(key string, it *item, state, outcome string, answer *delive
 
 // settle moves it's inbox rows that are in one of the from states to state with outcome, and
 // writes a ledger drop record for each notification row it drops. It returns how many rows moved.
-func (e *Engine) settle(ctx context.Context, t *delivery.Tx, key string, it *item, state, outcome string, from ...string) (int, error) {
-	moved, err := e.setState(ctx, t.SQL(), it.ids(), state, outcome, from...)
+func (e *Engine) settle(ctx context.Context, t *store.Tx, key string, it *item, state, outcome string, from ...string) (int, error) {
+	moved, err := e.setState(ctx, t, it.ids(), state, outcome, from...)
 	if err != nil || state != stDropped || it.kind != kindNotification {
 		return len(moved), err
 	}
@@ -59,7 +60,7 @@ func (e *Engine) settle(ctx context.Context, t *delivery.Tx, key string, it *ite
 		if !slices.Contains(moved, en.id) {
 			continue
 		}
-		if _, err := t.Record(ctx, e.dropRecord(key, it, en), delivery.Dropped, outcome); err != nil {
+		if _, err := e.ledger.RecordTx(ctx, t, e.dropRecord(key, it, en), delivery.Dropped, outcome); err != nil {
 			return 0, err
 		}
 	}
@@ -76,13 +77,13 @@ func (e *Engine) dropRecord(key string, it *item, en entry) delivery.Message {
 // writeAttempts bounds the retries of one durable write while the store fails.
 const writeAttempts = 5
 
-// write runs fn in one transaction (ledger rows through t, everything else through t.SQL()),
-// retrying with backoff while the store fails. errOvertaken is not retried.
-func (e *Engine) write(fn func(ctx context.Context, t *delivery.Tx) error) error {
+// write runs fn in one unit of work (the inbox rows and the ledger rows it writes through t commit
+// together), retrying with backoff while the store fails. errOvertaken is not retried.
+func (e *Engine) write(fn func(ctx context.Context, t *store.Tx) error) error {
 	ctx := context.WithoutCancel(e.ctx)
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := e.ledger.Update(ctx, func(t *delivery.Tx) error { return fn(ctx, t) })
+		err := store.Update(ctx, e.db, store.PathLedger, func(t *store.Tx) error { return fn(ctx, t) })
 		if err == nil || errors.Is(err, errOvertaken) || attempt == writeAttempts || e.ctx.Err() != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Running: a key's runner takes its queued turns one at a time and runs each (a foreground
@@ -57,9 +58,9 @@ var testHookPopped func(*item)
 // dropped meanwhile) leave the turn; it reports whether anything is left to run.
 func (e *Engine) begin(key string, it *item) bool {
 	var moved []string
-	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+	err := e.write(func(ctx context.Context, t *store.Tx) error {
 		var err error
-		moved, err = e.setState(ctx, t.SQL(), it.ids(), stRunning, "", stQueued)
+		moved, err = e.setState(ctx, t, it.ids(), stRunning, "", stQueued)
 		return err
 	})
 	if err != nil {
