@@ -1049,7 +1049,7 @@ func TestNoticeQueuedBeforeAboutIsStillWithdrawn(t *testing.T) {
 		now := time.Now().UnixMilli()
 		if _, err := db.ExecContext(ctx, `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane, chat_id,
 			session_key, target, kind, state, origin, created_at, updated_at)
-			VALUES ('dlv_old', 'dlv_old', 1, 1, 'echo', 'main', ?, '42', ?, '{"chat_id":"42","text":"old notice"}', 'notification', 'pending', 'proc_old', ?, ?)`,
+			VALUES ('dlv_old', 'dlv_old', 1, 1, 'echo', 'main', $1, '42', $2, '{"chat_id":"42","text":"old notice"}', 'notification', 'pending', 'proc_old', $3, $4)`,
 			key, key, now, now); err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func (r *Registry) forget(now time.Time) {
 // files. A process with an event still undelivered is kept until that event is final.
 func (r *Registry) prune(ctx context.Context, now time.Time) error {
 	cut := now.Add(-r.opt.Retention).UnixMilli()
-	rows, err := r.db.QueryContext(ctx, `SELECT id FROM processes WHERE ended_at IS NOT NULL AND ended_at < ?`, cut)
+	rows, err := r.db.QueryContext(ctx, `SELECT id FROM processes WHERE ended_at IS NOT NULL AND ended_at < $1`, cut)
 	if err != nil {
 		return err
 	}
@@ -136,12 +136,12 @@ func (r *Registry) prune(ctx context.Context, now time.Time) error {
 		var gone bool
 		err := store.Update(ctx, r.db, store.PathProcesses, func(tx *store.Tx) error {
 			// Undelivered events of an old process are kept: only final ones go.
-			if _, err := tx.ExecContext(ctx, `DELETE FROM process_events WHERE proc_id = ? AND state IN (?, ?)`,
+			if _, err := tx.ExecContext(ctx, `DELETE FROM process_events WHERE proc_id = $1 AND state IN ($2, $3)`,
 				id, qDone, qSuppressed); err != nil {
 				return err
 			}
-			res, err := tx.ExecContext(ctx, `DELETE FROM processes WHERE id = ? AND NOT EXISTS
-				(SELECT 1 FROM process_events WHERE proc_id = ?)`, id, id)
+			res, err := tx.ExecContext(ctx, `DELETE FROM processes WHERE id = $1 AND NOT EXISTS
+				(SELECT 1 FROM process_events WHERE proc_id = $2)`, id, id)
 			if err != nil {
 				return err
 			}

@@ -155,7 +155,7 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 	err = b.tx(func(tx *store.Tx) error {
 		if res.Reopened {
 			if err := mustAffect(tx.ExecContext(b.ctx,
-				`UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ? AND ended_at IS NOT NULL`,
+				`UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = $1 AND ended_at IS NOT NULL`,
 				cur.id)); err != nil {
 				return err
 			}
@@ -167,8 +167,8 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 		if touch {
 			updated = now.UnixMilli()
 		}
-		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = ?, updated_at = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`,
+		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = $1, updated_at = $2
+			WHERE session_key = $3 AND session_id = $4 AND generation = $5`,
 			cur.id, updated, b.key, st.sid, st.gen))
 	})
 	if err != nil {
@@ -192,7 +192,7 @@ func (b *Boundary) create(src abi.Source, now time.Time) (Resolution, error) {
 			return err
 		}
 		_, err = tx.ExecContext(b.ctx, `INSERT INTO session_routes
-			(session_key, session_id, generation, suspended, created_at, updated_at) VALUES (?, ?, 1, 0, ?, ?)`,
+			(session_key, session_id, generation, suspended, created_at, updated_at) VALUES ($1, $2, 1, 0, $3, $4)`,
 			b.key, id, now.UnixMilli(), now.UnixMilli())
 		return err
 	})
@@ -211,7 +211,7 @@ func (b *Boundary) replace(tx *store.Tx, st routeState, cur rowState, endReason,
 	title sql.NullString, touch bool, now time.Time) (Route, error) {
 	if cur.exists && !cur.ended {
 		if err := mustAffect(tx.ExecContext(b.ctx,
-			`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+			`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 			now.UnixMilli(), endReason, cur.id)); err != nil {
 			return Route{}, err
 		}
@@ -236,8 +236,8 @@ func (b *Boundary) moveRoute(tx *store.Tx, st routeState, id string, touch bool,
 		updated = now.UnixMilli()
 	}
 	if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes
-		SET session_id = ?, generation = ?, suspended = 0, updated_at = ?
-		WHERE session_key = ? AND session_id = ? AND generation = ?`,
+		SET session_id = $1, generation = $2, suspended = 0, updated_at = $3
+		WHERE session_key = $4 AND session_id = $5 AND generation = $6`,
 		id, st.gen+1, updated, b.key, st.sid, st.gen)); err != nil {
 		return Route{}, err
 	}

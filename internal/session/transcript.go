@@ -45,7 +45,7 @@ func (b *Boundary) Append(sessionID string, m Message) (int64, error) {
 	var seq int64
 	err := b.k.db.QueryRowContext(b.ctx, `INSERT INTO session_messages
 		(session_id, role, text, platform_message_id, created_at, turn_id, meta)
-		SELECT id, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND session_key = ?
+		SELECT id, $1, $2, $3, $4, $5, $6 FROM sessions WHERE id = $7 AND session_key = $8
 		RETURNING seq`,
 		m.Role, m.Text, nullStr(m.PlatformMessageID), at.UnixMilli(), nullStr(m.Turn), nullStr(m.Meta), sessionID, b.key).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -66,9 +66,9 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if platformMessageID == "" {
 		return false, nil
 	}
-	res, err := b.k.db.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = ?
-		WHERE platform_message_id = ? AND redacted_at IS NULL
-		AND session_id IN (SELECT id FROM sessions WHERE session_key = ?)`,
+	res, err := b.k.db.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = $1
+		WHERE platform_message_id = $2 AND redacted_at IS NULL
+		AND session_id IN (SELECT id FROM sessions WHERE session_key = $3)`,
 		b.k.now().UnixMilli(), platformMessageID, b.key)
 	if err != nil {
 		return false, fmt.Errorf("session: redact in %s: %w", b.key, err)
@@ -97,10 +97,10 @@ func (k *Kernel) Transcript(ctx context.Context, id string, limit int) ([]Messag
 		err  error
 	)
 	if limit <= 0 {
-		rows, err = k.db.QueryContext(ctx, cols+` FROM session_messages WHERE session_id = ? ORDER BY seq`, id)
+		rows, err = k.db.QueryContext(ctx, cols+` FROM session_messages WHERE session_id = $1 ORDER BY seq`, id)
 	} else {
-		rows, err = k.db.QueryContext(ctx, cols+` FROM (SELECT * FROM session_messages WHERE session_id = ?
-			ORDER BY seq DESC LIMIT ?) AS tail ORDER BY seq`, id, limit)
+		rows, err = k.db.QueryContext(ctx, cols+` FROM (SELECT * FROM session_messages WHERE session_id = $1
+			ORDER BY seq DESC LIMIT $2) AS tail ORDER BY seq`, id, limit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("session: transcript of %s: %w", id, err)

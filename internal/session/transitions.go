@@ -38,8 +38,8 @@ func (b *Boundary) settle() (routeState, rowState, error) {
 // generation and the activity clock.
 func (b *Boundary) heal(st routeState, tip string) (routeState, error) {
 	err := b.tx(func(tx *store.Tx) error {
-		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`, tip, b.key, st.sid, st.gen))
+		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = $1
+			WHERE session_key = $2 AND session_id = $3 AND generation = $4`, tip, b.key, st.sid, st.gen))
 	})
 	if err != nil {
 		return st, err
@@ -130,7 +130,7 @@ func (b *Boundary) Resume(target string) (Route, error) {
 	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		if cur.exists && !cur.ended && cur.id != t.id {
 			if err := mustAffect(tx.ExecContext(b.ctx,
-				`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+				`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 				now.UnixMilli(), EndSwitch, cur.id)); err != nil {
 				return Route{}, err
 			}
@@ -138,7 +138,7 @@ func (b *Boundary) Resume(target string) (Route, error) {
 		if err := b.k.fail("resume:ended"); err != nil {
 			return Route{}, err
 		}
-		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?`, t.id); err != nil {
+		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = $1`, t.id); err != nil {
 			return Route{}, err
 		}
 		return b.moveRoute(tx, st, t.id, false, now)
@@ -159,7 +159,7 @@ func (b *Boundary) findTarget(target string) (rowState, error) {
 	}
 	r := rowState{key: b.key, exists: true}
 	err := b.k.db.QueryRowContext(b.ctx, `SELECT id, ended_at IS NOT NULL, COALESCE(end_reason, '')
-		FROM sessions WHERE session_key = ? AND title = ? ORDER BY rowid DESC LIMIT 1`, b.key, target).
+		FROM sessions WHERE session_key = $1 AND title = $2 ORDER BY rowid DESC LIMIT 1`, b.key, target).
 		Scan(&r.id, &r.ended, &r.reason)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("%w: no session titled %q in %s", ErrNotFound, target, b.key)
@@ -186,8 +186,8 @@ func (b *Boundary) Branch(title string) (Route, error) {
 		}
 		if _, err := tx.ExecContext(b.ctx, `INSERT INTO session_messages
 			(session_id, role, text, platform_message_id, created_at, redacted_at, copied_from, turn_id, meta)
-			SELECT ?, role, text, platform_message_id, created_at, redacted_at, seq, turn_id, meta
-			FROM session_messages WHERE session_id = ? ORDER BY seq`, id, cur.id); err != nil {
+			SELECT $1, role, text, platform_message_id, created_at, redacted_at, seq, turn_id, meta
+			FROM session_messages WHERE session_id = $2 ORDER BY seq`, id, cur.id); err != nil {
 			return Route{}, err
 		}
 		if err := b.k.fail("branch:copied"); err != nil {
@@ -195,7 +195,7 @@ func (b *Boundary) Branch(title string) (Route, error) {
 		}
 		if !cur.ended {
 			if err := mustAffect(tx.ExecContext(b.ctx,
-				`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+				`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 				now.UnixMilli(), EndSwitch, cur.id)); err != nil {
 				return Route{}, err
 			}
@@ -224,8 +224,8 @@ func (b *Boundary) bump(suspend bool, also ...TxFunc) (Route, error) {
 	}
 	st.suspended = st.suspended || suspend
 	return b.transition(st.entry().live, func(tx *store.Tx) (Route, error) {
-		if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = ?, suspended = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`,
+		if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = $1, suspended = $2
+			WHERE session_key = $3 AND session_id = $4 AND generation = $5`,
 			st.gen+1, boolInt(st.suspended), b.key, st.sid, st.gen)); err != nil {
 			return Route{}, err
 		}
@@ -257,7 +257,7 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 	now := b.k.now()
 	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		var title sql.NullString
-		if err := tx.QueryRowContext(b.ctx, `SELECT title FROM sessions WHERE id = ?`, cur.id).Scan(&title); err != nil {
+		if err := tx.QueryRowContext(b.ctx, `SELECT title FROM sessions WHERE id = $1`, cur.id).Scan(&title); err != nil {
 			return Route{}, err
 		}
 		r, err := b.replace(tx, st, cur, EndCompression, createdCompression, "", title, false, now)
@@ -265,7 +265,7 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 			return r, err
 		}
 		// The continuation keeps the conversation's model (its usage is counted afresh).
-		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET model = (SELECT model FROM sessions WHERE id = ?) WHERE id = ?`,
+		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET model = (SELECT model FROM sessions WHERE id = $1) WHERE id = $2`,
 			cur.id, r.SessionID); err != nil {
 			return r, err
 		}
@@ -273,7 +273,7 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 			return r, nil
 		}
 		_, err = tx.ExecContext(b.ctx, `INSERT INTO session_messages (session_id, role, text, created_at)
-			VALUES (?, 'system', ?, ?)`, r.SessionID, summary, now.UnixMilli())
+			VALUES ($1, 'system', $2, $3)`, r.SessionID, summary, now.UnixMilli())
 		return r, err
 	})
 }
@@ -308,15 +308,15 @@ func (b *Boundary) End(id, reason string) error {
 	now := b.k.now()
 	err = b.tx(func(tx *store.Tx) error {
 		if err := mustAffect(tx.ExecContext(b.ctx,
-			`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+			`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 			now.UnixMilli(), reason, id)); err != nil {
 			return err
 		}
 		if !routed {
 			return nil
 		}
-		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`, st.gen+1, b.key, st.sid, st.gen))
+		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = $1
+			WHERE session_key = $2 AND session_id = $3 AND generation = $4`, st.gen+1, b.key, st.sid, st.gen))
 	})
 	if err != nil {
 		return err
@@ -334,7 +334,7 @@ func (b *Boundary) SetTitle(title string) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.k.db.ExecContext(b.ctx, `UPDATE sessions SET title = ? WHERE id = ?`, nullStr(title), cur.id)
+	_, err = b.k.db.ExecContext(b.ctx, `UPDATE sessions SET title = $1 WHERE id = $2`, nullStr(title), cur.id)
 	return err
 }
 
@@ -404,7 +404,7 @@ func (b *Boundary) supersededSince(gen int64, st routeState) (string, error) {
 			createdGen        sql.NullInt64
 		)
 		err := b.k.db.QueryRowContext(b.ctx, `SELECT created_by, COALESCE(parent_session_id, ''), created_gen
-			FROM sessions WHERE id = ?`, sid).Scan(&createdBy, &parent, &createdGen)
+			FROM sessions WHERE id = $1`, sid).Scan(&createdBy, &parent, &createdGen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Sprintf("session %s is missing; work started at generation %d", sid, gen), nil
 		}

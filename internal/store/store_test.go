@@ -17,9 +17,9 @@ func TestMigrateAppliesOnceAndInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	migs := []string{
-		`CREATE TABLE a (x INTEGER)`,
-		`ALTER TABLE a ADD COLUMN y TEXT`,
+	migs := []Migration{
+		Same(`CREATE TABLE a (x INTEGER)`),
+		Same(`ALTER TABLE a ADD COLUMN y TEXT`),
 	}
 	if err := Migrate(ctx, db, "test", migs); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestMigrateAppliesOnceAndInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	migs = append(migs, `INSERT INTO a (x, y) VALUES (1, 'one')`)
+	migs = append(migs, Same(`INSERT INTO a (x, y) VALUES (1, 'one')`))
 	if err := Migrate(ctx, db, "test", migs); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestBurstKeepsConnections(t *testing.T) {
 		errs := make(chan error, writers)
 		for w := 0; w < writers; w++ {
 			go func() {
-				_, err := db.Exec(`INSERT INTO t (x) VALUES (?)`, w)
+				_, err := db.Exec(`INSERT INTO t (x) VALUES ($1)`, w)
 				errs <- err
 			}()
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 )
 
 // The unit of work. Work that several packages record together (a turn's outcome in the inbox
@@ -114,4 +116,34 @@ func Withdrawn(ctx context.Context, db *sql.DB, subject string) (reason string, 
 		return "", false, nil
 	}
 	return reason, err == nil, err
+}
+
+// Args collects the arguments of a statement built piece by piece (a filter of optional
+// conditions, an IN list) and numbers their placeholders: Add appends an argument and returns
+// its placeholder, $1, $2, …, which SQLite and PostgreSQL both read.
+type Args []any
+
+// Add appends v and returns its placeholder.
+func (a *Args) Add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// List appends vs and returns their placeholders joined by commas, for an IN list.
+func (a *Args) List(vs ...any) string {
+	ps := make([]string, len(vs))
+	for i, v := range vs {
+		ps[i] = a.Add(v)
+	}
+	return strings.Join(ps, ", ")
+}
+
+// Placeholders returns n placeholders numbered from first, joined by commas ("$3, $4, $5"),
+// for an IN list after first-1 other arguments.
+func Placeholders(first, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "$" + strconv.Itoa(first+i)
+	}
+	return strings.Join(ps, ", ")
 }

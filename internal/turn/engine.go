@@ -30,7 +30,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -215,12 +214,12 @@ func newID(prefix string) string {
 // effects, and its answer is recorded in the same transaction that ends it, so it had none.
 func (e *Engine) Start(ctx context.Context) error {
 	e.ctx = ctx
-	open, err := e.loadOpen(ctx, `owner = ?`, e.opt.Instance)
+	open, err := e.loadOpen(ctx, `owner = $1`, e.opt.Instance)
 	if err != nil {
 		return err
 	}
 	// Inbound events recorded but not applied before the stop are applied now, in order.
-	received, err := e.loadReceived(ctx, `owner = ?`, e.opt.Instance)
+	received, err := e.loadReceived(ctx, `owner = $1`, e.opt.Instance)
 	if err != nil {
 		return err
 	}
@@ -269,7 +268,7 @@ func (e *Engine) Adopt(ctx context.Context, dead string) (int, error) {
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	in := `id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
+	in := `id IN (` + store.Placeholders(1, len(ids)) + `)`
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
@@ -289,8 +288,8 @@ func (e *Engine) Adopt(ctx context.Context, dead string) (int, error) {
 
 // takeOver moves dead's open inbox rows to this host and returns their ids.
 func (e *Engine) takeOver(ctx context.Context, dead string) ([]string, error) {
-	rows, err := e.db.QueryContext(ctx, `UPDATE turn_inbox SET owner = ?
-		WHERE owner = ? AND state IN ('received', 'queued', 'running') RETURNING id`, e.opt.Instance, dead)
+	rows, err := e.db.QueryContext(ctx, `UPDATE turn_inbox SET owner = $1
+		WHERE owner = $2 AND state IN ('received', 'queued', 'running') RETURNING id`, e.opt.Instance, dead)
 	if err != nil {
 		return nil, err
 	}
