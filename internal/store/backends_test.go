@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hermes-host/hermes-host/internal/store"
@@ -312,4 +314,72 @@ func TestBackendSQLReachesPostgresUnchanged(t *testing.T) {
 	if err := db.QueryRowContext(context.Background(), q, "x").Scan(&got, &v); err != nil || got != q || v != "x?" {
 		t.Fatalf("PostgreSQL ran %q (%q, %v), want %q", got, v, err, q)
 	}
+}
+
+// The unit of work: what its writers register with AfterCommit runs once, in order, after the
+// commit; never after a rollback, and never for an attempt PostgreSQL aborted and Update ran
+// again (read-modify-write transactions from many goroutines, as in the test above).
+func TestBackendUnitOfWork(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		if err := store.Migrate(ctx, db, "u", []store.Migration{store.Same(`CREATE TABLE u (id INTEGER PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO u VALUES (1, 0);`)}); err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		ran := false
+		err := store.Update(ctx, db, store.PathProbe, func(tx *store.Tx) error {
+			tx.AfterCommit(func() { ran = true })
+			tx.ExecContext(ctx, `UPDATE u SET n = 100 WHERE id = 1`)
+			return boom
+		})
+		if !errors.Is(err, boom) || ran {
+			t.Fatalf("rolled back: %v, hook ran %v", err, ran)
+		}
+		var order []int
+		if err := store.Update(ctx, db, store.PathProbe, func(tx *store.Tx) error {
+			tx.AfterCommit(func() { order = append(order, 1) })
+			tx.AfterCommit(func() { order = append(order, 2) })
+			if len(order) != 0 {
+				t.Error("a hook ran before the commit")
+			}
+			return nil
+		}); err != nil || !slices.Equal(order, []int{1, 2}) {
+			t.Fatalf("committed: %v, hooks %v", err, order)
+		}
+
+		const workers, each = 8, 20
+		var hooks atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for range workers {
+			wg.Go(func() {
+				for range each {
+					err := store.Update(ctx, db, store.PathProbe, func(tx *store.Tx) error {
+						var n int
+						if err := tx.QueryRowContext(ctx, `SELECT n FROM u WHERE id = 1`).Scan(&n); err != nil {
+							return err
+						}
+						tx.AfterCommit(func() { hooks.Add(1) })
+						_, err := tx.ExecContext(ctx, `UPDATE u SET n = $1 WHERE id = 1`, n+1)
+						return err
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		var n int
+		db.QueryRow(`SELECT n FROM u WHERE id = 1`).Scan(&n)
+		if n != workers*each || hooks.Load() != workers*each {
+			t.Fatalf("counter %d, hooks %d, want %d each", n, hooks.Load(), workers*each)
+		}
+	})
 }
