@@ -271,6 +271,12 @@ func (e *SendError) Error() string { return e.Kind + " send failure: " + e.Messa
 type TickRequest struct {
 	Call
 	UnixMs int64 `json:"unix_ms"`
+	// Interrupted says how the previous tick of this profile in this host process ended, when it
+	// did not return: "deadline" (it ran past its call deadline and was stopped), "trap" or "exit"
+	// (the instance crashed). Empty after a host start and after a tick that returned, so a run a
+	// scheduler finds claimed but unfinished while it is empty was cut short by the host stopping
+	// (ABI 1.1; older hosts never set it).
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // TickResult is tick's reply: when to be woken next (0: the host's default interval).
@@ -454,6 +460,11 @@ type HostSendRequest struct {
 	Text         string `json:"text"`
 	PinSessionID string `json:"pin_session_id,omitempty"`
 	Seed         string `json:"seed,omitempty"`
+	// DeliveryID, when set, asks about an earlier send of the caller's instead of sending: the
+	// reply is that delivery's state now (still "pending", or its final outcome, as a send's
+	// reply gives it). Give Target.Platform only, no chat id and no text, so a host without this
+	// refuses the request (bad_request) rather than send anything (ABI 1.1).
+	DeliveryID string `json:"delivery_id,omitempty"`
 }
 
 // HostSendReply reports the delivery's ledger id and state: "delivered", "failed" (Reason says
@@ -495,6 +506,11 @@ type JobsRequest struct {
 	ScopeSessionID string `json:"scope_session_id,omitempty"`
 	// By says who asks, for the job's record: "operator", or "<platform>:<user_id>".
 	By string `json:"by,omitempty"`
+	// Platforms are the platforms a platform plugin serves for the profile, the ones a job's
+	// targets can reach (hermes_send answers not_found for any other): a scheduler refuses an add
+	// whose targets name another. Absent (an older host): unknown, nothing refused for it; an
+	// empty list: none is served (ABI 1.1).
+	Platforms *[]string `json:"platforms,omitempty"`
 }
 
 // JobSpec is a job as a user writes it. The plugin interprets Schedule and Deliver (the

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/humanize"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -256,7 +256,7 @@ func orDash(s string) string {
 // writePlugins renders the plugins table and the rejected files. A profile is marked disabled
 // when its configuration was refused, else with what its plugin last reported when that is
 // not ok (degraded, stopped), with the plugin's message below the table.
-func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejection, dir string) error {
+func writePlugins(out io.Writer, infos []host.PluginInfo, rejected []host.Rejection, dir string) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tVERSION\tKIND\tPLATFORM\tSTATE\tPROFILES\tFILE")
 	var reports []string

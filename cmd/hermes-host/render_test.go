@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -112,7 +112,7 @@ func TestWriteAccess(t *testing.T) {
 // an ok one is not.
 func TestWritePluginsStatus(t *testing.T) {
 	var b bytes.Buffer
-	writePlugins(&b, []plugin.Info{{Name: "yuanbao", State: "active", File: "yuanbao.wasm",
+	writePlugins(&b, []host.PluginInfo{{Name: "yuanbao", State: "active", File: "yuanbao.wasm",
 		Profiles: map[string][]string{"main": nil, "work": nil, "bad": {"no app_id"}},
 		Status: map[string]abi.ProfileStatus{"main": {State: abi.StatusStopped, Message: "closed with 4013: bot disabled"},
 			"work": {State: abi.StatusOK, Message: "connected"}}}}, nil, "plugins")

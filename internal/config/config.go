@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -244,26 +246,43 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // Load returns the defaults merged with the file at path (if not empty), with ${ENV} expanded
 // in the file's values. A reference to an unset variable is an error naming it.
 func Load(path string) (*Config, error) {
+	if path == "" {
+		return Parse("", nil)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, b)
+}
+
+// Parse returns the defaults merged with the YAML document b (none when b is empty), with
+// ${ENV} expanded in its values; name is where b came from, for the errors.
+func Parse(name string, b []byte) (*Config, error) {
 	var c Config
 	if err := decode(defaults, &c); err != nil {
 		return nil, fmt.Errorf("config: embedded defaults: %w", err)
 	}
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
+	at := "config"
+	if name != "" {
+		at = "config " + name
+	}
+	if len(b) > 0 {
+		var err error
 		if b, c.EnvRefs, err = expand(b); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
 		if err := decode(b, &c); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
 		var named struct {
 			Plugins map[string]yaml.Node `yaml:"plugins"`
 		}
 		if err := yaml.Unmarshal(b, &named); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		if err := mergePlugins(&c, named.Plugins); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
 		for name := range named.Plugins {
 			c.FilePlugins = append(c.FilePlugins, name)
@@ -277,6 +296,76 @@ func Load(path string) (*Config, error) {
 		c.PluginsDir, c.PluginsDirDefault = filepath.Join(c.DataDir, "plugins"), true
 	}
 	return &c, c.validate()
+}
+
+// Overrides are settings given beside the file (the command's flags, an embedding program's
+// host.Config): each one not empty replaces the file's value.
+type Overrides struct {
+	DataDir          string // data_dir; a default plugins_dir (<data_dir>/plugins) follows it
+	PluginsDir       string
+	CompilationCache string
+	Listen           string
+	AdminListen      string
+	LogLevel         string
+}
+
+// Override applies o to c and checks the result as Load checks a file.
+func (c *Config) Override(o Overrides) error {
+	if o.DataDir != "" {
+		c.DataDir = o.DataDir
+		if c.PluginsDirDefault {
+			c.PluginsDir = filepath.Join(c.DataDir, "plugins")
+		}
+	}
+	if o.PluginsDir != "" {
+		c.PluginsDir, c.PluginsDirDefault = o.PluginsDir, false
+	}
+	if o.CompilationCache != "" {
+		c.CompilationCache = o.CompilationCache
+	}
+	if o.Listen != "" {
+		c.Listen = o.Listen
+	}
+	if o.AdminListen != "" {
+		c.AdminListen = o.AdminListen
+	}
+	if o.LogLevel != "" {
+		c.LogLevel = o.LogLevel
+	}
+	return c.validate()
+}
+
+// Level is the log level log_level names (validated: one of debug, info, warn, error).
+func (c *Config) Level() slog.Level {
+	var l slog.Level
+	l.UnmarshalText([]byte(c.LogLevel))
+	return l
+}
+
+// mergePlugins merges each plugin's settings in the file (nodes, by plugin name) over the
+// embedded defaults' settings for that plugin, key by key, into c.Plugins. The file's decode
+// (strict, into c) replaced each plugin it names whole, which lost what the defaults give that
+// plugin and the file does not repeat: the cron plugin's 150 s call deadline, say, under a file
+// that only writes the cron profiles. Decoding the file's node over a fresh copy of the
+// defaults' settings instead keeps every key the file does not give: a limit given replaces only
+// that limit, a profile or an access entry given replaces only that profile's, and a list given
+// replaces the default's list. Unknown keys were already refused by the strict decode.
+func mergePlugins(c *Config, nodes map[string]yaml.Node) error {
+	var d Config
+	if err := decode(defaults, &d); err != nil {
+		return fmt.Errorf("embedded defaults: %w", err)
+	}
+	for name, node := range nodes {
+		base, ok := d.Plugins[name]
+		if !ok {
+			continue // nothing to merge with: the file's settings are the whole
+		}
+		if err := node.Decode(&base); err != nil {
+			return err
+		}
+		c.Plugins[name] = base
+	}
+	return nil
 }
 
 // EnsurePluginsDir checks the plugins directory before serving: the default one
@@ -353,7 +442,7 @@ func expand(b []byte) ([]byte, []string, error) {
 func decode(b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && err.Error() != "EOF" {
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty document
 		return err
 	}
 	return nil

@@ -24,6 +24,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -330,9 +331,13 @@ type Ledger struct {
 	// chatBlocked is when each chat's flood control (a platform's retry_after, met by any of
 	// its lanes) ends (chatKey → time).
 	chatBlocked map[string]time.Time
-	running     bool
-	ctx         context.Context
-	wg          sync.WaitGroup
+	// editGap and editNext pace the drafts and edits of each bot ("plugin\x00profile" → the
+	// earliest time its next one may go; PaceEdits, pace).
+	editGap  time.Duration
+	editNext map[string]time.Time
+	running  bool
+	ctx      context.Context
+	wg       sync.WaitGroup
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
@@ -368,7 +373,7 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		opt.UndeliveredAfter = 10 * time.Minute
 	}
 	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, qNextDue: qNextDue.For(db)}
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, editNext: map[string]time.Time{}, qNextDue: qNextDue.For(db)}
 	if err := l.backfill(ctx); err != nil {
 		return nil, err
 	}
@@ -692,17 +697,27 @@ func (l *Ledger) dropWaiter(group string, ch chan Row) {
 	}
 }
 
+// ErrNoMessage is Outcome's (and Wait's) answer for a group the ledger does not hold.
+var ErrNoMessage = errors.New("delivery: no such message")
+
+// Outcome returns group's outcome now, without waiting: done with its worst part once every
+// part is final (as Wait returns it), else not done with a part still under way. A scheduler
+// that was answered "pending" learns the final outcome this way (hermes_send with delivery_id).
+func (l *Ledger) Outcome(ctx context.Context, group string) (Row, bool, error) {
+	return l.groupDone(ctx, group)
+}
+
 func (l *Ledger) groupDone(ctx context.Context, group string) (Row, bool, error) {
 	rows, err := l.query(ctx, `WHERE grp = $1 ORDER BY part`, group)
 	if err != nil {
 		return Row{}, false, err
 	}
 	if len(rows) == 0 {
-		return Row{}, false, fmt.Errorf("delivery: no message %s", group)
+		return Row{}, false, fmt.Errorf("%w: %s", ErrNoMessage, group)
 	}
 	for _, r := range rows {
 		if !r.State.Final() {
-			return Row{}, false, nil
+			return r, false, nil
 		}
 	}
 	// The group's outcome is its worst part.

@@ -454,6 +454,7 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		if claimed, err := l.claim(b.Context(), &r); err != nil || !claimed {
 			return err // !claimed: dropped as withdrawn, or another sender (another host on a shared database) took it
 		}
+		l.pace(b.Context(), r)
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
 		if err == nil && (res.Error == nil || res.Error.Kind != abi.SendUncertain && res.Error.Code != abi.SendNotConnected) {
 			l.answered(r.Plugin, r.Profile) // the platform answered: notices waiting for it may go
@@ -594,31 +595,33 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Duration, block bool, why string) bool {
 	next := l.opt.Now().Add(wait)
 	var ok bool
-	err := store.Update(ctx, l.db, store.PathLedger, func(tx *store.Tx) error {
-		res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
-			string(r.stored.state), r.stored.attempts)
-		if err != nil {
-			return err
-		}
-		if ok = applied(res); !ok {
-			return nil
-		}
-		if !block {
-			return nil
-		}
-		if h := ln.hold; h != nil {
-			fence, held, err := l.opt.Leases.Fence(ctx, tx, h.name)
+	err := l.durably(func() error {
+		return store.Update(ctx, l.db, store.PathLedger, func(tx *store.Tx) error {
+			res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
+				string(r.stored.state), r.stored.attempts)
 			if err != nil {
 				return err
 			}
-			if !held || fence != h.fence {
-				return nil // the lane is another host's now: its sender meets the platform's limit itself
+			if ok = applied(res); !ok {
+				return nil
 			}
-		}
-		// Flood control is per chat: nothing else goes to this chat before then, from any lane.
-		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = $1 WHERE plugin = $2 AND profile = $3 AND chat_id = $4 AND state = $5 AND next_at < $6`,
-			next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
-		return err
+			if !block {
+				return nil
+			}
+			if h := ln.hold; h != nil {
+				fence, held, err := l.opt.Leases.Fence(ctx, tx, h.name)
+				if err != nil {
+					return err
+				}
+				if !held || fence != h.fence {
+					return nil // the lane is another host's now: its sender meets the platform's limit itself
+				}
+			}
+			// Flood control is per chat: nothing else goes to this chat before then, from any lane.
+			_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = $1 WHERE plugin = $2 AND profile = $3 AND chat_id = $4 AND state = $5 AND next_at < $6`,
+				next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
+			return err
+		})
 	})
 	if err != nil {
 		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
@@ -651,6 +654,52 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 		return
 	}
 	l.retry(ctx, ln, r, 0, "unverifiable: "+v.Reason)
+}
+
+// PaceEdits bounds the drafts and edits (streamed answers) one bot, a plugin's profile, sends
+// over all its chats to perSecond (0: unbounded). The streamer spaces them already when it
+// starts each one (turn.Options.EditsPerSecond); the ledger keeps the spacing at the moment of
+// the send, which the store's writes in between (a claim that waited for a lock) would
+// otherwise squeeze.
+func (l *Ledger) PaceEdits(perSecond float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.editGap = 0
+	if perSecond > 0 {
+		l.editGap = time.Duration(float64(time.Second) / perSecond)
+	}
+}
+
+// pace waits, right before r is sent, until its bot may send a draft or an edit again
+// (PaceEdits); other messages go at once. Each waiting send takes the next free slot, so
+// concurrent lanes of one bot are spaced too. The wait is short (the streamer spaced the
+// sends already) and happens with r claimed: a crash during it leaves a draft "outcome
+// unknown", which the draft rule handles.
+func (l *Ledger) pace(ctx context.Context, r Row) {
+	if r.Kind != KindDraft && r.Target.EditMessageID == "" {
+		return
+	}
+	bot := r.Plugin + "\x00" + r.Profile
+	l.mu.Lock()
+	if l.editGap <= 0 {
+		l.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	slot := now
+	if next := l.editNext[bot]; next.After(slot) {
+		slot = next
+	}
+	l.editNext[bot] = slot.Add(l.editGap)
+	l.mu.Unlock()
+	if d := slot.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // claim moves r from pending to sending, inside its key's boundary, right before the send. It
@@ -697,6 +746,33 @@ func (l *Ledger) dropWithdrawn(ctx context.Context, r Row) error {
 	return nil
 }
 
+// durably runs write, a write recording what happened to a row this host holds ("sending": the
+// platform's answer to a send, or that it was not sent), again and again with backoff while the
+// store refuses writes (a lock held, a full disk: store.Refused), until it takes it or the ledger
+// stops. Given up, the row would stay "sending" until a restart reconciled it as "outcome
+// unknown": a reply certainly not sent would then never be sent, and a delivered one reported
+// uncertain. It runs inside the key's boundary, which waits meanwhile; nothing else of that chat
+// could be written anyway.
+func (l *Ledger) durably(write func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !store.Refused(err) {
+			return err
+		}
+		store.Report(l.db, store.PathLedger, err)
+		l.mu.Lock()
+		stopping := !l.running || l.ctx == nil || l.ctx.Err() != nil
+		l.mu.Unlock()
+		if stopping {
+			return err
+		}
+		l.log.Warn("delivery: the store refuses writes; recording an outcome again", "retry_in", wait, "error", err)
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
 // applied reports whether a compare-and-set write of one row applied. When it did not, the row
 // was no longer as this host last saw it: another host's lane took the lane over after this
 // one's lease lapsed, and sent or settled the row. This host then records nothing over what the
@@ -720,8 +796,12 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 		idsJSON = string(b)
 	}
 	ctx = context.WithoutCancel(ctx) // an outcome that happened is recorded even while stopping
-	res, err := l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID,
-		string(r.stored.state), r.stored.attempts)
+	var res sql.Result
+	err := l.durably(func() (err error) {
+		res, err = l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID,
+			string(r.stored.state), r.stored.attempts)
+		return err
+	})
 	if err != nil {
 		l.log.Error("delivery: recording an outcome failed", "id", r.ID, "state", s, "error", err)
 		return false

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
 func uncertain(abi.OutboundMessage) (*abi.SendResult, error) {
@@ -137,4 +139,50 @@ func (f *fixture) waitLong(id string) Row {
 	}
 	f.t.Fatalf("row %s not final after 10 minutes", id)
 	return Row{}
+}
+
+// A send's outcome is recorded whatever the store does meanwhile: when the platform refuses a
+// send (retryable) while another process holds the database's write lock, the retry is recorded
+// once the store takes writes again, and the reply is then delivered. Given up, the row would
+// stay "sending", and a restart would call a reply certainly not sent "outcome unknown".
+func TestOutcomeRecordedThroughAStoreOutage(t *testing.T) {
+	b := storetest.SQLite(t)
+	p := &platform{}
+	locked := make(chan func(), 1)
+	p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+		// Another process takes the write lock while the platform answers.
+		db, err := store.OpenSource(context.Background(), b.Source, b.Dir, store.Options{})
+		if err != nil {
+			t.Error(err)
+			return nil, err
+		}
+		conn, err := db.Conn(context.Background())
+		if err == nil {
+			_, err = conn.ExecContext(context.Background(), `BEGIN IMMEDIATE`)
+		}
+		if err != nil {
+			t.Error(err)
+			return nil, err
+		}
+		locked <- func() { conn.ExecContext(context.Background(), `ROLLBACK`); conn.Close(); db.Close() }
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: "server_error", Message: "try again"}}, nil
+	})
+	f := newFixtureOn(t, b, p, Options{})
+	st := f.stamp()
+	id, _ := f.l.Enqueue(context.Background(), f.msg(st, "through the outage", GuardNone))
+	release := <-locked
+	// The store refuses the ledger's write of the retry (reported to its write health).
+	h := store.HealthOf(f.l.db)
+	for deadline := time.Now().Add(time.Minute); len(h.Failing()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the ledger's write was never refused")
+		}
+	}
+	release()
+	if r := f.waitFinal(id); r.State != Delivered {
+		t.Fatalf("after the outage: %+v", r)
+	}
+	if n := p.count("through the outage"); n != 1 {
+		t.Fatalf("delivered %d times", n)
+	}
 }

@@ -84,6 +84,8 @@ type Gateway struct {
 
 	warnMu sync.Mutex
 	warned map[string]bool // configuration warnings already logged
+
+	bg sync.WaitGroup // the goroutines Run starts beside the core's: they end with Run's context
 }
 
 // Files the host keeps in its data directory besides the database.
@@ -92,9 +94,22 @@ const (
 	DemoSecretFile = "demo.secret" // the demo platform's secret
 )
 
+// Options are what a gateway takes beside its configuration.
+type Options struct {
+	// Agent answers turns instead of the agent cfg.Agent names (the public host package's
+	// Options.Agent); nil: that one.
+	Agent agent.Agent
+}
+
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
-// Plugins are loaded by Run (or by LoadPlugins, for commands that only inspect them).
+// Plugins are loaded by Run (or by LoadPlugins, for commands that only inspect them). When Open
+// fails it has released whatever it had acquired: nothing it started keeps running.
 func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	return OpenWith(ctx, cfg, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (_ *Gateway, err error) {
 	if err := privateDir(cfg.DataDir, log); err != nil {
 		return nil, err
 	}
@@ -106,11 +121,16 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{},
+		agent: opt.Agent}
+	defer func() {
+		if err != nil {
+			g.Close() // what was opened so far: Close skips the parts still nil
+		}
+	}()
 	if cfg.TestClock != "" {
 		fc, err := clock.NewFile(cfg.TestClock)
 		if err != nil {
-			db.Close()
 			return nil, err
 		}
 		g.clock = fc
@@ -119,16 +139,13 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.refusals = httpguard.NewRefusals(g.registry)
 	if g.demoSecret, err = demoSecret(cfg); err != nil {
-		db.Close()
 		return nil, err
 	}
 	g.demo.Secret = g.demoSecret
 	if g.kv, err = kv.Open(ctx, db); err != nil {
-		db.Close()
 		return nil, err
 	}
 	if g.shared, err = openShared(ctx, g); err != nil {
-		db.Close()
 		return nil, err
 	}
 	g.egress = egress.NewClient(egress.Limits{})
@@ -154,18 +171,15 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		},
 	})
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	if err := g.openCore(ctx); err != nil {
-		g.runtime.Close()
-		db.Close()
 		return nil, err
 	}
 	g.door = &inbound.Door{Engine: g.engine, Gate: g.gate, Log: log}
 	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel, Gate: g.gate}
 	g.env.Dispatcher = g.door
-	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
+	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor, Loading: g.pluginsLoading}
 	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
 	g.loops.Clock = g.clock
@@ -285,11 +299,12 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acfg := agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry))
-	acfg.Secrets = envValues(cfg.EnvRefs) // ${NAME} values: kept out of what the agent returns
-	g.agent, err = agent.New(cfg.Agent.Kind, acfg)
-	if err != nil {
-		return err
+	if g.agent == nil { // else the embedding program's own (Options.Agent)
+		acfg := agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry))
+		acfg.Secrets = envValues(cfg.EnvRefs) // ${NAME} values: kept out of what the agent returns
+		if g.agent, err = agent.New(cfg.Agent.Kind, acfg); err != nil {
+			return err
+		}
 	}
 	// /cron is kept apart from the engine's own commands: it reaches the scheduler plugin (the
 	// loops are created after the engine, hence the indirection), and only for senders of the
@@ -358,15 +373,31 @@ func (l liveProcesses) HasLiveProcess(ctx context.Context, key string) (bool, er
 // Runtime is the plugin runtime.
 func (g *Gateway) Runtime() *plugin.Runtime { return g.runtime }
 
-// Close releases everything Open acquired.
+// Close releases everything Open acquired. It also releases a gateway Open built only in part
+// (Open calls it on its error paths): each part still nil is skipped.
 func (g *Gateway) Close() {
-	g.loops.Stop()
-	g.ledger.Stop()
-	g.engine.Wait()
-	g.procs.Close()
-	g.kernel.Close()
-	g.runtime.Close()
-	g.egress.Close()
+	if g.loops != nil {
+		g.loops.Stop()
+	}
+	if g.ledger != nil {
+		g.ledger.Stop()
+	}
+	if g.engine != nil {
+		g.engine.Wait()
+	}
+	g.bg.Wait()
+	if g.procs != nil {
+		g.procs.Close()
+	}
+	if g.kernel != nil {
+		g.kernel.Close()
+	}
+	if g.runtime != nil {
+		g.runtime.Close()
+	}
+	if g.egress != nil {
+		g.egress.Close()
+	}
 	g.db.Close()
 }
 
@@ -449,9 +480,12 @@ func (g *Gateway) warnOnce(msg string) {
 // starts the core (process recovery, ledger, turn engine), then loads the plugins in parallel:
 // each plugin serves, and its loops start, as soon as it has loaded, whatever the other files
 // do. Then it watches the plugins directory for changes. ready, if not nil, is called with both
-// addresses once the servers accept connections.
+// addresses once the servers accept connections. Whatever Run starts ends by the time it
+// returns, on an error as when ctx ends (Close waits for what is still winding down).
 func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
 	token, err := httpguard.Secret(tokenFile)
 	if err != nil {
@@ -485,7 +519,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	}
 	g.running.Store(true)
 	g.LoadPlugins(ctx)
-	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
+	g.bg.Go(func() { plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) }) })
 	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
 	g.log.Info("console: open http://"+aln.Addr().String()+"/ and log in with the admin token", "token_file", tokenFile)
@@ -497,11 +531,13 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 			runErr = err
 		}
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	shutdown, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
 	public.Shutdown(shutdown)
 	admin.Shutdown(shutdown)
 	g.loops.Stop()
+	cancel()
+	g.bg.Wait()
 	g.log.Info("hermes-host stopped")
 	return runErr
 }
@@ -549,11 +585,11 @@ func (g *Gateway) startCore(ctx context.Context) error {
 		return err
 	}
 	if g.shared != nil {
-		go g.shared.reap(ctx, g)
+		g.bg.Go(func() { g.shared.reap(ctx, g) })
 	}
 	// /healthz's view of the store's writes: probed while a write path is refused and while
 	// the host is idle (store.Health).
-	go store.HealthOf(g.db).Watch(ctx, g.log)
+	g.bg.Go(func() { store.HealthOf(g.db).Watch(ctx, g.log) })
 	return nil
 }
 

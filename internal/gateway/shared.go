@@ -114,8 +114,14 @@ func (s *shared) keepAlive(ctx context.Context, g *Gateway) error {
 	if _, _, err := s.leases.TryAcquire(ctx, "host:"+s.id); err != nil {
 		return fmt.Errorf("taking this host's lease: %w", err)
 	}
+	g.bg.Go(func() { s.campaign(ctx, g) })
+	return nil
+}
+
+// campaign holds this host's lease until ctx ends (keepAlive).
+func (s *shared) campaign(ctx context.Context, g *Gateway) {
 	held := 0 // runs of fn: each after the first follows a loss of the lease
-	go s.leases.Campaign(ctx, "host:"+s.id, func(ctx context.Context) {
+	s.leases.Campaign(ctx, "host:"+s.id, func(ctx context.Context) {
 		if held++; held > 1 {
 			if n, err := g.procs.Reassert(ctx); err != nil && ctx.Err() == nil {
 				g.log.Error("re-recording this host's processes after its lease was lost failed", "error", err)
@@ -125,5 +131,4 @@ func (s *shared) keepAlive(ctx context.Context, g *Gateway) error {
 		}
 		<-ctx.Done()
 	})
-	return nil
 }

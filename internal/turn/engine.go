@@ -187,6 +187,7 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.EditsPerSecond <= 0 {
 		opt.EditsPerSecond = 20
 	}
+	l.PaceEdits(opt.EditsPerSecond)
 	if opt.TypingAfter <= 0 {
 		opt.TypingAfter = time.Second
 	}

@@ -125,6 +125,14 @@ func (r *editRates) claim(chat, bot string, now time.Time, interval, gap time.Du
 	return now, true
 }
 
+// sent records that chat's streamed post or edit had its outcome at now: the chat's interval
+// runs from then, not from the claim (the send happened somewhere in between).
+func (r *editRates) sent(chat string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastEdit[chat] = now
+}
+
 // waitGate waits until the chat may be edited again (Options.EditInterval since its last post
 // or edit) and the bot may send again (Options.EditsPerSecond over all its chats), then claims
 // both slots. It reports false when stop closed first (unless force).
@@ -202,6 +210,9 @@ func (s *streamer) show(text string, final bool) bool {
 		return false
 	}
 	row, err := s.e.ledger.Wait(s.e.ctx, group)
+	// The chat's interval runs from the outcome too: the send happened between the claim
+	// (waitGate) and now, not necessarily at the claim.
+	s.e.edits.sent(s.chatKey(), time.Now())
 	if err != nil {
 		return false
 	}

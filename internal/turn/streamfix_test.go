@@ -134,8 +134,21 @@ func TestEditRateIsLimitedPerBot(t *testing.T) {
 		final := strings.TrimSpace(strings.Join(pieces, ""))
 		until(t, "every final text", func() bool { return h.chat.count(final) == chats })
 		h.chat.mu.Lock()
-		sent, at := append([]abi.OutboundMessage(nil), h.chat.sent...), append([]time.Time(nil), h.chat.at...)
+		all, allAt := append([]abi.OutboundMessage(nil), h.chat.sent...), append([]time.Time(nil), h.chat.at...)
 		h.chat.mu.Unlock()
+		// The streamed posts and edits: a chat whose answer was complete before its first
+		// draft could go gets it as one ordinary reply (the final text, no edit), which the
+		// edit rate does not pace.
+		var sent []abi.OutboundMessage
+		var at []time.Time
+		plain := 0
+		for i, m := range all {
+			if m.EditMessageID == "" && m.Text == final {
+				plain++
+				continue
+			}
+			sent, at = append(sent, m), append(at, allAt[i])
+		}
 		most := 0
 		for i := range at {
 			n := 0
@@ -154,6 +167,6 @@ func TestEditRateIsLimitedPerBot(t *testing.T) {
 			}
 			last[m.ChatID] = at[i]
 		}
-		t.Logf("%d sends, at most %d in a second", len(sent), most)
+		t.Logf("%d streamed sends (and %d plain replies), at most %d in a second", len(sent), plain, most)
 	})
 }
