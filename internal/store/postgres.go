@@ -44,9 +44,10 @@ const postgresMaxConns = 96
 
 // OpenPostgres opens the PostgreSQL database at the URL dsn through pgx (database/sql). Queries
 // are written once, with $1, $2, … placeholders, which both SQLite and PostgreSQL read; the
-// connection passes them on unchanged (see dialect.go for what differs). Transactions run at SERIALIZABLE isolation and WithTx retries one
-// that PostgreSQL aborted as a serialization failure, so every transaction sees what it would see
-// if transactions ran one at a time, as SQLite's single writer gives.
+// connection passes them on unchanged (see dialect.go for what differs). Transactions run at
+// SERIALIZABLE isolation and WithTx retries one that PostgreSQL aborted as a serialization
+// failure, so every transaction sees what it would see if transactions ran one at a time, as
+// SQLite's single writer gives.
 func OpenPostgres(ctx context.Context, dsn string, opt Options) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
