@@ -95,7 +95,7 @@ func (p *platform) texts() []string {
 }
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	k      *session.Kernel
 	l      *Ledger
 	p      *platform
@@ -105,13 +105,13 @@ type fixture struct {
 	cond   *sync.Cond
 }
 
-func newFixture(t *testing.T, p *platform, opt Options) *fixture {
+func newFixture(t testing.TB, p *platform, opt Options) *fixture {
 	t.Helper()
 	return newFixtureOn(t, storetest.Default(t), p, opt)
 }
 
 // newFixtureOn is newFixture on backend b.
-func newFixtureOn(t *testing.T, b storetest.Backend, p *platform, opt Options) *fixture {
+func newFixtureOn(t testing.TB, b storetest.Backend, p *platform, opt Options) *fixture {
 	t.Helper()
 	db := b.Open(t)
 	k, err := session.Open(context.Background(), db, session.Options{})
