@@ -387,7 +387,7 @@ func TestStoreSuite(t *testing.T) {
 		// have given), approved later: one approval, the newer one.
 		later := now.Add(time.Minute)
 		if _, err := db.ExecContext(ctx, `INSERT INTO auth_pairing (code, plugin, profile, user_id, user_name, source, created_at, expires_at)
-			VALUES ('SECONDCD', 'telegram', 'main', '8', 'eight', '{}', ?, ?)`, later.UnixMilli(), later.Add(time.Hour).UnixMilli()); err != nil {
+			VALUES ('SECONDCD', 'telegram', 'main', '8', 'eight', '{}', $1, $2)`, later.UnixMilli(), later.Add(time.Hour).UnixMilli()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := ApproveCode(ctx, db, "secondcd", later); err != nil {

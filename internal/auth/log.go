@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Verdicts of operator actions in the auth log.
@@ -56,7 +57,7 @@ func (g *Gate) insertLog(ctx context.Context, tx *sql.Tx, plugin, profile string
 	var seq int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO auth_log
 		(at, plugin, profile, event_id, kind, chat_type, chat_id, user_id, user_name, verdict, reason, detail, text)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT DO NOTHING RETURNING seq`,
 		g.opt.Now().UnixMilli(), plugin, profile, id, kind, src.ChatType, src.ChatID, src.UserID, src.UserName,
 		verdict, reason, detail, clip(ev.Text, logTextChars)).Scan(&seq)
@@ -68,7 +69,7 @@ func (g *Gate) insertLog(ctx context.Context, tx *sql.Tx, plugin, profile string
 	}
 	// Keep the log bounded; checking every 64th row keeps the cost out of the common path.
 	if seq%64 == 0 {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_log WHERE seq <= ?`, seq-int64(g.opt.LogRows)); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_log WHERE seq <= $1`, seq-int64(g.opt.LogRows)); err != nil {
 			return false, err
 		}
 	}
@@ -80,7 +81,7 @@ func (g *Gate) setDetail(ctx context.Context, plugin, profile, eventID, detail s
 	if eventID == "" {
 		return
 	}
-	if _, err := g.db.ExecContext(context.WithoutCancel(ctx), `UPDATE auth_log SET detail = ? WHERE plugin = ? AND profile = ? AND event_id = ?`,
+	if _, err := g.db.ExecContext(context.WithoutCancel(ctx), `UPDATE auth_log SET detail = $1 WHERE plugin = $2 AND profile = $3 AND event_id = $4`,
 		detail, plugin, profile, eventID); err != nil {
 		g.log.Error("auth: updating the log failed", "error", err)
 	}
@@ -89,7 +90,7 @@ func (g *Gate) setDetail(ctx context.Context, plugin, profile, eventID, detail s
 // operatorLog records an approval or revocation.
 func operatorLog(ctx context.Context, tx *sql.Tx, now time.Time, a Approval, verdict, detail string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO auth_log (at, plugin, profile, kind, user_id, user_name, verdict, reason, detail)
-		VALUES (?, ?, ?, 'operator', ?, ?, ?, 'operator', ?)`, now.UnixMilli(), a.Plugin, a.Profile, a.UserID, a.UserName, verdict, detail)
+		VALUES ($1, $2, $3, 'operator', $4, $5, $6, 'operator', $7)`, now.UnixMilli(), a.Plugin, a.Profile, a.UserID, a.UserName, verdict, detail)
 	return err
 }
 
@@ -108,13 +109,12 @@ func ListLog(ctx context.Context, db *sql.DB, f LogFilter) ([]Entry, error) {
 	f.Limit = min(f.Limit, MaxList)
 	q := `SELECT seq, at, plugin, profile, COALESCE(event_id, ''), kind, chat_type, chat_id, user_id, user_name,
 		verdict, reason, detail, text FROM auth_log`
-	args := []any{}
+	var args store.Args
 	if f.Plugin != "" {
-		q += ` WHERE plugin = ?`
-		args = append(args, f.Plugin)
+		q += ` WHERE plugin = ` + args.Add(f.Plugin)
 	}
-	q += ` ORDER BY seq DESC LIMIT ?`
-	rows, err := db.QueryContext(ctx, q, append(args, f.Limit)...)
+	q += ` ORDER BY seq DESC LIMIT ` + args.Add(f.Limit)
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -76,17 +76,17 @@ func (g *Gate) pair(ctx context.Context, plugin, profile string, ev abi.InboundE
 		reason, code, fresh = "", "", false
 		if ev.ID != "" {
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_log WHERE plugin = ? AND profile = ? AND event_id = ?`,
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_log WHERE plugin = $1 AND profile = $2 AND event_id = $3`,
 				plugin, profile, ev.ID).Scan(&n); err != nil || n > 0 {
 				return err // a replay: answered (or not) the first time
 			}
 		}
 		now := g.opt.Now()
-		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_pairing WHERE expires_at <= ?`, now.UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_pairing WHERE expires_at <= $1`, now.UnixMilli()); err != nil {
 			return err
 		}
 		var open string
-		err := tx.QueryRowContext(ctx, `SELECT code FROM auth_pairing WHERE plugin = ? AND profile = ? AND user_id = ?`,
+		err := tx.QueryRowContext(ctx, `SELECT code FROM auth_pairing WHERE plugin = $1 AND profile = $2 AND user_id = $3`,
 			plugin, profile, src.UserID).Scan(&open)
 		var pending int
 		switch {
@@ -95,7 +95,7 @@ func (g *Gate) pair(ctx context.Context, plugin, profile string, ev abi.InboundE
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		default:
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_pairing WHERE plugin = ? AND profile = ?`,
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_pairing WHERE plugin = $1 AND profile = $2`,
 				plugin, profile).Scan(&pending); err != nil {
 				return err
 			}
@@ -106,7 +106,7 @@ func (g *Gate) pair(ctx context.Context, plugin, profile string, ev abi.InboundE
 			reason, code = ReasonPairingSent, newCode()
 			srcJSON, _ := json.Marshal(src)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO auth_pairing (code, plugin, profile, user_id, user_name, source, created_at, expires_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, code, plugin, profile, src.UserID, src.UserName, string(srcJSON),
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, code, plugin, profile, src.UserID, src.UserName, string(srcJSON),
 				now.UnixMilli(), now.Add(g.opt.PairingTTL).UnixMilli()); err != nil {
 				return err
 			}
@@ -136,7 +136,7 @@ func (g *Gate) pair(ctx context.Context, plugin, profile string, ev abi.InboundE
 	if err != nil {
 		// Not sent: withdraw the code, so the user's next message gets one.
 		g.log.Error("auth: pairing code not sent", "plugin", plugin, "profile", profile, "user", src.UserID, "error", err)
-		g.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM auth_pairing WHERE code = ?`, code)
+		g.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM auth_pairing WHERE code = $1`, code)
 		g.setDetail(ctx, plugin, profile, ev.ID, "code "+code+" not sent: "+err.Error())
 		return Decision{Verdict: Refuse, Reason: reason}, nil
 	}
@@ -146,7 +146,7 @@ func (g *Gate) pair(ctx context.Context, plugin, profile string, ev abi.InboundE
 
 func isApproved(ctx context.Context, db *sql.DB, plugin, profile, user string) (bool, error) {
 	var n int
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_approved WHERE plugin = ? AND profile = ? AND user_id = ?`,
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_approved WHERE plugin = $1 AND profile = $2 AND user_id = $3`,
 		plugin, profile, user).Scan(&n)
 	return n > 0, err
 }
@@ -184,7 +184,7 @@ func ApproveCode(ctx context.Context, db *sql.DB, code string, now time.Time) (A
 	err := store.WithTx(ctx, db, func(tx *sql.Tx) error {
 		var src string
 		err := tx.QueryRowContext(ctx, `SELECT plugin, profile, user_id, user_name, source FROM auth_pairing
-			WHERE code = ? AND expires_at > ?`, code, now.UnixMilli()).Scan(&a.Plugin, &a.Profile, &a.UserID, &a.UserName, &src)
+			WHERE code = $1 AND expires_at > $2`, code, now.UnixMilli()).Scan(&a.Plugin, &a.Profile, &a.UserID, &a.UserName, &src)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w %q (unknown or expired; `hermes-host pairing ls` lists the open ones)", ErrNoCode, code)
 		}
@@ -196,12 +196,12 @@ func ApproveCode(ctx context.Context, db *sql.DB, code string, now time.Time) (A
 		}
 		a.Code, a.ApprovedAt = code, now
 		if _, err := tx.ExecContext(ctx, `INSERT INTO auth_approved (plugin, profile, user_id, user_name, code, approved_at)
-			VALUES (?, ?, ?, ?, ?, ?)
+			VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (plugin, profile, user_id) DO UPDATE
 			SET user_name = excluded.user_name, code = excluded.code, approved_at = excluded.approved_at`, a.Plugin, a.Profile, a.UserID, a.UserName, code, now.UnixMilli()); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_pairing WHERE code = ?`, code); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_pairing WHERE code = $1`, code); err != nil {
 			return err
 		}
 		return operatorLog(ctx, tx, now, a, Approved, "code "+code)
@@ -215,7 +215,7 @@ func RevokeUser(ctx context.Context, db *sql.DB, user, plugin, profile string, n
 	var out []Approval
 	err := store.WithTx(ctx, db, func(tx *sql.Tx) error {
 		out = nil
-		where := `user_id = ? AND (? = '' OR plugin = ?) AND (? = '' OR profile = ?)`
+		where := `user_id = $1 AND ($2 = '' OR plugin = $3) AND ($4 = '' OR profile = $5)`
 		args := []any{user, plugin, plugin, profile, profile}
 		rows, err := tx.QueryContext(ctx, `SELECT plugin, profile, user_id, user_name, code, approved_at FROM auth_approved WHERE `+where, args...)
 		if err != nil {
@@ -258,7 +258,7 @@ func RevokeUser(ctx context.Context, db *sql.DB, user, plugin, profile string, n
 func ListPairing(ctx context.Context, db *sql.DB, now time.Time) ([]Request, []Approval, error) {
 	pending := []Request{}
 	rows, err := db.QueryContext(ctx, `SELECT code, plugin, profile, user_id, user_name, source, created_at, expires_at
-		FROM auth_pairing WHERE expires_at > ? ORDER BY created_at`, now.UnixMilli())
+		FROM auth_pairing WHERE expires_at > $1 ORDER BY created_at`, now.UnixMilli())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -33,7 +33,7 @@ func BenchmarkLedger(b *testing.B) {
 	for _, chats := range []int{1, 64} {
 		b.Run(fmt.Sprintf("chats=%d", chats), func(b *testing.B) {
 			p := &countingPlatform{}
-			f := newFixture(&testing.T{}, nil, Options{})
+			f := newFixture(b, nil, Options{})
 			f.l.tr = p
 			st := f.stamp()
 			ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
 
@@ -94,7 +95,7 @@ func (p *platform) texts() []string {
 }
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	k      *session.Kernel
 	l      *Ledger
 	p      *platform
@@ -104,13 +105,13 @@ type fixture struct {
 	cond   *sync.Cond
 }
 
-func newFixture(t *testing.T, p *platform, opt Options) *fixture {
+func newFixture(t testing.TB, p *platform, opt Options) *fixture {
 	t.Helper()
 	return newFixtureOn(t, storetest.Default(t), p, opt)
 }
 
 // newFixtureOn is newFixture on backend b.
-func newFixtureOn(t *testing.T, b storetest.Backend, p *platform, opt Options) *fixture {
+func newFixtureOn(t testing.TB, b storetest.Backend, p *platform, opt Options) *fixture {
 	t.Helper()
 	db := b.Open(t)
 	k, err := session.Open(context.Background(), db, session.Options{})
@@ -374,7 +375,7 @@ func TestSendingRowsAreReconciledNotResent(t *testing.T) {
 	f.cancel()
 	f.l.Stop()
 	m := f.msg(st, "in flight", GuardNone)
-	id, err := (&Tx{l: f.l}).insert(context.Background(), m, []string{m.Text}, Sending, "", time.Time{})
+	id, err := f.l.insert(context.Background(), nil, m, []string{m.Text}, Sending, "", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,8 +444,8 @@ func TestBoundaryOrders(t *testing.T) {
 	})
 }
 
-// TestUpdateCommitsWithTheCallersChange: rows written through a Tx commit or roll back with the
-// caller's own statements, and nothing is sent or observed before the commit.
+// TestUpdateCommitsWithTheCallersChange: rows written in a unit of work (store.Update) commit or
+// roll back with the caller's own statements, and nothing is sent or observed before the commit.
 func TestUpdateCommitsWithTheCallersChange(t *testing.T) {
 	p := &platform{}
 	f := newFixture(t, p, Options{})
@@ -454,11 +455,11 @@ func TestUpdateCommitsWithTheCallersChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := errors.New("the caller's change failed")
-	err := f.l.Update(ctx, func(tx *Tx) error {
-		if _, err := tx.Enqueue(ctx, f.msg(st, "never sent", GuardNone)); err != nil {
+	err := store.Update(ctx, f.l.db, store.PathLedger, func(tx *store.Tx) error {
+		if _, err := f.l.EnqueueTx(ctx, tx, f.msg(st, "never sent", GuardNone)); err != nil {
 			return err
 		}
-		if _, err := tx.SQL().Exec(`INSERT INTO caller_state VALUES ('rolled back')`); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO caller_state VALUES ('rolled back')`); err != nil {
 			return err
 		}
 		return failed
@@ -467,15 +468,15 @@ func TestUpdateCommitsWithTheCallersChange(t *testing.T) {
 		t.Fatalf("Update = %v", err)
 	}
 	var sent, dropped string
-	err = f.l.Update(ctx, func(tx *Tx) error {
+	err = store.Update(ctx, f.l.db, store.PathLedger, func(tx *store.Tx) error {
 		var err error
-		if sent, err = tx.Enqueue(ctx, f.msg(st, "sent", GuardNone)); err != nil {
+		if sent, err = f.l.EnqueueTx(ctx, tx, f.msg(st, "sent", GuardNone)); err != nil {
 			return err
 		}
-		if dropped, err = tx.Record(ctx, f.msg(st, "recorded", GuardLineage), Dropped, "cancelled"); err != nil {
+		if dropped, err = f.l.RecordTx(ctx, tx, f.msg(st, "recorded", GuardLineage), Dropped, "cancelled"); err != nil {
 			return err
 		}
-		_, err = tx.SQL().Exec(`INSERT INTO caller_state VALUES ('committed')`)
+		_, err = tx.ExecContext(ctx, `INSERT INTO caller_state VALUES ('committed')`)
 		return err
 	})
 	if err != nil {
@@ -968,6 +969,103 @@ func TestLanesPerSessionFloodPerChat(t *testing.T) {
 		p.mu.Unlock()
 		if rc.State != Delivered || rd.State != Delivered || at.Sub(start) < 5*time.Second || rd.Attempts != 1 {
 			t.Fatalf("thread B's message went out %v after thread A's 429 with retry_after 5s: %+v", at.Sub(start), rd)
+		}
+	})
+}
+
+// A message about a subject (Message.About) is dropped, not sent, when the subject was withdrawn
+// before its claim: the check is in the claim, inside the key's boundary, right before the send.
+// Here the lane waits for the boundary (the test holds it) while the withdrawal commits; once the
+// boundary is free, the part is dropped with the withdrawal's reason. A message about another
+// subject, and one withdrawn only after it was sent, are delivered; on both backends.
+func TestWithdrawnSubjectIsDroppedAtTheClaim(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		p := &platform{}
+		f := newFixtureOn(t, b, p, Options{})
+		st := f.stamp()
+		about := func(text, subject string) Message {
+			m := f.msg(st, text, GuardLineage)
+			m.About = subject
+			return m
+		}
+		withdraw := func(subject string) {
+			t.Helper()
+			if err := store.Update(ctx, f.l.db, store.PathProcesses, func(tx *store.Tx) error {
+				return tx.Withdraw(ctx, subject, "the agent already read the result of "+subject, time.Now().UnixMilli())
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		sent, err := f.l.Enqueue(ctx, about("sent before", "proc_a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := f.waitFinal(sent); r.State != Delivered {
+			t.Fatalf("before the withdrawal: %+v", r)
+		}
+		withdraw("proc_a") // after its send: changes nothing
+
+		hold, release := make(chan struct{}), make(chan struct{})
+		go f.k.WithBoundary(ctx, st.Key, func(*session.Boundary) error { close(hold); <-release; return nil })
+		<-hold
+		moot, err := f.l.Enqueue(ctx, about("moot", "proc_b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := f.l.Enqueue(ctx, about("other", "proc_c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		withdraw("proc_b") // while the lane waits for the boundary
+		close(release)
+		if r := f.waitFinal(moot); r.State != Dropped || r.Reason != "suppressed: the agent already read the result of proc_b" || r.Attempts != 0 {
+			t.Fatalf("the withdrawn message: %+v", r)
+		}
+		if r := f.waitFinal(other); r.State != Delivered {
+			t.Fatalf("the message about another subject: %+v", r)
+		}
+		if got := p.texts(); !slices.Equal(got, []string{"sent before", "other"}) {
+			t.Fatalf("sent %q", got)
+		}
+		if r, _ := f.l.Wait(ctx, sent); r.State != Delivered {
+			t.Fatalf("the message sent before its withdrawal: %+v", r)
+		}
+	})
+}
+
+// A process's notice queued by a version before Message.About (its origin the process id) is
+// about the process once the ledger is migrated: withdrawn, it is dropped, not sent; on both
+// backends.
+func TestNoticeQueuedBeforeAboutIsStillWithdrawn(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		if err := store.Migrate(ctx, db, "delivery", migrations[:len(migrations)-1]); err != nil {
+			t.Fatal(err)
+		}
+		key := "agent:main:echo:dm:42"
+		now := time.Now().UnixMilli()
+		if _, err := db.ExecContext(ctx, `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane, chat_id,
+			session_key, target, kind, state, origin, created_at, updated_at)
+			VALUES ('dlv_old', 'dlv_old', 1, 1, 'echo', 'main', $1, '42', $2, '{"chat_id":"42","text":"old notice"}', 'notification', 'pending', 'proc_old', $3, $4)`,
+			key, key, now, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Update(ctx, db, store.PathProcesses, func(tx *store.Tx) error {
+			return tx.Withdraw(ctx, "proc_old", "the agent already read the result of proc_old", now)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		p := &platform{}
+		f := newFixtureOn(t, b, p, Options{})
+		if r := f.waitFinal("dlv_old"); r.State != Dropped || r.About != "proc_old" || !strings.HasPrefix(r.Reason, "suppressed: ") {
+			t.Fatalf("the old notice: %+v", r)
+		}
+		if got := p.texts(); len(got) != 0 {
+			t.Fatalf("sent %q", got)
 		}
 	})
 }

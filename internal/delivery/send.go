@@ -67,7 +67,7 @@ func (l *Ledger) Start(ctx context.Context) ([]Row, error) {
 // host that died (PostgreSQL releases a dead host's locks with its connection).
 func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error) {
 	now := l.opt.Now()
-	stale, err := l.query(ctx, `WHERE state = ? AND updated_at <= ?`, string(Sending), now.Add(-age).UnixMilli())
+	stale, err := l.query(ctx, `WHERE state = $1 AND updated_at <= $2`, string(Sending), now.Add(-age).UnixMilli())
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error
 	for _, r := range stale {
 		var moved bool
 		err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
-			res, err := l.db.ExecContext(b.Context(), `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`,
+			res, err := l.db.ExecContext(b.Context(), `UPDATE deliveries SET state = $1, reason = $2, updated_at = $3 WHERE id = $4 AND state = $5 AND attempts = $6`,
 				string(Failed), ReasonInterrupted, l.opt.Now().UnixMilli(), r.ID, string(Sending), r.Attempts)
 			if err != nil {
 				return err
@@ -104,10 +104,10 @@ func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error
 // wakePending wakes the lanes that have pending rows due at least age ago.
 func (l *Ledger) wakePending(ctx context.Context, age time.Duration) error {
 	cut := l.opt.Now().Add(-age).UnixMilli()
-	q := `SELECT DISTINCT lane FROM deliveries WHERE state = ?`
+	q := `SELECT DISTINCT lane FROM deliveries WHERE state = $1`
 	args := []any{string(Pending)}
 	if age > 0 {
-		q += ` AND created_at <= ? AND next_at <= ?`
+		q += ` AND created_at <= $2 AND next_at <= $3`
 		args = append(args, cut, cut)
 	}
 	rows, err := l.db.QueryContext(ctx, q, args...)
@@ -344,7 +344,7 @@ func (l *Ledger) releaseLane(ctx context.Context, ln *lane, h *laneHold) {
 		l.log.Warn("delivery: releasing a lane's lease failed; it expires", "lane", ln.id, "error", err)
 	}
 	var one int
-	err := l.db.QueryRowContext(ctx, `SELECT 1 FROM deliveries WHERE lane = ? AND state = ? LIMIT 1`, ln.id, string(Pending)).Scan(&one)
+	err := l.db.QueryRowContext(ctx, `SELECT 1 FROM deliveries WHERE lane = $1 AND state = $2 LIMIT 1`, ln.id, string(Pending)).Scan(&one)
 	if err == nil {
 		l.wake(ln.id)
 	}
@@ -443,12 +443,6 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			l.retryUnverifiable(ctx, ln, r, v)
 			return nil
 		}
-		if l.opt.Suppressed != nil && r.Origin != "" {
-			if skip, why := l.opt.Suppressed(b.Context(), r.Origin); skip {
-				l.settle(ctx, r, Dropped, "suppressed: "+why, nil, "")
-				return nil
-			}
-		}
 		// The check and the send are in this one critical section: no transition of this key
 		// can happen between them.
 		// On a shared database the boundary is a PostgreSQL lock held by a connection: make
@@ -458,7 +452,7 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		}
 		r.Attempts++
 		if claimed, err := l.claim(b.Context(), &r); err != nil || !claimed {
-			return err // !claimed: another sender (another host on a shared database) took it
+			return err // !claimed: dropped as withdrawn, or another sender (another host on a shared database) took it
 		}
 		l.pace(b.Context(), r)
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
@@ -602,7 +596,7 @@ func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Durati
 	next := l.opt.Now().Add(wait)
 	var ok bool
 	err := l.durably(func() error {
-		return store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		return store.Update(ctx, l.db, store.PathLedger, func(tx *store.Tx) error {
 			res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
 				string(r.stored.state), r.stored.attempts)
 			if err != nil {
@@ -624,12 +618,11 @@ func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Durati
 				}
 			}
 			// Flood control is per chat: nothing else goes to this chat before then, from any lane.
-			_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE plugin = ? AND profile = ? AND chat_id = ? AND state = ? AND next_at < ?`,
+			_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = $1 WHERE plugin = $2 AND profile = $3 AND chat_id = $4 AND state = $5 AND next_at < $6`,
 				next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
 			return err
 		})
 	})
-	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
 		return false
@@ -713,17 +706,44 @@ func (l *Ledger) pace(ctx context.Context, r Row) {
 // reports false, changing nothing, when r is no longer as this lane read it: with several hosts
 // on one database another host's lane may have sent it since. The boundary makes the claim and
 // the send one critical section, so a row is sent at most once.
+//
+// A row about a subject (Message.About) is claimed only while its subject has not been
+// withdrawn, in the same statement; one whose subject was withdrawn is dropped instead, with
+// the withdrawal's reason, and claim reports false.
 func (l *Ledger) claim(ctx context.Context, r *Row) (bool, error) {
-	res, err := l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts)
+	var (
+		res sql.Result
+		err error
+	)
+	if r.About == "" {
+		res, err = l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts)
+	} else {
+		res, err = l.exec(ctx, nil, qClaimAbout, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts, r.About)
+	}
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		if err == nil && r.About != "" {
+			err = l.dropWithdrawn(ctx, *r)
+		}
 		return false, err
 	}
 	r.State, r.Reason, r.stored = Sending, "", stored{Sending, r.Attempts}
 	l.observe(*r)
 	return true, nil
+}
+
+// dropWithdrawn drops r (which claim did not take) if its subject was withdrawn; if not, the
+// row changed under this host and is left to whoever changed it.
+func (l *Ledger) dropWithdrawn(ctx context.Context, r Row) error {
+	why, ok, err := store.Withdrawn(ctx, l.db, r.About)
+	if err != nil || !ok {
+		return err
+	}
+	r.Attempts = r.stored.attempts // not an attempt: nothing was tried
+	l.settle(ctx, r, Dropped, "suppressed: "+why, nil, "")
+	return nil
 }
 
 // durably runs write, a write recording what happened to a row this host holds ("sending": the
@@ -803,7 +823,7 @@ func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids 
 // the row this host is sending.
 func (l *Ledger) setTarget(ctx context.Context, r Row) {
 	b, _ := json.Marshal(r.Target)
-	res, err := l.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET target = ? WHERE id = ? AND state = ? AND attempts = ?`,
+	res, err := l.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET target = $1 WHERE id = $2 AND state = $3 AND attempts = $4`,
 		string(b), r.ID, string(r.stored.state), r.stored.attempts)
 	if err != nil {
 		l.log.Error("delivery: recording the thread a message went to failed", "id", r.ID, "error", err)
@@ -845,15 +865,15 @@ func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, ol
 	ctx = context.WithoutCancel(ctx)
 	oldChat := chatKey(plugin, profile, old)
 	var lanes []string // the lanes of the rows moved: due at once now
-	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+	err := store.Update(ctx, l.db, store.PathLedger, func(tx *store.Tx) error {
 		lanes = lanes[:0]
-		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (plugin, profile, chat_id) DO UPDATE SET new_chat_id = excluded.new_chat_id`,
 			plugin, profile, old, newChat); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT id, target, state, attempts, lane FROM deliveries
-			WHERE plugin = ? AND profile = ? AND chat_id = ? AND state IN ('pending', 'sending')`, plugin, profile, old)
+			WHERE plugin = $1 AND profile = $2 AND chat_id = $3 AND state IN ('pending', 'sending')`, plugin, profile, old)
 		if err != nil {
 			return err
 		}
@@ -891,8 +911,8 @@ func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, ol
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, chat_id = ?, state = ?, reason = ?, next_at = 0, updated_at = ?
-				WHERE id = ? AND state = ? AND attempts = ?`,
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = $1, chat_id = $2, state = $3, reason = $4, next_at = 0, updated_at = $5
+				WHERE id = $6 AND state = $7 AND attempts = $8`,
 				string(b), newChat, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id, string(u.was.state), u.was.attempts); err != nil {
 				return err
 			}

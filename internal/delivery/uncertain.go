@@ -68,8 +68,8 @@ func (l *Ledger) oweNotice(ctx context.Context, r Row, n chatNotice) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	var one int
-	err := l.db.QueryRowContext(ctx, `SELECT 1 FROM deliveries WHERE plugin = ? AND profile = ? AND chat_id = ? AND state = ?
-		AND substr(origin, 1, ?) = ? LIMIT 1`, r.Plugin, r.Profile, r.Target.ChatID, string(Pending), len(n.origin), n.origin).Scan(&one)
+	err := l.db.QueryRowContext(ctx, `SELECT 1 FROM deliveries WHERE plugin = $1 AND profile = $2 AND chat_id = $3 AND state = $4
+		AND substr(origin, 1, $5) = $6 LIMIT 1`, r.Plugin, r.Profile, r.Target.ChatID, string(Pending), len(n.origin), n.origin).Scan(&one)
 	switch {
 	case err == nil:
 		return // the chat will hear once
@@ -84,12 +84,9 @@ func (l *Ledger) oweNotice(ctx context.Context, r Row, n chatNotice) {
 	if n == noticeUncertain {
 		due = due.Add(l.opt.UncertainDelay)
 	}
-	tx := &Tx{l: l}
-	if _, err := tx.insertDue(ctx, m, []string{n.text}, due); err != nil {
+	if _, err := l.insertDue(ctx, m, []string{n.text}, due); err != nil {
 		l.log.Error("delivery: queueing a notice about a message failed", "id", r.ID, "notice", n.text, "error", err)
-		return
 	}
-	tx.Committed()
 }
 
 // answered notes that plugin's profile gave a certain answer to a send now.
@@ -146,11 +143,11 @@ func (l *Ledger) waitConnected(ctx context.Context, ln *lane, r Row, e *abi.Send
 // linked to the message it repeats. ok is false when there is none.
 func (l *Ledger) Last(ctx context.Context, key string) (m Message, ok bool, err error) {
 	var group string
-	err = l.db.QueryRowContext(ctx, `SELECT grp FROM deliveries d WHERE session_key = ? AND kind IN (?, ?, ?) AND state = ?
-		AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.link = d.grp AND x.state = ?)
+	err = l.db.QueryRowContext(ctx, `SELECT grp FROM deliveries d WHERE session_key = $1 AND kind IN ($2, $3, $4) AND state = $5
+		AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.link = d.grp AND x.state = $6)
 		ORDER BY rowid DESC LIMIT 1`, key, KindReply, KindNotification, KindScheduled, string(Failed), string(Delivered)).Scan(&group)
 	if errors.Is(err, sql.ErrNoRows) {
-		err = l.db.QueryRowContext(ctx, `SELECT grp FROM deliveries WHERE session_key = ? AND kind IN (?, ?, ?) AND state = ?
+		err = l.db.QueryRowContext(ctx, `SELECT grp FROM deliveries WHERE session_key = $1 AND kind IN ($2, $3, $4) AND state = $5
 			ORDER BY rowid DESC LIMIT 1`, key, KindReply, KindNotification, KindScheduled, string(Delivered)).Scan(&group)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -159,7 +156,7 @@ func (l *Ledger) Last(ctx context.Context, key string) (m Message, ok bool, err 
 	if err != nil {
 		return Message{}, false, err
 	}
-	rows, err := l.query(ctx, `WHERE grp = ? ORDER BY part`, group)
+	rows, err := l.query(ctx, `WHERE grp = $1 ORDER BY part`, group)
 	if err != nil || len(rows) == 0 {
 		return Message{}, false, err
 	}

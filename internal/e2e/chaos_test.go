@@ -217,7 +217,7 @@ func checkChaos(t *testing.T, db *sql.DB, fake *echotest.Server, accepted map[st
 	lost := 0
 	for id, text := range accepted {
 		var state, outcome string
-		err := db.QueryRowContext(ctx, `SELECT state, outcome FROM turn_inbox WHERE event_id = ?`, id).Scan(&state, &outcome)
+		err := db.QueryRowContext(ctx, `SELECT state, outcome FROM turn_inbox WHERE event_id = $1`, id).Scan(&state, &outcome)
 		switch {
 		case err != nil:
 			lost++
@@ -251,7 +251,7 @@ func checkChaos(t *testing.T, db *sql.DB, fake *echotest.Server, accepted map[st
 	// What reached the platform was meant to: nothing dropped was sent.
 	for _, m := range platform {
 		var state, reason string
-		if err := db.QueryRowContext(ctx, `SELECT state, reason FROM deliveries WHERE id = ?`, m.DeliveryID).Scan(&state, &reason); err != nil {
+		if err := db.QueryRowContext(ctx, `SELECT state, reason FROM deliveries WHERE id = $1`, m.DeliveryID).Scan(&state, &reason); err != nil {
 			t.Errorf("the platform got %s (%q), which the ledger does not know: %v", m.DeliveryID, m.Text, err)
 			continue
 		}
@@ -394,7 +394,7 @@ func checkCompletions(t *testing.T, db *sql.DB, report map[string]int) (dups, si
 // user boundary.
 func intoLeftSession(ctx context.Context, db *sql.DB, proc, row, into string) string {
 	var stamped string
-	if err := db.QueryRowContext(ctx, `SELECT session_id FROM processes WHERE id = ?`, proc).Scan(&stamped); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT session_id FROM processes WHERE id = $1`, proc).Scan(&stamped); err != nil {
 		return "process: " + err.Error()
 	}
 	for s, hops := stamped, 0; ; hops++ {
@@ -402,7 +402,7 @@ func intoLeftSession(ctx context.Context, db *sql.DB, proc, row, into string) st
 			break
 		}
 		var child string
-		err := db.QueryRowContext(ctx, `SELECT id FROM sessions WHERE parent_session_id = ? AND created_by = 'compression'
+		err := db.QueryRowContext(ctx, `SELECT id FROM sessions WHERE parent_session_id = $1 AND created_by = 'compression'
 			ORDER BY rowid DESC LIMIT 1`, s).Scan(&child)
 		if err != nil || hops > 100 {
 			return fmt.Sprintf("session %s is not %s or its compression continuation", into, stamped)
@@ -412,8 +412,8 @@ func intoLeftSession(ctx context.Context, db *sql.DB, proc, row, into string) st
 	var ended sql.NullInt64
 	var reason string
 	var at int64
-	db.QueryRowContext(ctx, `SELECT ended_at, COALESCE(end_reason, '') FROM sessions WHERE id = ?`, into).Scan(&ended, &reason)
-	db.QueryRowContext(ctx, `SELECT updated_at FROM deliveries WHERE id = ?`, row).Scan(&at)
+	db.QueryRowContext(ctx, `SELECT ended_at, COALESCE(end_reason, '') FROM sessions WHERE id = $1`, into).Scan(&ended, &reason)
+	db.QueryRowContext(ctx, `SELECT updated_at FROM deliveries WHERE id = $1`, row).Scan(&at)
 	if ended.Valid && reason != "compression" && reason != "" && at > ended.Int64 {
 		return fmt.Sprintf("delivered at %d, after %s ended %s at %d", at, into, reason, ended.Int64)
 	}

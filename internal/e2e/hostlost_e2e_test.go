@@ -67,7 +67,7 @@ plugins:
 	}
 	defer db.Close()
 	var pid int
-	if err := db.QueryRow(`SELECT pid FROM processes WHERE id = ?`, id).Scan(&pid); err != nil || pid <= 0 {
+	if err := db.QueryRow(`SELECT pid FROM processes WHERE id = $1`, id).Scan(&pid); err != nil || pid <= 0 {
 		t.Fatalf("pid of %s: %d %v", id, pid, err)
 	}
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) }) // the orphan nobody watches any more
@@ -80,13 +80,13 @@ plugins:
 	t.Logf("announced %v after the kill: %q", time.Since(killed).Round(time.Millisecond), lost.Text)
 	eventually(t, "the notice's event to be final", func() bool {
 		var open int
-		db.QueryRow(`SELECT COUNT(*) FROM process_events WHERE proc_id = ? AND state IN ('pending', 'claimed')`, id).Scan(&open)
+		db.QueryRow(`SELECT COUNT(*) FROM process_events WHERE proc_id = $1 AND state IN ('pending', 'claimed')`, id).Scan(&open)
 		return open == 0
 	})
 	var state, reason string
 	var events int
-	db.QueryRow(`SELECT state, reason FROM processes WHERE id = ?`, id).Scan(&state, &reason)
-	db.QueryRow(`SELECT COUNT(*) FROM process_events WHERE proc_id = ?`, id).Scan(&events)
+	db.QueryRow(`SELECT state, reason FROM processes WHERE id = $1`, id).Scan(&state, &reason)
+	db.QueryRow(`SELECT COUNT(*) FROM process_events WHERE proc_id = $1`, id).Scan(&events)
 	if state != "lost" || reason != "host_lost" || events != 1 {
 		t.Fatalf("row %s/%s with %d events", state, reason, events)
 	}

@@ -271,8 +271,8 @@ plugins:
 	for _, u := range users {
 		var delivered, unknown int
 		chat := fmt.Sprint(u.ID)
-		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE plugin = 'telegram' AND chat_id = ? AND state = 'delivered'`, chat).Scan(&delivered)
-		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE plugin = 'telegram' AND chat_id = ? AND state = 'failed'`, chat).Scan(&unknown)
+		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE plugin = 'telegram' AND chat_id = $1 AND state = 'delivered'`, chat).Scan(&delivered)
+		db.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE plugin = 'telegram' AND chat_id = $1 AND state = 'failed'`, chat).Scan(&unknown)
 		got := len(tg.SentTexts(u.ID, 0))
 		if got > delivered+unknown {
 			dups += got - delivered - unknown
@@ -288,7 +288,7 @@ plugins:
 	// reached echo's platform at most once.
 	for id := range accepted {
 		var n int
-		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE plugin = 'echo' AND event_id = ?`, id).Scan(&n)
+		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE plugin = 'echo' AND event_id = $1`, id).Scan(&n)
 		if n != 1 {
 			lost++
 			t.Errorf("webhook event %s has %d inbox rows", id, n)

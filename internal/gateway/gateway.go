@@ -287,7 +287,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lopt := delivery.Options{Logger: g.log, Suppressed: g.consumed, UndeliveredAfter: time.Duration(cfg.Deliveries.UndeliveredAfter)}
+	lopt := delivery.Options{Logger: g.log, UndeliveredAfter: time.Duration(cfg.Deliveries.UndeliveredAfter)}
 	if g.shared != nil {
 		lopt.Sweep, lopt.Leases = sweepEach, g.shared.leases
 	}
@@ -333,19 +333,6 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	}
 	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, topt)
 	return err
-}
-
-// consumed reports whether a process notice is moot because the agent already read the result
-// (with wait, log or kill) after the notice was queued.
-func (g *Gateway) consumed(ctx context.Context, origin string) (bool, string) {
-	if !strings.HasPrefix(origin, "proc_") {
-		return false, ""
-	}
-	ok, err := g.procs.Consumed(ctx, origin)
-	if err != nil || !ok {
-		return false, ""
-	}
-	return true, "the agent already read the result of " + origin
 }
 
 // childEnv is the environment background processes start with: the host's, without the

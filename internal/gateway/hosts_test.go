@@ -159,7 +159,7 @@ func TestPausedHostComesBack(t *testing.T) {
 	// The pause: host a's lease runs out and b claims it (the claim's new fence makes a's next
 	// renewal fail, as after a real pause; a campaigns for it again only a third of the lease
 	// later, by when b has done its takeover).
-	if _, err := b.g.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0, fence = fence + 1 WHERE name = ?`, "host:"+a.g.shared.id); err != nil {
+	if _, err := b.g.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0, fence = fence + 1 WHERE name = $1`, "host:"+a.g.shared.id); err != nil {
 		t.Fatal(err)
 	}
 	b.g.shared.sweep(ctx, b.g)

@@ -44,7 +44,7 @@ type shared struct {
 }
 
 func openShared(ctx context.Context, g *Gateway) (*shared, error) {
-	if store.DialectOf(g.db) != store.Postgres {
+	if !store.Shared(g.db) {
 		return nil, nil
 	}
 	id := lease.InstanceID()

@@ -20,8 +20,8 @@ const (
 	MaxKeys       = 10_000
 )
 
-var migrations = []string{
-	`CREATE TABLE plugin_kv (
+var migrations = []store.Migration{
+	{SQLite: `CREATE TABLE plugin_kv (
 		plugin  TEXT NOT NULL,
 		profile TEXT NOT NULL,
 		key     TEXT NOT NULL,
@@ -29,6 +29,14 @@ var migrations = []string{
 		updated_at INTEGER NOT NULL,
 		PRIMARY KEY (plugin, profile, key)
 	) WITHOUT ROWID`,
+		Postgres: `CREATE TABLE plugin_kv (
+		plugin  TEXT NOT NULL,
+		profile TEXT NOT NULL,
+		key     TEXT NOT NULL,
+		value   BYTEA NOT NULL,
+		updated_at BIGINT NOT NULL,
+		PRIMARY KEY (plugin, profile, key)
+	)`},
 }
 
 // Store is the plugin key/value store.
@@ -51,7 +59,7 @@ func (s *Store) Get(ctx context.Context, plugin, profile, key string) ([]byte, b
 	}
 	var v []byte
 	err := s.db.QueryRowContext(ctx,
-		`SELECT value FROM plugin_kv WHERE plugin = ? AND profile = ? AND key = ?`,
+		`SELECT value FROM plugin_kv WHERE plugin = $1 AND profile = $2 AND key = $3`,
 		plugin, profile, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
@@ -76,13 +84,13 @@ func (s *Store) Set(ctx context.Context, plugin, profile, key string, value []by
 	err := store.WithTx(ctx, s.db, func(tx *sql.Tx) error {
 		var exists, n int
 		if err := tx.QueryRowContext(ctx,
-			`SELECT COUNT(*) FROM plugin_kv WHERE plugin = ? AND profile = ? AND key = ?`,
+			`SELECT COUNT(*) FROM plugin_kv WHERE plugin = $1 AND profile = $2 AND key = $3`,
 			plugin, profile, key).Scan(&exists); err != nil {
 			return err
 		}
 		if exists == 0 {
 			if err := tx.QueryRowContext(ctx,
-				`SELECT COUNT(*) FROM plugin_kv WHERE plugin = ? AND profile = ?`,
+				`SELECT COUNT(*) FROM plugin_kv WHERE plugin = $1 AND profile = $2`,
 				plugin, profile).Scan(&n); err != nil {
 				return err
 			}
@@ -91,7 +99,7 @@ func (s *Store) Set(ctx context.Context, plugin, profile, key string, value []by
 			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO plugin_kv (plugin, profile, key, value, updated_at)
-			VALUES (?, ?, ?, ?, ?)
+			VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (plugin, profile, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
 			plugin, profile, key, value, time.Now().UnixMilli())
 		return err
@@ -111,7 +119,7 @@ func (s *Store) Delete(ctx context.Context, plugin, profile, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `DELETE FROM plugin_kv WHERE plugin = ? AND profile = ? AND key = ?`, plugin, profile, key)
+	_, err := s.db.ExecContext(ctx, `DELETE FROM plugin_kv WHERE plugin = $1 AND profile = $2 AND key = $3`, plugin, profile, key)
 	store.Report(s.db, store.PathKV, err)
 	if err != nil {
 		return abi.Errorf(abi.CodeIO, "kv delete: %v", err)

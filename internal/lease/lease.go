@@ -44,14 +44,21 @@ import (
 	"github.com/hermes-host/hermes-host/internal/store"
 )
 
-var migrations = []string{
-	`CREATE TABLE leases (
+var migrations = []store.Migration{
+	{SQLite: `CREATE TABLE leases (
 		name       TEXT PRIMARY KEY,
 		holder     TEXT NOT NULL,
 		expires_at INTEGER NOT NULL, -- unix ms, by the holder's clock
 		fence      INTEGER NOT NULL  -- grows each time the lease is granted afresh
 	) WITHOUT ROWID;
 	CREATE INDEX leases_expires ON leases (expires_at);`,
+		Postgres: `CREATE TABLE leases (
+		name       TEXT PRIMARY KEY,
+		holder     TEXT NOT NULL,
+		expires_at BIGINT NOT NULL, -- unix ms, by the holder's clock
+		fence      BIGINT NOT NULL  -- grows each time the lease is granted afresh
+	);
+	CREATE INDEX leases_expires ON leases (expires_at);`},
 }
 
 // Migrate creates the leases table (New does it).
@@ -78,7 +85,8 @@ type Manager struct {
 	holder string
 	ttl    time.Duration
 	clock  clock.Clock
-	pg     bool
+	// qClaimExpired is ClaimExpired's statement in the database's dialect.
+	qClaimExpired string
 
 	mu   sync.Mutex
 	held map[string]bool // names this Manager runs a Hold of
@@ -97,7 +105,7 @@ func New(ctx context.Context, db *sql.DB, holder string, ttl time.Duration, clk 
 	if err := Migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	return &Manager{db: db, holder: holder, ttl: ttl, clock: clk, pg: store.DialectOf(db) == store.Postgres, held: map[string]bool{}}, nil
+	return &Manager{db: db, holder: holder, ttl: ttl, clock: clk, qClaimExpired: qClaimExpired.For(db), held: map[string]bool{}}, nil
 }
 
 // InstanceID returns an identity for this process that no other instance, nor this one after
@@ -131,13 +139,13 @@ func (m *Manager) TTL() time.Duration { return m.ttl }
 func (m *Manager) TryAcquire(ctx context.Context, name string) (fence int64, ok bool, err error) {
 	now := m.clock.Now().UnixMilli()
 	err = m.db.QueryRowContext(ctx, `
-		INSERT INTO leases (name, holder, expires_at, fence) VALUES (?, ?, ?, 1)
+		INSERT INTO leases (name, holder, expires_at, fence) VALUES ($1, $2, $3, 1)
 		ON CONFLICT (name) DO UPDATE SET
-			fence = CASE WHEN leases.holder = excluded.holder AND leases.expires_at >= ?
+			fence = CASE WHEN leases.holder = excluded.holder AND leases.expires_at >= $4
 				THEN leases.fence ELSE leases.fence + 1 END,
 			holder = excluded.holder,
 			expires_at = excluded.expires_at
-		WHERE leases.expires_at < ? OR leases.holder = excluded.holder
+		WHERE leases.expires_at < $5 OR leases.holder = excluded.holder
 		RETURNING fence`,
 		name, m.holder, now+m.ttl.Milliseconds(), now, now).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -153,7 +161,7 @@ func (m *Manager) TryAcquire(ctx context.Context, name string) (fence int64, ok 
 // the lease is no longer this holder's under that fence. A lease that expired but that nobody
 // took meanwhile is still this holder's, and is renewed.
 func (m *Manager) Renew(ctx context.Context, name string, fence int64) error {
-	res, err := m.db.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND fence = ?`,
+	res, err := m.db.ExecContext(ctx, `UPDATE leases SET expires_at = $1 WHERE name = $2 AND holder = $3 AND fence = $4`,
 		m.clock.Now().Add(m.ttl).UnixMilli(), name, m.holder, fence)
 	if err != nil {
 		return fmt.Errorf("lease: renew %s: %w", name, err)
@@ -168,7 +176,7 @@ func (m *Manager) Renew(ctx context.Context, name string, fence int64) error {
 // another instance may take it at once (ClaimExpired included: release unfinished work, Delete
 // finished work). Releasing a lease that is no longer this holder's does nothing.
 func (m *Manager) Release(ctx context.Context, name string, fence int64) error {
-	_, err := m.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0 WHERE name = ? AND holder = ? AND fence = ?`,
+	_, err := m.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0 WHERE name = $1 AND holder = $2 AND fence = $3`,
 		name, m.holder, fence)
 	if err != nil {
 		return fmt.Errorf("lease: release %s: %w", name, err)
@@ -179,7 +187,7 @@ func (m *Manager) Release(ctx context.Context, name string, fence int64) error {
 // Delete removes lease name held under fence: the work it stood for is finished and nobody is to
 // claim it. A later lease of the same name starts again at fence 1.
 func (m *Manager) Delete(ctx context.Context, name string, fence int64) error {
-	_, err := m.db.ExecContext(ctx, `DELETE FROM leases WHERE name = ? AND holder = ? AND fence = ?`,
+	_, err := m.db.ExecContext(ctx, `DELETE FROM leases WHERE name = $1 AND holder = $2 AND fence = $3`,
 		name, m.holder, fence)
 	if err != nil {
 		return fmt.Errorf("lease: delete %s: %w", name, err)
@@ -187,14 +195,14 @@ func (m *Manager) Delete(ctx context.Context, name string, fence int64) error {
 	return nil
 }
 
-// Fence returns lease name's current fence inside tx, and whether this holder holds it under
-// that fence and it has not expired. Work done under a lease can check it in the transaction
-// that records the work (on PostgreSQL under SERIALIZABLE, as store.WithTx runs it, a concurrent
-// takeover then makes one of the two transactions fail).
-func (m *Manager) Fence(ctx context.Context, tx *sql.Tx, name string) (fence int64, held bool, err error) {
+// Fence returns lease name's current fence inside the unit of work tx, and whether this holder
+// holds it under that fence and it has not expired. Work done under a lease can check it in the
+// transaction that records the work (on PostgreSQL under SERIALIZABLE, as store.Update runs it,
+// a concurrent takeover then makes one of the two transactions fail).
+func (m *Manager) Fence(ctx context.Context, tx *store.Tx, name string) (fence int64, held bool, err error) {
 	var holder string
 	var expires int64
-	err = tx.QueryRowContext(ctx, `SELECT holder, expires_at, fence FROM leases WHERE name = ?`, name).Scan(&holder, &expires, &fence)
+	err = tx.QueryRowContext(ctx, `SELECT holder, expires_at, fence FROM leases WHERE name = $1`, name).Scan(&holder, &expires, &fence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -203,6 +211,21 @@ func (m *Manager) Fence(ctx context.Context, tx *sql.Tx, name string) (fence int
 	}
 	return fence, holder == m.holder && expires >= m.clock.Now().UnixMilli(), nil
 }
+
+// qClaimExpired claims expired leases by name prefix. substr rather than LIKE: SQLite's LIKE
+// ignores ASCII case, and '%' and '_' in a prefix would be wildcards. Lengths count characters
+// on both. PostgreSQL locks the candidate rows FOR UPDATE SKIP LOCKED (see ClaimExpired); SQLite
+// has no row locks and runs the statement alone.
+var qClaimExpired = func() store.Query {
+	q := `
+		UPDATE leases SET holder = $1, expires_at = $2, fence = fence + 1
+		WHERE expires_at < $3 AND name IN (
+			SELECT name FROM leases
+			WHERE expires_at < $4 AND substr(name, 1, $5) = $6
+			ORDER BY expires_at, name LIMIT $7%s)
+		RETURNING name, fence`
+	return store.Query{SQLite: fmt.Sprintf(q, ""), Postgres: fmt.Sprintf(q, " FOR UPDATE SKIP LOCKED")}
+}()
 
 // Claim is a lease ClaimExpired took over.
 type Claim struct {
@@ -220,19 +243,7 @@ func (m *Manager) ClaimExpired(ctx context.Context, prefix string, n int) ([]Cla
 		return nil, nil
 	}
 	now := m.clock.Now().UnixMilli()
-	lock := ""
-	if m.pg {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
-	// substr rather than LIKE: SQLite's LIKE ignores ASCII case, and '%' and '_' in a prefix
-	// would be wildcards. Lengths count characters on both.
-	rows, err := m.db.QueryContext(ctx, `
-		UPDATE leases SET holder = ?, expires_at = ?, fence = fence + 1
-		WHERE expires_at < ? AND name IN (
-			SELECT name FROM leases
-			WHERE expires_at < ? AND substr(name, 1, ?) = ?
-			ORDER BY expires_at, name LIMIT ?`+lock+`)
-		RETURNING name, fence`,
+	rows, err := m.db.QueryContext(ctx, m.qClaimExpired,
 		m.holder, now+m.ttl.Milliseconds(), now, now, utf8.RuneCountInString(prefix), prefix, n)
 	if err != nil {
 		return nil, fmt.Errorf("lease: claim expired %s*: %w", prefix, err)

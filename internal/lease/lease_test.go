@@ -259,7 +259,7 @@ func settle(t *testing.T, clk *fakeclock.Clock, n int) {
 
 func expiresAt(t *testing.T, db *sql.DB, name string) (exp, fence int64, holder string) {
 	t.Helper()
-	if err := db.QueryRow(`SELECT expires_at, fence, holder FROM leases WHERE name = ?`, name).Scan(&exp, &fence, &holder); err != nil {
+	if err := db.QueryRow(`SELECT expires_at, fence, holder FROM leases WHERE name = $1`, name).Scan(&exp, &fence, &holder); err != nil {
 		t.Fatal(err)
 	}
 	return exp, fence, holder

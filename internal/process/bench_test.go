@@ -2,7 +2,6 @@ package process
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -104,7 +103,7 @@ func BenchmarkRecover10k(b *testing.B) {
 				if err := Migrate(ctx, db); err != nil {
 					b.Fatal(err)
 				}
-				err = store.WithTx(ctx, db, func(sqlTx *sql.Tx) error {
+				err = store.Update(ctx, db, store.PathProcesses, func(sqlTx *store.Tx) error {
 					tx := newStmtTx(sqlTx)
 					for j := 0; j < n; j++ {
 						in := storedInfo(fmt.Sprintf("proc_%012x", j), c.pid(j), c.ticks)

@@ -42,7 +42,7 @@ func inspect(ctx context.Context, db *sql.DB, dataDir, id string) ([]Info, error
 		COALESCE(c.state, ''), COALESCE(c.outcome, '')
 		FROM processes p LEFT JOIN process_events e ON e.proc_id = p.id AND e.kind = 'completion'
 		LEFT JOIN process_events c ON c.proc_id = p.id AND c.kind = 'correction'
-		WHERE ? = '' OR p.id = ?
+		WHERE $1 = '' OR p.id = $2
 		ORDER BY p.started_at DESC, p.id`, id, id)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 const pruneEvery = time.Hour
@@ -113,7 +115,7 @@ func (r *Registry) forget(now time.Time) {
 // files. A process with an event still undelivered is kept until that event is final.
 func (r *Registry) prune(ctx context.Context, now time.Time) error {
 	cut := now.Add(-r.opt.Retention).UnixMilli()
-	rows, err := r.db.QueryContext(ctx, `SELECT id FROM processes WHERE ended_at IS NOT NULL AND ended_at < ?`, cut)
+	rows, err := r.db.QueryContext(ctx, `SELECT id FROM processes WHERE ended_at IS NOT NULL AND ended_at < $1`, cut)
 	if err != nil {
 		return err
 	}
@@ -131,17 +133,28 @@ func (r *Registry) prune(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for _, id := range ids {
-		// Undelivered events of an old process are kept: only final ones go.
-		if _, err := r.db.ExecContext(ctx, `DELETE FROM process_events WHERE proc_id = ? AND state IN (?, ?)`,
-			id, qDone, qSuppressed); err != nil {
+		var gone bool
+		err := store.Update(ctx, r.db, store.PathProcesses, func(tx *store.Tx) error {
+			// Undelivered events of an old process are kept: only final ones go.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM process_events WHERE proc_id = $1 AND state IN ($2, $3)`,
+				id, qDone, qSuppressed); err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, `DELETE FROM processes WHERE id = $1 AND NOT EXISTS
+				(SELECT 1 FROM process_events WHERE proc_id = $2)`, id, id)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if gone = err == nil && n > 0; gone {
+				err = tx.Unwithdraw(ctx, Subject(id)) // its notices are long gone too
+			}
 			return err
-		}
-		res, err := r.db.ExecContext(ctx, `DELETE FROM processes WHERE id = ? AND NOT EXISTS
-			(SELECT 1 FROM process_events WHERE proc_id = ?)`, id, id)
+		})
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n > 0 {
+		if gone {
 			os.Remove(filepath.Join(r.logDir, id+".log"))
 			os.Remove(filepath.Join(r.logDir, id+".exit"))
 		}

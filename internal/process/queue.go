@@ -64,8 +64,8 @@ func (q *Queue) Claim(ctx context.Context, max int, lease time.Duration) ([]Clai
 	err := store.WithTx(ctx, q.db, func(tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `SELECT seq, payload, attempts FROM process_events
-			WHERE (state = ? AND not_before <= ?) OR (state = ? AND lease_until <= ?)
-			ORDER BY seq LIMIT ?`, qPending, now.UnixMilli(), qClaimed, now.UnixMilli(), max)
+			WHERE (state = $1 AND not_before <= $2) OR (state = $3 AND lease_until <= $4)
+			ORDER BY seq LIMIT $5`, qPending, now.UnixMilli(), qClaimed, now.UnixMilli(), max)
 		if err != nil {
 			return err
 		}
@@ -93,8 +93,8 @@ func (q *Queue) Claim(ctx context.Context, max int, lease time.Duration) ([]Clai
 			return err
 		}
 		for _, c := range out {
-			if _, err := tx.ExecContext(ctx, `UPDATE process_events SET state = ?, token = ?, lease_until = ?,
-				attempts = ?, updated_at = ? WHERE seq = ?`,
+			if _, err := tx.ExecContext(ctx, `UPDATE process_events SET state = $1, token = $2, lease_until = $3,
+				attempts = $4, updated_at = $5 WHERE seq = $6`,
 				qClaimed, c.Token, now.Add(lease).UnixMilli(), c.Attempt, now.UnixMilli(), c.Seq); err != nil {
 				return err
 			}
@@ -138,9 +138,9 @@ func (q *Queue) Ack(ctx context.Context, seq int64, token, outcome string) error
 	return q.finishClaim(ctx, q.db, seq, token, qDone, outcome, 0)
 }
 
-// AckTx is Ack inside the caller's transaction: the event is done exactly when what the caller
+// AckTx is Ack inside the caller's unit of work: the event is done exactly when what the caller
 // wrote in tx (a ledger row, a queued notification turn, the record of a drop) commits.
-func (q *Queue) AckTx(ctx context.Context, tx *sql.Tx, seq int64, token, outcome string) error {
+func (q *Queue) AckTx(ctx context.Context, tx *store.Tx, seq int64, token, outcome string) error {
 	return q.finishClaim(ctx, tx, seq, token, qDone, outcome, 0)
 }
 
@@ -153,7 +153,7 @@ func (q *Queue) Release(ctx context.Context, seq int64, token string, retryAfter
 	return err
 }
 
-// execQuerier is a *sql.DB or a *sql.Tx.
+// execQuerier is a *sql.DB or a *store.Tx.
 type execQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -161,8 +161,8 @@ type execQuerier interface {
 
 func (q *Queue) finishClaim(ctx context.Context, db execQuerier, seq int64, token, state, outcome string, after time.Duration) error {
 	now := q.now()
-	res, err := db.ExecContext(ctx, `UPDATE process_events SET state = ?, outcome = ?, token = '',
-		lease_until = 0, not_before = ?, updated_at = ? WHERE seq = ? AND token = ? AND state = ?`,
+	res, err := db.ExecContext(ctx, `UPDATE process_events SET state = $1, outcome = $2, token = '',
+		lease_until = 0, not_before = $3, updated_at = $4 WHERE seq = $5 AND token = $6 AND state = $7`,
 		state, outcome, now.Add(after).UnixMilli(), now.UnixMilli(), seq, token, qClaimed)
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ func (q *Queue) finishClaim(ctx context.Context, db execQuerier, seq int64, toke
 // still holds and the agent has not consumed the result since it was claimed.
 func (q *Queue) Confirm(ctx context.Context, seq int64, token string) error {
 	var state, tok string
-	err := q.db.QueryRowContext(ctx, `SELECT state, token FROM process_events WHERE seq = ?`, seq).Scan(&state, &tok)
+	err := q.db.QueryRowContext(ctx, `SELECT state, token FROM process_events WHERE seq = $1`, seq).Scan(&state, &tok)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ErrClaimLost
 	}
@@ -199,7 +199,7 @@ func (q *Queue) Confirm(ctx context.Context, seq int64, token string) error {
 
 func whyNot(ctx context.Context, db execQuerier, seq int64) error {
 	var state string
-	err := db.QueryRowContext(ctx, `SELECT state FROM process_events WHERE seq = ?`, seq).Scan(&state)
+	err := db.QueryRowContext(ctx, `SELECT state FROM process_events WHERE seq = $1`, seq).Scan(&state)
 	if err == nil && state == qSuppressed {
 		return ErrSuppressed
 	}
@@ -212,8 +212,8 @@ func whyNot(ctx context.Context, db execQuerier, seq int64) error {
 // releaseAll returns every claim to pending. Recover calls it: the claims were made by a host
 // that is gone.
 func (q *Queue) releaseAll(ctx context.Context) (int64, error) {
-	res, err := q.db.ExecContext(ctx, `UPDATE process_events SET state = ?, token = '', lease_until = 0,
-		updated_at = ? WHERE state = ?`, qPending, q.now().UnixMilli(), qClaimed)
+	res, err := q.db.ExecContext(ctx, `UPDATE process_events SET state = $1, token = '', lease_until = 0,
+		updated_at = $2 WHERE state = $3`, qPending, q.now().UnixMilli(), qClaimed)
 	if err != nil {
 		return 0, err
 	}
@@ -235,7 +235,7 @@ func (q *Queue) Events(ctx context.Context, procID string) ([]Record, error) {
 
 func listEvents(ctx context.Context, db *sql.DB, procID string) ([]Record, error) {
 	rows, err := db.QueryContext(ctx, `SELECT seq, payload, state, outcome, attempts FROM process_events
-		WHERE ? = '' OR proc_id = ? ORDER BY seq`, procID, procID)
+		WHERE $1 = '' OR proc_id = $2 ORDER BY seq`, procID, procID)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Scenario 14: a completion consumed through wait, log or kill is never notified; poll alone
@@ -74,6 +76,13 @@ func TestScenario14ConsumptionSuppressesNotification(t *testing.T) {
 		if c, _ := e.r.Consumed(ctx, id); !c {
 			t.Errorf("%s: not consumed", id)
 		}
+		// The read withdrew the process's subject: its notices still in the ledger are moot.
+		if why, ok, err := store.Withdrawn(ctx, e.db, Subject(id)); err != nil || !ok || why != "the agent already read the result of "+id {
+			t.Errorf("%s: withdrawn %v %q %v", id, ok, why, err)
+		}
+	}
+	if _, ok, _ := store.Withdrawn(ctx, e.db, Subject(polled.ID)); ok {
+		t.Error("poll withdrew the notices")
 	}
 	claimed, err := q.Claim(ctx, 100, time.Minute)
 	if err != nil {

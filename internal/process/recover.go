@@ -45,7 +45,7 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 	// Open checkpoints, and processes another host recorded as lost because it took this data
 	// directory's previous host over (host_lost): if they are this directory's, their truth is
 	// here (see "Takeover by another host").
-	rows, err := r.db.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE state IN (?, ?) OR (state = ? AND reason = ?)`,
+	rows, err := r.db.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE state IN ($1, $2) OR (state = $3 AND reason = $4)`,
 		string(StateStarting), string(StateRunning), string(StateLost), ReasonHostLost)
 	if err != nil {
 		return rep, fmt.Errorf("process: recover: %w", err)

@@ -19,7 +19,7 @@ import (
 func putRow(t testing.TB, db *sql.DB, in Info) bool {
 	t.Helper()
 	var applied bool
-	err := store.WithTx(context.Background(), db, func(tx *sql.Tx) error {
+	err := store.Update(context.Background(), db, store.PathProcesses, func(tx *store.Tx) error {
 		var err error
 		applied, err = writeRow(context.Background(), newStmtTx(tx), &in, in.Host, time.Now())
 		return err

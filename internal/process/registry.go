@@ -421,7 +421,11 @@ func (r *Registry) snapshotLocked(p *proc, events []queuedEvent) *op {
 	p.info.OutputBytes = p.ring.total
 	p.info.Owner = selfIdentity()
 	row := p.info
-	return &op{row: &row, events: events, from: r.host, truth: true}
+	o := &op{row: &row, events: events, from: r.host, truth: true}
+	if row.Consumed {
+		o.read = p.id // the agent has the result: its notices in the ledger are moot
+	}
+	return o
 }
 
 // reap waits for a child to end and records the end.
@@ -692,7 +696,7 @@ func (r *Registry) consumeStored(ctx context.Context, in Info) error {
 	// The row keeps its host: consuming is not running it. If that host writes meanwhile, this
 	// write does not apply (the generation) and the agent's read is not recorded; the
 	// suppression below still is.
-	return r.w.submit(&op{row: &in, suppress: in.ID, from: in.Host}).wait()
+	return r.w.submit(&op{row: &in, suppress: in.ID, read: in.ID, from: in.Host}).wait()
 }
 
 // Wait blocks until the process ends, timeout passes or ctx is done, and returns its state. A
@@ -904,8 +908,9 @@ func signalName(s syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(s))
 }
 
-// Consumed reports whether the agent has consumed id's result (the delivery layer may check it
-// before sending a completion; Queue.Confirm does the same from the queue's side).
+// Consumed reports whether the agent has consumed id's result. The ledger does not ask: the
+// write that records a read also withdraws the process's subject (Subject), which the ledger
+// checks when it claims a notice for its send; Queue.Confirm checks the queue's side.
 func (r *Registry) Consumed(ctx context.Context, id string) (bool, error) {
 	if p := r.lookup(id); p != nil {
 		p.mu.Lock()

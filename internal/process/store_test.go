@@ -2,7 +2,6 @@ package process
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -49,7 +48,7 @@ func TestStoreSuite(t *testing.T) {
 		if c := e.completions(res.ID); len(c) != 1 || c[0].QueueState != qPending {
 			t.Fatalf("completions %+v", c)
 		}
-		err := store.WithTx(ctx, e.db, func(tx *sql.Tx) error {
+		err := store.Update(ctx, e.db, store.PathProcesses, func(tx *store.Tx) error {
 			inserted, err := insertEvent(ctx, newStmtTx(tx), &Event{ProcID: res.ID, Kind: EventCompletion}, qPending, time.Now())
 			if err == nil && inserted {
 				t.Error("a second completion was queued")
@@ -80,6 +79,32 @@ func TestStoreSuite(t *testing.T) {
 		}
 		if recs := e.completions(res.ID); len(recs) != 1 || recs[0].QueueState != qDone || recs[0].Outcome != "delivered" || recs[0].Attempts != 1 {
 			t.Fatalf("after ack %+v", recs)
+		}
+	})
+}
+
+// A database whose processes were read by the agent before reads withdrew their subject gets
+// those withdrawals when it is migrated, so their notices still in the ledger stay moot; on both
+// backends.
+func TestMigrationWithdrawsWhatWasReadBefore(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		if err := store.Migrate(ctx, db, Component, migrations[:2]); err != nil {
+			t.Fatal(err)
+		}
+		read, unread := storedInfo("proc_read", 0, 1), storedInfo("proc_unread", 0, 1)
+		read.State, read.Consumed, read.EndedAt = StateExited, true, time.Now()
+		putRow(t, db, read)
+		putRow(t, db, unread)
+		if err := Migrate(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if why, ok, err := store.Withdrawn(ctx, db, Subject("proc_read")); err != nil || !ok || why != "the agent already read the result of proc_read" {
+			t.Fatalf("the process read before: %v %q %v", ok, why, err)
+		}
+		if _, ok, err := store.Withdrawn(ctx, db, Subject("proc_unread")); err != nil || ok {
+			t.Fatalf("the process not read: %v %v", ok, err)
 		}
 	})
 }

@@ -112,7 +112,7 @@ func TestCloseWhileTheStoreFails(t *testing.T) {
 func TestCorruptCheckpointIsReported(t *testing.T) {
 	e := newEnv(t, Options{})
 	res := e.spawn(SpawnRequest{Command: "sleep 30", NotifyOnComplete: true})
-	if _, err := e.db.Exec(`UPDATE processes SET stamp = '{not json' WHERE id = ?`, res.ID); err != nil {
+	if _, err := e.db.Exec(`UPDATE processes SET stamp = '{not json' WHERE id = $1`, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := loadRow(context.Background(), e.db, res.ID); !errors.Is(err, ErrCorrupt) {

@@ -61,9 +61,9 @@ func (r *Registry) TakeOver(ctx context.Context, dead string) (int, error) {
 	}
 	now := r.now()
 	var n int
-	err := store.WithTx(ctx, r.db, func(sqlTx *sql.Tx) error {
+	err := store.Update(ctx, r.db, store.PathProcesses, func(sqlTx *store.Tx) error {
 		n = 0
-		rows, err := sqlTx.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE host = ? AND state IN (?, ?)`,
+		rows, err := sqlTx.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE host = $1 AND state IN ($2, $3)`,
 			dead, string(StateStarting), string(StateRunning))
 		if err != nil {
 			return err
@@ -88,9 +88,9 @@ func (r *Registry) TakeOver(ctx context.Context, dead string) (int, error) {
 		}
 		tx := newStmtTx(sqlTx)
 		for _, in := range open {
-			res, err := tx.exec(ctx, `UPDATE processes SET state = ?, reason = ?, exit_code = NULL, signal = '',
-				ended_at = ?, host = ?, owner = ?, updated_at = ?
-				WHERE id = ? AND gen = ? AND host = ? AND state IN (?, ?)`,
+			res, err := tx.exec(ctx, `UPDATE processes SET state = $1, reason = $2, exit_code = NULL, signal = '',
+				ended_at = $3, host = $4, owner = $5, updated_at = $6
+				WHERE id = $7 AND gen = $8 AND host = $9 AND state IN ($10, $11)`,
 				string(StateLost), ReasonHostLost, now.UnixMilli(), r.host, selfIdentity(), now.UnixMilli(),
 				in.ID, in.Gen, dead, string(StateStarting), string(StateRunning))
 			if err != nil {
@@ -140,7 +140,7 @@ func reconcileRow(ctx context.Context, tx *stmtTx, in *Info, from string, now ti
 		gen                 int64
 		host, state, reason string
 	)
-	if err := tx.tx.QueryRowContext(ctx, `SELECT gen, host, state, reason FROM processes WHERE id = ?`, in.ID).
+	if err := tx.tx.QueryRowContext(ctx, `SELECT gen, host, state, reason FROM processes WHERE id = $1`, in.ID).
 		Scan(&gen, &host, &state, &reason); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, "", nil // pruned
@@ -162,8 +162,8 @@ func reconcileRow(ctx context.Context, tx *stmtTx, in *Info, from string, now ti
 // withdrawLost withdraws the lost notice of process id if it is still queued: the process turned
 // out to be running. It stays final (suppressed) until the real end replaces it (supersedeLost).
 func withdrawLost(ctx context.Context, tx *stmtTx, id string, now time.Time) error {
-	_, err := tx.exec(ctx, `UPDATE process_events SET state = ?, outcome = ?, updated_at = ?
-		WHERE proc_id = ? AND kind = ? AND state = ?`,
+	_, err := tx.exec(ctx, `UPDATE process_events SET state = $1, outcome = $2, updated_at = $3
+		WHERE proc_id = $4 AND kind = $5 AND state = $6`,
 		qSuppressed, outcomeWithdrawn, now.UnixMilli(), id, string(EventCompletion), qPending)
 	return err
 }
@@ -178,7 +178,7 @@ func supersedeLost(ctx context.Context, tx *stmtTx, ev *Event, state string, now
 		prevState, outcome, raw string
 	)
 	err := tx.tx.QueryRowContext(ctx, `SELECT seq, state, outcome, payload FROM process_events
-		WHERE proc_id = ? AND kind = ?`, ev.ProcID, string(EventCompletion)).Scan(&seq, &prevState, &outcome, &raw)
+		WHERE proc_id = $1 AND kind = $2`, ev.ProcID, string(EventCompletion)).Scan(&seq, &prevState, &outcome, &raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -201,8 +201,8 @@ func supersedeLost(ctx context.Context, tx *stmtTx, ev *Event, state string, now
 		if state == qSuppressed {
 			newOutcome = "consumed"
 		}
-		res, err := tx.exec(ctx, `UPDATE process_events SET payload = ?, state = ?, outcome = ?, token = '',
-			lease_until = 0, not_before = 0, updated_at = ? WHERE seq = ? AND state = ? AND outcome = ?`,
+		res, err := tx.exec(ctx, `UPDATE process_events SET payload = $1, state = $2, outcome = $3, token = '',
+			lease_until = 0, not_before = 0, updated_at = $4 WHERE seq = $5 AND state = $6 AND outcome = $7`,
 			string(payload), state, newOutcome, now.UnixMilli(), seq, prevState, outcome)
 		if err != nil {
 			return false, fmt.Errorf("process: replacing the lost notice of %s: %w", ev.ProcID, err)

@@ -259,7 +259,7 @@ func TestRestartedHostReconcilesTakenOverProcesses(t *testing.T) {
 func TestRecoverLeavesAnotherHostsProcesses(t *testing.T) {
 	e := newEnv(t, Options{Host: "hostA"})
 	res := e.spawn(SpawnRequest{Command: "sleep 30", NotifyOnComplete: true})
-	if _, err := e.db.Exec(`UPDATE processes SET owner = '1:1' WHERE id = ?`, res.ID); err != nil {
+	if _, err := e.db.Exec(`UPDATE processes SET owner = '1:1' WHERE id = $1`, res.ID); err != nil {
 		t.Fatal(err) // a writer that is not alive here: another machine's pid
 	}
 	other := e.survivor("hostB")
@@ -286,7 +286,7 @@ func TestCheckpointOfAHostThatLostTheRowIsNotWritten(t *testing.T) {
 		res := e.spawn(SpawnRequest{Command: waitGate(gate) + "exit 0", NotifyOnComplete: true})
 		// hostZ adopted it, and its generation is not newer than what hostA writes next (the
 		// generations of two hosts' snapshots do not order them).
-		if _, err := e.db.Exec(`UPDATE processes SET host = 'hostZ', adopted = 1 WHERE id = ?`, res.ID); err != nil {
+		if _, err := e.db.Exec(`UPDATE processes SET host = 'hostZ', adopted = 1 WHERE id = $1`, res.ID); err != nil {
 			t.Fatal(err)
 		}
 		open()

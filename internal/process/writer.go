@@ -43,6 +43,10 @@ type op struct {
 	row      *Info
 	events   []queuedEvent
 	suppress string // process id whose undelivered completion is suppressed
+	// read is the process id whose result the agent has read with this op (a Wait, a Log after
+	// the end, a Kill without a notice): its subject is withdrawn (Subject), so its notices
+	// still in the ledger are dropped. Written whether or not row applies, as suppress.
+	read string
 	// from is the host the stored row must name for row to apply (upsertRow): the writer's own
 	// host, or, for a takeover at Recover, the host the row was read with.
 	from string
@@ -286,7 +290,7 @@ func (w *writer) commitTx(batch []*op) error {
 	}
 	now := w.now()
 	notify := false
-	err := store.WithTx(ctx, w.db, func(sqlTx *sql.Tx) error {
+	err := store.Update(ctx, w.db, store.PathProcesses, func(sqlTx *store.Tx) error {
 		notify = false
 		tx := &stmtTx{tx: sqlTx, cache: &w.stmts, stmts: map[string]*sql.Stmt{}}
 		for _, o := range batch {
@@ -298,7 +302,6 @@ func (w *writer) commitTx(batch []*op) error {
 		}
 		return nil
 	})
-	store.Report(w.db, store.PathProcesses, err)
 	if err == nil && notify && w.wake != nil {
 		w.wake()
 	}
@@ -362,6 +365,11 @@ func (o *op) apply(ctx context.Context, tx *stmtTx, now time.Time) (deliverable 
 	}
 	if o.suppress != "" {
 		if err := suppressCompletion(ctx, tx, o.suppress, now); err != nil {
+			return false, err
+		}
+	}
+	if o.read != "" {
+		if err := withdraw(ctx, tx, o.read, now); err != nil {
 			return false, err
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Chat aliases carry a conversation over when a chat changes its id: a Telegram group upgraded
@@ -73,7 +72,7 @@ func (k *Kernel) loadAliases(ctx context.Context) error {
 // One caller reloads while the others go on with the copy they have; a failed reload is tried
 // again after aliasRefresh.
 func (k *Kernel) refreshAliases() {
-	if k.dialect != store.Postgres || time.Now().UnixNano()-k.aliasesAt.Load() < int64(aliasRefresh) {
+	if !k.shared || time.Now().UnixNano()-k.aliasesAt.Load() < int64(aliasRefresh) {
 		return
 	}
 	if !k.aliasMu.TryLock() {
@@ -131,7 +130,7 @@ func (k *Kernel) AliasChat(ctx context.Context, platform, profile, chat, aliasOf
 	}
 	k.aliasMu.Lock()
 	defer k.aliasMu.Unlock()
-	if k.dialect == store.Postgres { // another host may have recorded aliases since
+	if k.shared { // another host may have recorded aliases since
 		if err := k.loadAliases(ctx); err != nil {
 			return false, err
 		}
@@ -148,7 +147,7 @@ func (k *Kernel) AliasChat(ctx context.Context, platform, profile, chat, aliasOf
 		return false, err
 	}
 	res, err := k.db.ExecContext(ctx, `INSERT INTO session_chat_aliases (namespace, platform, chat_id, alias_of, created_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, ns, platform, chat, aliasOf, k.now().UnixMilli())
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, ns, platform, chat, aliasOf, k.now().UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("session: record chat alias: %w", err)
 	}
@@ -179,7 +178,7 @@ func (k *Kernel) chatInUse(ctx context.Context, src abi.Source) (bool, error) {
 		var one int
 		// The key itself, or any key that continues it with ":…" (';' follows ':' in byte order).
 		err := k.db.QueryRowContext(ctx, `SELECT 1 FROM session_routes
-			WHERE session_key = ? OR (`+k.bytewise("session_key")+` > ? AND `+k.bytewise("session_key")+` < ?) LIMIT 1`,
+			WHERE session_key = $1 OR (`+k.bytewise("session_key")+` > $2 AND `+k.bytewise("session_key")+` < $3) LIMIT 1`,
 			prefix, prefix+":", prefix+";").Scan(&one)
 		switch {
 		case err == nil:

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -124,12 +123,12 @@ func buildBig(b *testing.B) string {
 		k.Close()
 		start := time.Now()
 		now := time.Now()
-		bigErr = store.WithTx(ctx, db, func(tx *sql.Tx) error {
-			ins, err := tx.PrepareContext(ctx, `INSERT INTO sessions (id, session_key, created_by, started_at, origin) VALUES (?, ?, 'new', ?, ?)`)
+		bigErr = store.Update(ctx, db, store.PathSessions, func(tx *store.Tx) error {
+			ins, err := tx.PrepareContext(ctx, `INSERT INTO sessions (id, session_key, created_by, started_at, origin) VALUES ($1, $2, 'new', $3, $4)`)
 			if err != nil {
 				return err
 			}
-			route, err := tx.PrepareContext(ctx, `INSERT INTO session_routes (session_key, session_id, generation, created_at, updated_at) VALUES (?, ?, 1, ?, ?)`)
+			route, err := tx.PrepareContext(ctx, `INSERT INTO session_routes (session_key, session_id, generation, created_at, updated_at) VALUES ($1, $2, 1, $3, $4)`)
 			if err != nil {
 				return err
 			}

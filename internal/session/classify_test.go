@@ -73,8 +73,8 @@ func TestClassificationTable(t *testing.T) {
 			s := e.stamp(src)
 			other := e.stamp(dm("200"))
 			// Another writer (or an older host) repointed the key without ending s.
-			e.exec(`UPDATE sessions SET session_key = ? WHERE id = ?`, s.Key, other.SessionID)
-			e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, other.SessionID, s.Key)
+			e.exec(`UPDATE sessions SET session_key = $1 WHERE id = $2`, s.Key, other.SessionID)
+			e.exec(`UPDATE session_routes SET session_id = $1 WHERE session_key = $2`, other.SessionID, s.Key)
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Stale, ReasonMoved},
@@ -82,8 +82,8 @@ func TestClassificationTable(t *testing.T) {
 			s := e.stamp(src)
 			e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
 			other := e.stamp(dm("200"))
-			e.exec(`UPDATE sessions SET session_key = ? WHERE id = ?`, s.Key, other.SessionID)
-			e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, other.SessionID, s.Key)
+			e.exec(`UPDATE sessions SET session_key = $1 WHERE id = $2`, s.Key, other.SessionID)
+			e.exec(`UPDATE session_routes SET session_id = $1 WHERE session_key = $2`, other.SessionID, s.Key)
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Stale, ReasonMoved},
@@ -148,7 +148,7 @@ func TestClassificationTable(t *testing.T) {
 		}, Unverifiable, ReasonSessionMissing},
 		{"unverifiable: compression in flight (tip == stamped)", Options{}, func(e *env) (Stamp, string) {
 			s := e.stamp(src)
-			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'compression' WHERE id = ?`, s.SessionID)
+			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'compression' WHERE id = $1`, s.SessionID)
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonCompressInFlight},
@@ -162,8 +162,8 @@ func TestClassificationTable(t *testing.T) {
 			s := e.stamp(src)
 			r := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
 			// Another writer ended the continuation without moving the route on.
-			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'timeout' WHERE id = ?`, r.SessionID)
-			e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, s.SessionID, s.Key)
+			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'timeout' WHERE id = $1`, r.SessionID)
+			e.exec(`UPDATE session_routes SET session_id = $1 WHERE session_key = $2`, s.SessionID, s.Key)
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonTipEnded},
@@ -171,14 +171,14 @@ func TestClassificationTable(t *testing.T) {
 			s := e.stamp(src)
 			r := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
 			// Corrupt: the child ended by compression and claims the parent as its child.
-			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'compression' WHERE id = ?`, r.SessionID)
-			e.exec(`UPDATE sessions SET parent_session_id = ?, created_by = 'compression' WHERE id = ?`, r.SessionID, s.SessionID)
+			e.exec(`UPDATE sessions SET ended_at = 1, end_reason = 'compression' WHERE id = $1`, r.SessionID)
+			e.exec(`UPDATE sessions SET parent_session_id = $1, created_by = 'compression' WHERE id = $2`, r.SessionID, s.SessionID)
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonTipWalk},
 		{"unverifiable: stamped key has no route", Options{}, func(e *env) (Stamp, string) {
 			s := e.stamp(src)
-			e.exec(`DELETE FROM session_routes WHERE session_key = ?`, s.Key)
+			e.exec(`DELETE FROM session_routes WHERE session_key = $1`, s.Key)
 			e.k.cache.drop(s.Key)
 			return s, ""
 		}, Unverifiable, ReasonNoRoute},
@@ -189,7 +189,7 @@ func TestClassificationTable(t *testing.T) {
 		{"unstamped, route on a compressed parent", Options{}, func(e *env) (Stamp, string) {
 			s := e.stamp(src)
 			r := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
-			e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, s.SessionID, s.Key)
+			e.exec(`UPDATE session_routes SET session_id = $1 WHERE session_key = $2`, s.SessionID, s.Key)
 			e.k.cache.drop(s.Key)
 			return Stamp{Key: s.Key}, r.SessionID
 		}, DeliverCurrent, ReasonUnstamped},
@@ -342,7 +342,7 @@ func TestClassifyWorkRowsWithoutMarker(t *testing.T) {
 	e.t = t
 	s := e.stamp(dm("302"))
 	r := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
-	e.exec(`UPDATE sessions SET created_gen = NULL WHERE id = ?`, r.SessionID)
+	e.exec(`UPDATE sessions SET created_gen = NULL WHERE id = $1`, r.SessionID)
 	var v Verdict
 	e.k.WithBoundary(e.ctx, s.Key, func(b *Boundary) error { v = b.ClassifyWork(s, s.Generation); return nil })
 	if v.Kind != Stale || v.Reason != ReasonSuperseded {

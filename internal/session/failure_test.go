@@ -82,7 +82,7 @@ func TestFailureMidTransactionRollsBack(t *testing.T) {
 			e := newSQLiteEnv(t, Options{})
 			e.t = t
 			s := e.stamp(dm("f"))
-			e.exec(`INSERT INTO session_messages (session_id, role, text, created_at) VALUES (?, 'user', 'hi', 0)`, s.SessionID)
+			e.exec(`INSERT INTO session_messages (session_id, role, text, created_at) VALUES ($1, 'user', 'hi', 0)`, s.SessionID)
 			var committed string
 			fired := false
 			e.k.failpoint = func(stage string) error {
@@ -148,7 +148,7 @@ func TestFailureBusyWriter(t *testing.T) {
 	src := dm("busy")
 	s := e.stamp(src)
 	tip := e.r(e.k.Compress(e.ctx, s.Key, s.SessionID, ""))
-	e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, s.SessionID, s.Key)
+	e.exec(`UPDATE session_routes SET session_id = $1 WHERE session_key = $2`, s.SessionID, s.Key)
 	e.k.cache.drop(s.Key)
 
 	other := mustOpen(t, path)
@@ -156,7 +156,7 @@ func TestFailureBusyWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(`UPDATE sessions SET title = 'held' WHERE id = ?`, tip.SessionID); err != nil {
+	if _, err := tx.Exec(`UPDATE sessions SET title = 'held' WHERE id = $1`, tip.SessionID); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, other)

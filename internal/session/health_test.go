@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -24,8 +23,8 @@ func TestRefusedSessionWriteIsReported(t *testing.T) {
 	}
 	// A transition that lost its compare-and-set: ErrConflict, the row's problem.
 	err = e.k.WithBoundary(e.ctx, res.Route.Key, func(b *Boundary) error {
-		return b.tx(func(tx *sql.Tx) error {
-			return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET updated_at = 0 WHERE session_key = ? AND generation = -1`, b.key))
+		return b.tx(func(tx *store.Tx) error {
+			return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET updated_at = 0 WHERE session_key = $1 AND generation = -1`, b.key))
 		})
 	})
 	if !errors.Is(err, ErrConflict) || h.Err() != nil {

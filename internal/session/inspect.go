@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // KeyInfo is one line of `hermes-host sessions ls`: a key and its current session.
@@ -69,13 +70,11 @@ func (k *Kernel) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
 	q := `SELECT r.session_key, r.session_id, r.generation, r.suspended, r.updated_at,
 		COALESCE(s.started_at, 0), COALESCE(s.title, ''), s.ended_at IS NOT NULL, COALESCE(s.end_reason, '')
 		FROM session_routes r LEFT JOIN sessions s ON s.id = r.session_id`
-	var args []any
+	var args store.Args
 	if prefix != "" {
-		q += ` WHERE ` + k.bytewise("r.session_key") + ` >= ?`
-		args = append(args, prefix)
+		q += ` WHERE ` + k.bytewise("r.session_key") + ` >= ` + args.Add(prefix)
 		if hi, ok := prefixEnd(prefix); ok {
-			q += ` AND ` + k.bytewise("r.session_key") + ` < ?`
-			args = append(args, hi)
+			q += ` AND ` + k.bytewise("r.session_key") + ` < ` + args.Add(hi)
 		}
 	}
 	rows, err := k.db.QueryContext(ctx, q+` ORDER BY `+k.bytewise("r.session_key"), args...)
@@ -120,7 +119,7 @@ func (k *Kernel) Session(ctx context.Context, id string) (SessionInfo, error) {
 		started_at, ended_at, end_reason, title, origin,
 		(SELECT COUNT(*) FROM session_messages m WHERE m.session_id = sessions.id),
 		model, prompt_tokens, completion_tokens, model_calls
-		FROM sessions WHERE id = ?`, id).Scan(&s.ID, &s.Key, &parent, &branched, &s.CreatedBy,
+		FROM sessions WHERE id = $1`, id).Scan(&s.ID, &s.Key, &parent, &branched, &s.CreatedBy,
 		&started, &ended, &reason, &title, &origin, &s.Messages, &model, &s.PromptTokens, &s.CompletionTokens, &s.ModelCalls)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, fmt.Errorf("%w: %s", ErrNotFound, id)

@@ -122,7 +122,7 @@ type Options struct {
 // stale classification, persisted in SQLite or PostgreSQL. It is safe for concurrent use.
 type Kernel struct {
 	db      *sql.DB
-	dialect store.Dialect
+	shared  bool // other hosts may share the database (store.Shared)
 	opt     Options
 	locker  Locker
 	cache   *routeCache
@@ -147,8 +147,8 @@ type Kernel struct {
 // would let two hosts into one key's boundary) and the route cache is off, so every check
 // inside the boundary reads the database.
 func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
-	dialect := store.DialectOf(db)
-	if dialect == store.Postgres {
+	shared := store.Shared(db)
+	if shared {
 		if _, ok := opt.Locker.(*LocalLocker); ok {
 			return nil, errors.New("session: a LocalLocker on PostgreSQL would not exclude the other hosts sharing the database; leave Options.Locker nil for the PostgreSQL advisory lock")
 		}
@@ -178,7 +178,7 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 	if opt.AutoReset.Location == nil {
 		opt.AutoReset.Location = time.UTC
 	}
-	k := &Kernel{db: db, dialect: dialect, opt: opt, locker: opt.Locker, cache: newRouteCache(opt.CacheSize)}
+	k := &Kernel{db: db, shared: shared, opt: opt, locker: opt.Locker, cache: newRouteCache(opt.CacheSize)}
 	if err := k.loadAliases(ctx); err != nil {
 		return nil, err
 	}
@@ -347,11 +347,11 @@ const (
 	qRoute = `SELECT r.session_id, r.generation, r.suspended, r.updated_at,
 		s.id IS NOT NULL, s.ended_at IS NOT NULL, COALESCE(s.end_reason, '')
 		FROM session_routes r LEFT JOIN sessions s ON s.id = r.session_id
-		WHERE r.session_key = ?`
-	qRow   = `SELECT session_key, ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions WHERE id = ?`
+		WHERE r.session_key = $1`
+	qRow   = `SELECT session_key, ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions WHERE id = $1`
 	qChild = `SELECT id, ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions
-		WHERE parent_session_id = ? AND created_by = 'compression' ORDER BY rowid DESC LIMIT 1`
-	qTouch = `UPDATE session_routes SET updated_at = ? WHERE session_key = ? AND session_id = ? AND generation = ?`
+		WHERE parent_session_id = $1 AND created_by = 'compression' ORDER BY rowid DESC LIMIT 1`
+	qTouch = `UPDATE session_routes SET updated_at = $1 WHERE session_key = $2 AND session_id = $3 AND generation = $4`
 )
 
 // routeState is a key's routing row joined with its session row.
@@ -495,11 +495,11 @@ func (b *Boundary) load() (routeState, error) {
 	return st, nil
 }
 
-// tx runs fn in one SQLite transaction. On any error the key's cache entry is dropped, so the
-// next reader under the lock goes to the store.
-func (b *Boundary) tx(fn func(tx *sql.Tx) error) error {
-	err := store.WithTx(b.ctx, b.k.db, fn)
-	store.Report(b.k.db, store.PathSessions, err)
+// tx runs fn in one unit of work (store.Update: what other packages wrote in it through the
+// same *store.Tx commits with it, and their after-commit work runs once it did). On any error
+// the key's cache entry is dropped, so the next reader under the lock goes to the store.
+func (b *Boundary) tx(fn func(tx *store.Tx) error) error {
+	err := store.Update(b.ctx, b.k.db, store.PathSessions, fn)
 	if err != nil {
 		b.k.cache.drop(b.key)
 	}
@@ -538,7 +538,7 @@ func encodeSource(src abi.Source) string {
 // with a fresh id on the (astronomically rare) id collision. origin == "" copies the origin of
 // parent. ON CONFLICT DO NOTHING turns a collision into "no row inserted" rather than an error,
 // which on PostgreSQL would abort the whole transaction.
-func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, origin string, title sql.NullString,
+func (b *Boundary) insertSession(tx *store.Tx, parent, branchedFrom, createdBy, origin string, title sql.NullString,
 	gen int64, now time.Time) (string, error) {
 	for attempt := 0; ; attempt++ {
 		id := NewSessionID(now)
@@ -547,13 +547,13 @@ func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, or
 		if origin == "" {
 			res, err = tx.ExecContext(b.ctx, `INSERT INTO sessions
 				(id, session_key, parent_session_id, branched_from, created_by, created_gen, started_at, origin, title)
-				SELECT ?, ?, ?, ?, ?, ?, ?, origin, ? FROM sessions WHERE id = ?
+				SELECT $1, $2, $3, $4, $5, $6, $7, origin, $8 FROM sessions WHERE id = $9
 				ON CONFLICT (id) DO NOTHING`,
 				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, gen, now.UnixMilli(), title, parent)
 		} else {
 			res, err = tx.ExecContext(b.ctx, `INSERT INTO sessions
 				(id, session_key, parent_session_id, branched_from, created_by, created_gen, started_at, origin, title)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING`,
 				id, b.key, nullStr(parent), nullStr(branchedFrom), createdBy, gen, now.UnixMilli(), origin, title)
 		}
 		if err != nil {
@@ -565,7 +565,7 @@ func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, or
 		}
 		// Nothing inserted: the id is taken, or (copying its origin) the parent is missing.
 		var taken int
-		if err := tx.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM sessions WHERE id = ?`, id).Scan(&taken); err != nil {
+		if err := tx.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM sessions WHERE id = $1`, id).Scan(&taken); err != nil {
 			return "", err
 		}
 		if taken == 0 {
@@ -577,15 +577,9 @@ func (b *Boundary) insertSession(tx *sql.Tx, parent, branchedFrom, createdBy, or
 	}
 }
 
-// bytewise returns col compared byte by byte: key ranges (a prefix and everything after it up
-// to the next byte) assume byte order, which SQLite's default collation is and a PostgreSQL
-// database's (en_US.UTF-8, say) need not be.
-func (k *Kernel) bytewise(col string) string {
-	if k.dialect == store.Postgres {
-		return col + ` COLLATE "C"`
-	}
-	return col
-}
+// bytewise returns col compared byte by byte (store.Bytewise): key ranges (a prefix and
+// everything after it up to the next byte) assume byte order.
+func (k *Kernel) bytewise(col string) string { return store.Bytewise(k.db, col) }
 
 func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 

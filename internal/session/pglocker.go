@@ -7,17 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/hermes-host/hermes-host/internal/store"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // PostgresLocker is the boundary lock shared by every host on one PostgreSQL database: a
-// transaction-scoped advisory lock per key, pg_advisory_xact_lock(store.LockKey("session:"+key)),
+// transaction-scoped advisory lock per key (store.ConnLock of store.LockKey("session:"+key)),
 // taken in a transaction on a connection of its own that stays open for the whole critical
 // section. Unlock commits that transaction, which releases the lock, and returns the connection
-// to the pool. Open uses it by default on a PostgreSQL database.
+// to the pool. Open uses it by default on a shared database (store.Shared).
 //
 // Waiters of one host queue on an in-process LocalLocker first, so a key being worked on costs
 // one database connection per host however many goroutines wait for it; only the first in line
@@ -79,13 +77,12 @@ func (l *PostgresLocker) Lock(ctx context.Context, key string) (func(), error) {
 	return h.unlock, nil
 }
 
-// pgHold is one held lock: the local lock of the key, a holder slot and the connection whose
-// open transaction holds the advisory lock.
+// pgHold is one held lock: the local lock of the key, a holder slot and the database lock
+// (store.ConnLock: a connection whose open transaction holds the advisory lock).
 type pgHold struct {
 	l           *PostgresLocker
 	key         string
-	conn        *sql.Conn
-	begun       bool // BEGIN ran on conn
+	held        *store.ConnLock // nil until taken
 	unlockLocal func()
 	done        atomic.Bool
 }
@@ -104,90 +101,20 @@ func (l *PostgresLocker) lock(ctx context.Context, key string) (*pgHold, error) 
 			return nil, ctx.Err()
 		}
 	}
-	if err := h.acquire(ctx); err != nil {
+	if h.held, err = store.LockConn(ctx, l.db, l.LockKey(key)); err != nil {
 		h.release()
 		return nil, fmt.Errorf("session: boundary lock %s: %w", key, err)
 	}
 	return h, nil
 }
 
-// acquire opens the transaction and waits for the advisory lock in it, in one round trip. The
-// transaction is plain BEGIN and COMMIT statements on the connection rather than a *sql.Tx,
-// whose context would roll it back (releasing the lock under a running callback) when the
-// caller's context is cancelled, and whose Commit cannot be given a deadline. ctx bounds only
-// the waits.
-//
-// When ctx has a deadline (TryBoundary), the server gives up the wait at that deadline itself
-// (lock_timeout), and the client waits a little longer, so that the connection survives and no
-// server process is left waiting. An explicit cancellation is pgx's: it drops the connection.
-func (h *pgHold) acquire(ctx context.Context) error {
-	var err error
-	if h.conn, err = h.l.db.Conn(ctx); err != nil {
-		return err
-	}
-	timeout := int64(0) // no lock_timeout: wait until ctx is done (overriding a server default)
-	if d, ok := ctx.Deadline(); ok {
-		left := time.Until(d)
-		if left <= 0 {
-			return context.DeadlineExceeded
-		}
-		timeout = max(1, left.Milliseconds())
-	}
-	wctx, cancel := waitContext(ctx)
-	defer cancel()
-	// No placeholders: one simple-protocol message with three statements.
-	_, err = h.conn.ExecContext(wctx, fmt.Sprintf(`BEGIN; SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d)`,
-		timeout, h.l.LockKey(h.key)))
-	h.begun = true // COMMIT (or its failure) ends whatever part of it ran
-	var pe *pgconn.PgError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &pe) && pe.Code == "55P03": // lock_not_available: lock_timeout expired
-		return context.DeadlineExceeded
-	case ctx.Err() != nil:
-		return ctx.Err()
-	}
-	return err
-}
-
-// lockGrace is how much longer than ctx's deadline the client waits for the server to give up
-// a lock wait.
-const lockGrace = 2 * time.Second
-
-// waitContext returns the context a lock wait runs under: ctx, or, when ctx has a deadline, one
-// with lockGrace more (cancelled still when ctx is cancelled for another reason).
-func waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
-	if !ok {
-		return ctx, func() {}
-	}
-	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), d.Add(lockGrace))
-	stop := context.AfterFunc(ctx, func() {
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			cancel()
-		}
-	})
-	return wctx, func() { stop(); cancel() }
-}
-
-// releaseTimeout bounds the COMMIT that releases a lock. When it expires pgx closes the
-// connection, which ends the server session and releases the lock all the same.
-const releaseTimeout = 10 * time.Second
-
-// release ends the transaction (releasing the advisory lock if it was taken), returns the
-// connection and leaves the local lock. It returns the commit's error: an error means the
-// connection had failed, and the lock with it.
+// release ends the database lock, gives the holder slot back and leaves the local lock. It
+// returns the database lock's release error: an error means its connection had failed, and
+// the lock with it.
 func (h *pgHold) release() error {
 	var err error
-	if h.begun {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		_, err = h.conn.ExecContext(ctx, `COMMIT`)
-		cancel()
-	}
-	if h.conn != nil {
-		// A connection still in a transaction or broken is discarded by the pool, never reused.
-		h.conn.Close()
+	if h.held != nil {
+		err = h.held.Release()
 	}
 	if h.l.holders != nil {
 		<-h.l.holders
@@ -207,10 +134,9 @@ func (h *pgHold) unlock() {
 	}
 }
 
-// verify proves the lock is still held: a statement on the holding connection succeeds only if
-// its session, and with it the transaction holding the lock, is still alive.
+// verify proves the lock is still held (store.ConnLock.Verify).
 func (h *pgHold) verify(ctx context.Context) error {
-	if _, err := h.conn.ExecContext(ctx, `SELECT 1`); err != nil {
+	if err := h.held.Verify(ctx); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrLockLost, h.key, err)
 	}
 	return nil

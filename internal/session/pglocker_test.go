@@ -30,7 +30,7 @@ func TestPostgresLockerExcludesAcrossHosts(t *testing.T) {
 	}
 	const nKeys, perHost, rounds = 3, 6, 25
 	for i := range nKeys {
-		if _, err := dbs[0].ExecContext(ctx, `INSERT INTO counters VALUES (?, 0)`, fmt.Sprint("k", i)); err != nil {
+		if _, err := dbs[0].ExecContext(ctx, `INSERT INTO counters VALUES ($1, 0)`, fmt.Sprint("k", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,10 +54,10 @@ func TestPostgresLockerExcludesAcrossHosts(t *testing.T) {
 						t.Errorf("%d holders of %s at once", n, key)
 					}
 					var n int64
-					err = dbs[h].QueryRowContext(ctx, `SELECT n FROM counters WHERE k = ?`, key).Scan(&n)
+					err = dbs[h].QueryRowContext(ctx, `SELECT n FROM counters WHERE k = $1`, key).Scan(&n)
 					if err == nil {
 						time.Sleep(time.Millisecond) // widen the window a second holder would use
-						_, err = dbs[h].ExecContext(ctx, `UPDATE counters SET n = ? WHERE k = ?`, n+1, key)
+						_, err = dbs[h].ExecContext(ctx, `UPDATE counters SET n = $1 WHERE k = $2`, n+1, key)
 					}
 					if err != nil {
 						t.Error(err)
@@ -226,7 +226,7 @@ func TestPostgresLockerReleasedWhenHolderDies(t *testing.T) {
 		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eb.db.ExecContext(ctx, `SELECT pg_terminate_backend(?)`, pid); err != nil {
+	if _, err := eb.db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-bDone; err != nil {
@@ -278,7 +278,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func TestOpenOnPostgresConfiguresTheBoundary(t *testing.T) {
 	b := storetest.Postgres(t)
 	db := b.Open(t)
-	if store.DialectOf(db) != store.Postgres {
+	if !store.Shared(db) {
 		t.Fatal("not a PostgreSQL database")
 	}
 	k, err := Open(context.Background(), db, Options{CacheSize: 100})

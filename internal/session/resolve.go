@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // ResolveOptions tune Resolve.
@@ -122,7 +123,7 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 			cur, prev = rowState{}, st.sid
 		}
 		var r Route
-		err := b.tx(func(tx *sql.Tx) error {
+		err := b.tx(func(tx *store.Tx) error {
 			var err error
 			createdBy := createdReplace
 			if endReason == EndReset {
@@ -151,10 +152,10 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 		}
 		return res, nil
 	}
-	err = b.tx(func(tx *sql.Tx) error {
+	err = b.tx(func(tx *store.Tx) error {
 		if res.Reopened {
 			if err := mustAffect(tx.ExecContext(b.ctx,
-				`UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ? AND ended_at IS NOT NULL`,
+				`UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = $1 AND ended_at IS NOT NULL`,
 				cur.id)); err != nil {
 				return err
 			}
@@ -166,8 +167,8 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 		if touch {
 			updated = now.UnixMilli()
 		}
-		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = ?, updated_at = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`,
+		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = $1, updated_at = $2
+			WHERE session_key = $3 AND session_id = $4 AND generation = $5`,
 			cur.id, updated, b.key, st.sid, st.gen))
 	})
 	if err != nil {
@@ -181,7 +182,7 @@ func (b *Boundary) Resolve(src abi.Source, opt ResolveOptions) (Resolution, erro
 // create makes the key's first session and route.
 func (b *Boundary) create(src abi.Source, now time.Time) (Resolution, error) {
 	var id string
-	err := b.tx(func(tx *sql.Tx) error {
+	err := b.tx(func(tx *store.Tx) error {
 		var err error
 		id, err = b.insertSession(tx, "", "", createdNew, encodeSource(src), sql.NullString{}, 1, now)
 		if err != nil {
@@ -191,7 +192,7 @@ func (b *Boundary) create(src abi.Source, now time.Time) (Resolution, error) {
 			return err
 		}
 		_, err = tx.ExecContext(b.ctx, `INSERT INTO session_routes
-			(session_key, session_id, generation, suspended, created_at, updated_at) VALUES (?, ?, 1, 0, ?, ?)`,
+			(session_key, session_id, generation, suspended, created_at, updated_at) VALUES ($1, $2, 1, 0, $3, $4)`,
 			b.key, id, now.UnixMilli(), now.UnixMilli())
 		return err
 	})
@@ -206,11 +207,11 @@ func (b *Boundary) create(src abi.Source, now time.Time) (Resolution, error) {
 // moves the route there with a generation bump, compare-and-set on the route as loaded in st.
 // origin "" copies cur's origin. It is the one implementation of "the key moves to a new
 // session"; the caller commits and then refreshes the cache.
-func (b *Boundary) replace(tx *sql.Tx, st routeState, cur rowState, endReason, createdBy, origin string,
+func (b *Boundary) replace(tx *store.Tx, st routeState, cur rowState, endReason, createdBy, origin string,
 	title sql.NullString, touch bool, now time.Time) (Route, error) {
 	if cur.exists && !cur.ended {
 		if err := mustAffect(tx.ExecContext(b.ctx,
-			`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+			`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 			now.UnixMilli(), endReason, cur.id)); err != nil {
 			return Route{}, err
 		}
@@ -229,14 +230,14 @@ func (b *Boundary) replace(tx *sql.Tx, st routeState, cur rowState, endReason, c
 }
 
 // moveRoute points the route at id with a generation bump, clearing suspension.
-func (b *Boundary) moveRoute(tx *sql.Tx, st routeState, id string, touch bool, now time.Time) (Route, error) {
+func (b *Boundary) moveRoute(tx *store.Tx, st routeState, id string, touch bool, now time.Time) (Route, error) {
 	updated := st.updatedAt
 	if touch {
 		updated = now.UnixMilli()
 	}
 	if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes
-		SET session_id = ?, generation = ?, suspended = 0, updated_at = ?
-		WHERE session_key = ? AND session_id = ? AND generation = ?`,
+		SET session_id = $1, generation = $2, suspended = 0, updated_at = $3
+		WHERE session_key = $4 AND session_id = $5 AND generation = $6`,
 		id, st.gen+1, updated, b.key, st.sid, st.gen)); err != nil {
 		return Route{}, err
 	}

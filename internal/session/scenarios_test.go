@@ -20,7 +20,7 @@ func TestScenario01StaleAfterNew(t *testing.T) {
 		e.t = t
 		src := dm("1")
 		s := e.stamp(src)
-		e.exec(`INSERT INTO session_messages (session_id, role, text, created_at) VALUES (?, 'user', 'run it', 0)`, s.SessionID)
+		e.exec(`INSERT INTO session_messages (session_id, role, text, created_at) VALUES ($1, 'user', 'run it', 0)`, s.SessionID)
 		r2 := e.r(e.k.Reset(e.ctx, s.Key, ""))
 		if pre := e.k.Classify(e.ctx, s); pre.Kind != Stale {
 			t.Fatalf("pre-flight %v", pre)
@@ -82,7 +82,7 @@ func TestScenario03CompressionContinuation(t *testing.T) {
 			t.Fatalf("route on tip: %v", v)
 		}
 		// A route left on S1 (a two-phase writer stopped between "child written" and "repoint").
-		e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, s.SessionID, s.Key)
+		e.exec(`UPDATE session_routes SET session_id = $1 WHERE session_key = $2`, s.SessionID, s.Key)
 		e.k.cache.drop(s.Key)
 		if v := e.deliver(s, "two"); v.Kind != DeliverContinuation || v.SessionID != r.SessionID {
 			t.Fatalf("route on parent: %v", v)
@@ -111,7 +111,7 @@ func TestScenario04CompressionNotVisible(t *testing.T) {
 		src := dm("4")
 		s := e.stamp(src)
 		// Phase one of a compression by a two-phase writer: the parent ended, no child yet.
-		e.exec(`UPDATE sessions SET ended_at = 5, end_reason = 'compression' WHERE id = ?`, s.SessionID)
+		e.exec(`UPDATE sessions SET ended_at = 5, end_reason = 'compression' WHERE id = $1`, s.SessionID)
 		e.k.cache.drop(s.Key)
 		if v := e.deliver(s, "x"); v.Kind != Unverifiable || v.Reason != ReasonCompressInFlight {
 			t.Fatalf("in flight: %v", v)
@@ -119,7 +119,7 @@ func TestScenario04CompressionNotVisible(t *testing.T) {
 		// Phase two: the child appears (the route is still on the parent).
 		child := NewSessionID(time.Now())
 		e.exec(`INSERT INTO sessions (id, session_key, parent_session_id, created_by, started_at, origin)
-		VALUES (?, ?, ?, 'compression', 6, '{}')`, child, s.Key, s.SessionID)
+		VALUES ($1, $2, $3, 'compression', 6, '{}')`, child, s.Key, s.SessionID)
 		if v := e.deliver(s, "retried"); v.Kind != DeliverContinuation || v.SessionID != child {
 			t.Fatalf("after the child appeared: %v", v)
 		}
@@ -338,23 +338,23 @@ func TestScenario27HealAndForceNew(t *testing.T) {
 			src := dm("27")
 			first := e.resolve(src)
 			tip := e.r(e.k.Compress(e.ctx, first.Key, first.SessionID, ""))
-			e.exec(`UPDATE session_routes SET session_id = ? WHERE session_key = ?`, first.SessionID, first.Key)
+			e.exec(`UPDATE session_routes SET session_id = $1 WHERE session_key = $2`, first.SessionID, first.Key)
 			e.k.cache.drop(first.Key)
 			var upd0, upd1 int64
-			e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = ?`, first.Key).Scan(&upd0)
+			e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = $1`, first.Key).Scan(&upd0)
 			time.Sleep(time.Minute)
 			r, err := e.k.Resolve(e.ctx, src, ResolveOptions{Internal: true})
 			if err != nil || !r.Healed || r.SessionID != tip.SessionID || r.Generation != tip.Generation {
 				t.Fatalf("heal: %+v, %v (tip %+v)", r, err, tip)
 			}
-			e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = ?`, first.Key).Scan(&upd1)
+			e.db.QueryRow(`SELECT updated_at FROM session_routes WHERE session_key = $1`, first.Key).Scan(&upd1)
 			if upd0 != upd1 {
 				t.Fatalf("updated_at moved %d -> %d", upd0, upd1)
 			}
 
 			// Concurrent ForceNew through Kernel.Resolve: hold the key so all callers pile up.
 			var before int
-			e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = ?`, first.Key).Scan(&before)
+			e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = $1`, first.Key).Scan(&before)
 			const n = 8
 			hold := make(chan struct{})
 			held := make(chan struct{})
@@ -374,7 +374,7 @@ func TestScenario27HealAndForceNew(t *testing.T) {
 			close(hold)
 			wg.Wait()
 			var after int
-			e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = ?`, first.Key).Scan(&after)
+			e.db.QueryRow(`SELECT COUNT(*) FROM sessions WHERE session_key = $1`, first.Key).Scan(&after)
 			if after != before+1 {
 				t.Fatalf("ForceNew x%d created %d rows", n, after-before)
 			}

@@ -14,7 +14,7 @@ func (b *Boundary) SetModel(id, model string) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	res, err := b.k.db.ExecContext(b.ctx, `UPDATE sessions SET model = ? WHERE id = ? AND session_key = ?`, nullStr(model), id, b.key)
+	res, err := b.k.db.ExecContext(b.ctx, `UPDATE sessions SET model = $1 WHERE id = $2 AND session_key = $3`, nullStr(model), id, b.key)
 	if err := mustAffect(res, err); err != nil {
 		return fmt.Errorf("session: model of %s: %w", id, err)
 	}
@@ -27,8 +27,8 @@ func (b *Boundary) AddUsage(id string, prompt, completion, calls int) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	res, err := b.k.db.ExecContext(b.ctx, `UPDATE sessions SET prompt_tokens = prompt_tokens + ?,
-		completion_tokens = completion_tokens + ?, model_calls = model_calls + ? WHERE id = ? AND session_key = ?`,
+	res, err := b.k.db.ExecContext(b.ctx, `UPDATE sessions SET prompt_tokens = prompt_tokens + $1,
+		completion_tokens = completion_tokens + $2, model_calls = model_calls + $3 WHERE id = $4 AND session_key = $5`,
 		prompt, completion, calls, id, b.key)
 	if err := mustAffect(res, err); err != nil {
 		return fmt.Errorf("session: usage of %s: %w", id, err)

@@ -432,7 +432,7 @@ func must2[T any](v T, _ bool, err error) T {
 }
 
 func randomSession(ctx context.Context, db *sql.DB, key string, rng *rand.Rand) string {
-	rows, err := db.QueryContext(ctx, `SELECT id FROM sessions WHERE session_key = ?`, key)
+	rows, err := db.QueryContext(ctx, `SELECT id FROM sessions WHERE session_key = $1`, key)
 	if err != nil {
 		return ""
 	}
@@ -459,7 +459,7 @@ type chkRow struct {
 // s's event to target keeps the invariant.
 func checkTarget(ctx context.Context, db *sql.DB, s Stamp, target string) string {
 	rows, err := db.QueryContext(ctx, `SELECT id, COALESCE(parent_session_id, ''), created_by,
-		ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions WHERE session_key = ?`, s.Key)
+		ended_at IS NOT NULL, COALESCE(end_reason, '') FROM sessions WHERE session_key = $1`, s.Key)
 	if err != nil {
 		return "oracle: " + err.Error()
 	}
@@ -475,7 +475,7 @@ func checkTarget(ctx context.Context, db *sql.DB, s Stamp, target string) string
 	}
 	rows.Close()
 	var routed string
-	if err := db.QueryRowContext(ctx, `SELECT session_id FROM session_routes WHERE session_key = ?`, s.Key).Scan(&routed); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT session_id FROM session_routes WHERE session_key = $1`, s.Key).Scan(&routed); err != nil {
 		return "oracle: route: " + err.Error()
 	}
 	// descends reports whether to is from, or reached from it through compression children

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // Message is one transcript entry.
@@ -47,7 +49,7 @@ func (b *Boundary) Append(sessionID string, m Message) (int64, error) {
 	var seq int64
 	err := b.k.db.QueryRowContext(b.ctx, `INSERT INTO session_messages
 		(session_id, role, text, platform_message_id, created_at, turn_id, meta)
-		SELECT id, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND session_key = ?
+		SELECT id, $1, $2, $3, $4, $5, $6 FROM sessions WHERE id = $7 AND session_key = $8
 		RETURNING seq`,
 		m.Role, m.Text, nullStr(m.PlatformMessageID), at.UnixMilli(), nullStr(m.Turn), nullStr(m.Meta), sessionID, b.key).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -96,11 +98,11 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 	if platformMessageID == "" {
 		return false, nil
 	}
-	const inKey = ` session_id IN (SELECT id FROM sessions WHERE session_key = ?)`
+	const inKey = ` session_id IN (SELECT id FROM sessions WHERE session_key = $2)` // the key is each query's second argument
 	found := false
-	err := b.tx(func(tx *sql.Tx) error {
+	err := b.tx(func(tx *store.Tx) error {
 		rows, err := tx.QueryContext(b.ctx, `SELECT seq, text, COALESCE(turn_id, '') FROM session_messages
-			WHERE platform_message_id = ? AND redacted_at IS NULL AND`+inKey, platformMessageID, b.key)
+			WHERE platform_message_id = $1 AND redacted_at IS NULL AND`+inKey, platformMessageID, b.key)
 		if err != nil {
 			return err
 		}
@@ -138,7 +140,7 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 		// is known when it is read (one copied from before the message is before it whatever its
 		// lineage). first is the message's original: a message is appended before it is copied.
 		rows, err = tx.QueryContext(b.ctx, `SELECT seq, COALESCE(copied_from, 0), role, text, COALESCE(turn_id, ''),
-			redacted_at IS NOT NULL FROM session_messages WHERE seq > ? AND`+inKey+` ORDER BY seq`, first, b.key)
+			redacted_at IS NOT NULL FROM session_messages WHERE seq > $1 AND`+inKey+` ORDER BY seq`, first, b.key)
 		if err != nil {
 			return err
 		}
@@ -172,7 +174,7 @@ func (b *Boundary) Redact(platformMessageID string) (bool, error) {
 		}
 		now := b.k.now().UnixMilli()
 		for _, seq := range blank {
-			if _, err := tx.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = ? WHERE seq = ?`, now, seq); err != nil {
+			if _, err := tx.ExecContext(b.ctx, `UPDATE session_messages SET text = '', redacted_at = $1 WHERE seq = $2`, now, seq); err != nil {
 				return err
 			}
 		}
@@ -204,10 +206,10 @@ func (k *Kernel) Transcript(ctx context.Context, id string, limit int) ([]Messag
 		err  error
 	)
 	if limit <= 0 {
-		rows, err = k.db.QueryContext(ctx, cols+` FROM session_messages WHERE session_id = ? ORDER BY seq`, id)
+		rows, err = k.db.QueryContext(ctx, cols+` FROM session_messages WHERE session_id = $1 ORDER BY seq`, id)
 	} else {
-		rows, err = k.db.QueryContext(ctx, cols+` FROM (SELECT * FROM session_messages WHERE session_id = ?
-			ORDER BY seq DESC LIMIT ?) AS tail ORDER BY seq`, id, limit)
+		rows, err = k.db.QueryContext(ctx, cols+` FROM (SELECT * FROM session_messages WHERE session_id = $1
+			ORDER BY seq DESC LIMIT $2) AS tail ORDER BY seq`, id, limit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("session: transcript of %s: %w", id, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // settle loads the route under the lock and, when it points at a compression-ended session
@@ -36,9 +37,9 @@ func (b *Boundary) settle() (routeState, rowState, error) {
 // heal moves the route from a compression-ended session to its live tip, keeping the
 // generation and the activity clock.
 func (b *Boundary) heal(st routeState, tip string) (routeState, error) {
-	err := b.tx(func(tx *sql.Tx) error {
-		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`, tip, b.key, st.sid, st.gen))
+	err := b.tx(func(tx *store.Tx) error {
+		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET session_id = $1
+			WHERE session_key = $2 AND session_id = $3 AND generation = $4`, tip, b.key, st.sid, st.gen))
 	})
 	if err != nil {
 		return st, err
@@ -48,18 +49,19 @@ func (b *Boundary) heal(st routeState, tip string) (routeState, error) {
 	return st, nil
 }
 
-// TxFunc is work a caller commits in the same transaction as a transition: typically the
+// TxFunc is work a caller commits in the same unit of work as a transition: typically the
 // record of what the transition cancels (queued turns dropped by /new, with their ledger
 // records). It runs under the key's lock, inside the transaction, after the route moved; an
-// error aborts the transition. It must use only tx (and the boundary's context).
-type TxFunc func(tx *sql.Tx) error
+// error aborts the transition. It must use only tx (and the boundary's context); what it
+// registers with tx.AfterCommit runs once the transition committed, still under the lock.
+type TxFunc func(tx *store.Tx) error
 
 // transition runs fn (which moves the route) and then also, in one transaction, and records
 // the resulting route in the cache; live says whether the new route is plain (not suspended,
 // row live).
-func (b *Boundary) transition(live bool, fn func(tx *sql.Tx) (Route, error), also ...TxFunc) (Route, error) {
+func (b *Boundary) transition(live bool, fn func(tx *store.Tx) (Route, error), also ...TxFunc) (Route, error) {
 	var r Route
-	err := b.tx(func(tx *sql.Tx) error {
+	err := b.tx(func(tx *store.Tx) error {
 		var err error
 		if r, err = fn(tx); err != nil {
 			return err
@@ -98,7 +100,7 @@ func (b *Boundary) Reset(title string, also ...TxFunc) (Route, error) {
 		return Route{}, err
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		return b.replace(tx, st, cur, EndReset, createdReset, "", nullStr(title), true, now)
 	}, also...)
 }
@@ -125,10 +127,10 @@ func (b *Boundary) Resume(target string) (Route, error) {
 		return st.route(b.key), nil
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		if cur.exists && !cur.ended && cur.id != t.id {
 			if err := mustAffect(tx.ExecContext(b.ctx,
-				`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+				`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 				now.UnixMilli(), EndSwitch, cur.id)); err != nil {
 				return Route{}, err
 			}
@@ -136,7 +138,7 @@ func (b *Boundary) Resume(target string) (Route, error) {
 		if err := b.k.fail("resume:ended"); err != nil {
 			return Route{}, err
 		}
-		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?`, t.id); err != nil {
+		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = $1`, t.id); err != nil {
 			return Route{}, err
 		}
 		return b.moveRoute(tx, st, t.id, false, now)
@@ -157,7 +159,7 @@ func (b *Boundary) findTarget(target string) (rowState, error) {
 	}
 	r := rowState{key: b.key, exists: true}
 	err := b.k.db.QueryRowContext(b.ctx, `SELECT id, ended_at IS NOT NULL, COALESCE(end_reason, '')
-		FROM sessions WHERE session_key = ? AND title = ? ORDER BY rowid DESC LIMIT 1`, b.key, target).
+		FROM sessions WHERE session_key = $1 AND title = $2 ORDER BY rowid DESC LIMIT 1`, b.key, target).
 		Scan(&r.id, &r.ended, &r.reason)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("%w: no session titled %q in %s", ErrNotFound, target, b.key)
@@ -177,15 +179,15 @@ func (b *Boundary) Branch(title string) (Route, error) {
 		return Route{}, fmt.Errorf("%w: routed session of %s", ErrNotFound, b.key)
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		id, err := b.insertSession(tx, cur.id, cur.id, createdBranch, "", nullStr(title), st.gen+1, now)
 		if err != nil {
 			return Route{}, err
 		}
 		if _, err := tx.ExecContext(b.ctx, `INSERT INTO session_messages
 			(session_id, role, text, platform_message_id, created_at, redacted_at, copied_from, turn_id, meta)
-			SELECT ?, role, text, platform_message_id, created_at, redacted_at, seq, turn_id, meta
-			FROM session_messages WHERE session_id = ? ORDER BY seq`, id, cur.id); err != nil {
+			SELECT $1, role, text, platform_message_id, created_at, redacted_at, seq, turn_id, meta
+			FROM session_messages WHERE session_id = $2 ORDER BY seq`, id, cur.id); err != nil {
 			return Route{}, err
 		}
 		if err := b.k.fail("branch:copied"); err != nil {
@@ -193,7 +195,7 @@ func (b *Boundary) Branch(title string) (Route, error) {
 		}
 		if !cur.ended {
 			if err := mustAffect(tx.ExecContext(b.ctx,
-				`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+				`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 				now.UnixMilli(), EndSwitch, cur.id)); err != nil {
 				return Route{}, err
 			}
@@ -221,9 +223,9 @@ func (b *Boundary) bump(suspend bool, also ...TxFunc) (Route, error) {
 		return Route{}, err
 	}
 	st.suspended = st.suspended || suspend
-	return b.transition(st.entry().live, func(tx *sql.Tx) (Route, error) {
-		if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = ?, suspended = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`,
+	return b.transition(st.entry().live, func(tx *store.Tx) (Route, error) {
+		if err := mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = $1, suspended = $2
+			WHERE session_key = $3 AND session_id = $4 AND generation = $5`,
 			st.gen+1, boolInt(st.suspended), b.key, st.sid, st.gen)); err != nil {
 			return Route{}, err
 		}
@@ -253,9 +255,9 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 		return Route{}, fmt.Errorf("%w: %s is on %s, not live %s", ErrConflict, b.key, st.sid, expected)
 	}
 	now := b.k.now()
-	return b.transition(true, func(tx *sql.Tx) (Route, error) {
+	return b.transition(true, func(tx *store.Tx) (Route, error) {
 		var title sql.NullString
-		if err := tx.QueryRowContext(b.ctx, `SELECT title FROM sessions WHERE id = ?`, cur.id).Scan(&title); err != nil {
+		if err := tx.QueryRowContext(b.ctx, `SELECT title FROM sessions WHERE id = $1`, cur.id).Scan(&title); err != nil {
 			return Route{}, err
 		}
 		r, err := b.replace(tx, st, cur, EndCompression, createdCompression, "", title, false, now)
@@ -263,7 +265,7 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 			return r, err
 		}
 		// The continuation keeps the conversation's model (its usage is counted afresh).
-		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET model = (SELECT model FROM sessions WHERE id = ?) WHERE id = ?`,
+		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET model = (SELECT model FROM sessions WHERE id = $1) WHERE id = $2`,
 			cur.id, r.SessionID); err != nil {
 			return r, err
 		}
@@ -271,7 +273,7 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 			return r, nil
 		}
 		_, err = tx.ExecContext(b.ctx, `INSERT INTO session_messages (session_id, role, text, created_at)
-			VALUES (?, 'system', ?, ?)`, r.SessionID, summary, now.UnixMilli())
+			VALUES ($1, 'system', $2, $3)`, r.SessionID, summary, now.UnixMilli())
 		return r, err
 	})
 }
@@ -304,17 +306,17 @@ func (b *Boundary) End(id, reason string) error {
 	}
 	routed := st.exists && st.sid == id
 	now := b.k.now()
-	err = b.tx(func(tx *sql.Tx) error {
+	err = b.tx(func(tx *store.Tx) error {
 		if err := mustAffect(tx.ExecContext(b.ctx,
-			`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+			`UPDATE sessions SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL`,
 			now.UnixMilli(), reason, id)); err != nil {
 			return err
 		}
 		if !routed {
 			return nil
 		}
-		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = ?
-			WHERE session_key = ? AND session_id = ? AND generation = ?`, st.gen+1, b.key, st.sid, st.gen))
+		return mustAffect(tx.ExecContext(b.ctx, `UPDATE session_routes SET generation = $1
+			WHERE session_key = $2 AND session_id = $3 AND generation = $4`, st.gen+1, b.key, st.sid, st.gen))
 	})
 	if err != nil {
 		return err
@@ -332,7 +334,7 @@ func (b *Boundary) SetTitle(title string) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.k.db.ExecContext(b.ctx, `UPDATE sessions SET title = ? WHERE id = ?`, nullStr(title), cur.id)
+	_, err = b.k.db.ExecContext(b.ctx, `UPDATE sessions SET title = $1 WHERE id = $2`, nullStr(title), cur.id)
 	return err
 }
 
@@ -402,7 +404,7 @@ func (b *Boundary) supersededSince(gen int64, st routeState) (string, error) {
 			createdGen        sql.NullInt64
 		)
 		err := b.k.db.QueryRowContext(b.ctx, `SELECT created_by, COALESCE(parent_session_id, ''), created_gen
-			FROM sessions WHERE id = ?`, sid).Scan(&createdBy, &parent, &createdGen)
+			FROM sessions WHERE id = $1`, sid).Scan(&createdBy, &parent, &createdGen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Sprintf("session %s is missing; work started at generation %d", sid, gen), nil
 		}

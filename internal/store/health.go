@@ -239,7 +239,7 @@ func (h *Health) Err() error {
 }
 
 // probeQuery is the probe: one row, rewritten in place (store_probe is created by Open).
-const probeQuery = `INSERT INTO store_probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at`
+const probeQuery = `INSERT INTO store_probe (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET at = excluded.at`
 
 // Watch probes the store until ctx is done (see the top of this file); log, if not nil, hears
 // of each path that starts failing and of each that recovers. One Watch runs per database: a

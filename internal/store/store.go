@@ -1,7 +1,8 @@
 // Package store opens the host's database and applies versioned migrations: SQLite
 // (modernc.org/sqlite, pure Go, WAL) by default, or PostgreSQL (pgx) when several hosts share one
-// database (postgres.go). Each host package owns its tables and its list of migrations, written
-// once in SQLite's dialect; store records which of them have run.
+// database (postgres.go). Each host package owns its tables and its list of migrations, each in
+// both dialects (dialect.go); store records which of them have run, and offers the unit of work
+// the packages write together in (tx.go).
 package store
 
 import (
@@ -113,6 +114,10 @@ func Open(path string, opt Options) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: create store_probe: %w", err)
 	}
+	if _, err := db.Exec(createWithdrawals); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: create store_withdrawals: %w", err)
+	}
 	return db, nil
 }
 
@@ -159,28 +164,26 @@ func private(path string) error {
 }
 
 // Migrate applies, in order and each in its own transaction, the migrations of component that
-// have not run yet. Migration i (0-based) is version i+1. Migrations are append-only: never edit
-// or reorder a released one.
+// have not run yet, each in db's dialect (Migration). Migration i (0-based) is version i+1.
+// Migrations are append-only: never edit or reorder a released one.
 //
-// On PostgreSQL each migration is rewritten by postgresDDL and runs under an advisory lock, so
-// hosts starting together apply it once.
-func Migrate(ctx context.Context, db *sql.DB, component string, migrations []string) error {
-	if DialectOf(db) == Postgres {
-		return withMigrationLock(ctx, db, func() error { return migrate(ctx, db, component, migrations, true) })
+// On PostgreSQL migrations run under an advisory lock, so hosts starting together apply each
+// once.
+func Migrate(ctx context.Context, db *sql.DB, component string, migrations []Migration) error {
+	if dialectOf(db) == postgresDialect {
+		return withMigrationLock(ctx, db, func() error { return migrate(ctx, db, component, migrations) })
 	}
-	return migrate(ctx, db, component, migrations, false)
+	return migrate(ctx, db, component, migrations)
 }
 
-func migrate(ctx context.Context, db *sql.DB, component string, migrations []string, pg bool) error {
-	for i, stmt := range migrations {
+func migrate(ctx context.Context, db *sql.DB, component string, migrations []Migration) error {
+	for i, m := range migrations {
 		version := i + 1
-		if pg {
-			stmt = postgresDDL(stmt)
-		}
+		stmt := m.For(db)
 		err := WithTx(ctx, db, func(tx *sql.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx,
-				`SELECT COUNT(*) FROM schema_migrations WHERE component = ? AND version = ?`,
+				`SELECT COUNT(*) FROM schema_migrations WHERE component = $1 AND version = $2`,
 				component, version).Scan(&n); err != nil {
 				return err
 			}
@@ -191,7 +194,7 @@ func migrate(ctx context.Context, db *sql.DB, component string, migrations []str
 				return err
 			}
 			_, err := tx.ExecContext(ctx,
-				`INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)`,
+				`INSERT INTO schema_migrations (component, version, applied_at) VALUES ($1, $2, $3)`,
 				component, version, time.Now().UnixMilli())
 			return err
 		})
@@ -208,7 +211,7 @@ func migrate(ctx context.Context, db *sql.DB, component string, migrations []str
 // failure or deadlock is run again from the start (up to txAttempts times): fn must not have
 // effects outside the transaction that a second run would repeat.
 func WithTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	if DialectOf(db) != Postgres {
+	if dialectOf(db) != postgresDialect {
 		return withTx(ctx, db, nil, fn)
 	}
 	var err error

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -266,23 +267,30 @@ func (e *Engine) capParts(plugin, text string) (parts []string, rest string) {
 	return parts, rest
 }
 
+// leftovers is the rest of each key's last cut answer, for /more. Its mutex is a leaf (see
+// Engine).
+type leftovers struct {
+	mu sync.Mutex // guards m
+	m  map[string]*pending
+}
+
 // setMore keeps (or, with rest "", forgets) the rest of key's last answer.
 func (e *Engine) setMore(key string, p *pending) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.more.mu.Lock()
+	defer e.more.mu.Unlock()
 	if p == nil || p.text == "" {
-		delete(e.more, key)
+		delete(e.more.m, key)
 		return
 	}
-	e.more[key] = p
+	e.more.m[key] = p
 }
 
 // sendMore answers /more with the next part of the last cut answer.
 func (e *Engine) sendMore(ctx context.Context, key string, it *item) (string, string) {
-	e.mu.Lock()
-	p := e.more[key]
-	delete(e.more, key)
-	e.mu.Unlock()
+	e.more.mu.Lock()
+	p := e.more.m[key]
+	delete(e.more.m, key)
+	e.more.mu.Unlock()
 	if p == nil {
 		e.notice(ctx, it.plugin, it.profile, key, it.src, NothingMore)
 		return stDone, "command /more: nothing pending"
@@ -293,7 +301,7 @@ func (e *Engine) sendMore(ctx context.Context, key string, it *item) (string, st
 	}
 	id, err := e.ledger.Enqueue(context.WithoutCancel(ctx), delivery.Message{
 		Plugin: p.plugin, Profile: p.profile, Key: key, Target: p.target, Text: p.text, Parts: parts, Kind: delivery.KindReply,
-		Guard: delivery.GuardLineage, Stamp: p.stamp, Origin: "more:" + it.ids[0],
+		Guard: delivery.GuardLineage, Stamp: p.stamp, Origin: "more:" + it.first(),
 	})
 	if err != nil {
 		return stDone, "command /more: not recorded: " + err.Error()

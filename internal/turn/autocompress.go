@@ -77,14 +77,11 @@ func (e *Engine) compressNow(ctx context.Context, key string, it *item, exclude 
 		}
 		// The turn's own messages were left out of the summary: they belong to the turn that
 		// continues in the new session.
-		for i, id := range it.ids {
-			if !slices.Contains(exclude, id) || i >= len(it.texts) {
+		for _, en := range it.entries {
+			if !slices.Contains(exclude, en.id) {
 				continue
 			}
-			m := session.Message{Role: agent.RoleUser, Text: it.texts[i], Turn: id}
-			if i < len(it.msgIDs) {
-				m.PlatformMessageID = it.msgIDs[i]
-			}
+			m := session.Message{Role: agent.RoleUser, Text: en.text, Turn: en.id, PlatformMessageID: en.msgID}
 			if _, err := b.Append(r.SessionID, m); err != nil {
 				return err
 			}

@@ -110,7 +110,7 @@ func (e *Engine) sendLast(ctx context.Context, key string, it *item) {
 		n := e.noticeMsg(it.plugin, it.profile, key, it.src, NothingLast)
 		e.end(key, it, stDone, "command /last: nothing to send", &n, stRunning)
 	default:
-		m.Origin = "last:" + it.ids[0]
+		m.Origin = "last:" + it.first()
 		e.end(key, it, stDone, "command /last", &m, stRunning)
 	}
 }
@@ -183,18 +183,16 @@ func (e *Engine) status(b *session.Boundary, key string) string {
 	if ok {
 		fmt.Fprintf(&s, "\nSession: %s (generation %d)", route.SessionID, route.Generation)
 	}
-	e.mu.Lock()
-	if kq := e.keys[key]; kq != nil {
+	if known, running, notification, queued := e.queueState(key); known {
 		busy := "idle"
-		if kq.running != nil {
+		if running {
 			busy = "answering"
-			if kq.running.kind == kindNotification {
+			if notification {
 				busy = "answering a background-job notification"
 			}
 		}
-		fmt.Fprintf(&s, "\nTurn: %s, %d queued", busy, len(kq.items))
+		fmt.Fprintf(&s, "\nTurn: %s, %d queued", busy, queued)
 	}
-	e.mu.Unlock()
 	if e.procs != nil {
 		if list, err := e.procs.List(b.Context()); err == nil {
 			running := 0

@@ -227,7 +227,7 @@ func (h *harness) inboxOutcome(key, text, state, outcome string) {
 	h.t.Helper()
 	var st, out string
 	until(h.t, "the inbox row of "+text+" to be final", func() bool {
-		err := h.e.db.QueryRow(`SELECT state, outcome FROM turn_inbox WHERE session_key = ? AND text = ? ORDER BY rowid DESC LIMIT 1`,
+		err := h.e.db.QueryRow(`SELECT state, outcome FROM turn_inbox WHERE session_key = $1 AND text = $2 ORDER BY rowid DESC LIMIT 1`,
 			key, text).Scan(&st, &out)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			h.t.Fatal(err)

@@ -413,7 +413,7 @@ func TestRecallCancelsItsTurn(t *testing.T) {
 		t.Fatalf("transcript after the recalls: %q", tr)
 	}
 	var state, outcome string
-	h.e.db.QueryRow(`SELECT state, outcome FROM turn_inbox WHERE event_id = ?`, recalled).Scan(&state, &outcome)
+	h.e.db.QueryRow(`SELECT state, outcome FROM turn_inbox WHERE event_id = $1`, recalled).Scan(&state, &outcome)
 	if state != stInterrupted || !strings.Contains(outcome, "recalled") {
 		t.Fatalf("the recalled turn is %s (%s)", state, outcome)
 	}

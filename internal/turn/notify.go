@@ -11,6 +11,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // consume takes process events off the registry's durable queue until ctx ends.
@@ -76,8 +77,8 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 	// drop records the notification as dropped with reason and acks the event with outcome, in
 	// one transaction.
 	drop := func(reason, outcome string) {
-		e.acked(ctx, c, "dropped: "+outcome, func(ctx context.Context, t *delivery.Tx) error {
-			_, err := t.Record(ctx, dropped, delivery.Dropped, reason)
+		e.acked(ctx, c, "dropped: "+outcome, func(ctx context.Context, t *store.Tx) error {
+			_, err := e.ledger.RecordTx(ctx, t, dropped, delivery.Dropped, reason)
 			return err
 		})
 	}
@@ -106,9 +107,9 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		row := &inboxRow{id: newID("in_"), plugin: plugin, profile: st.Profile, eventID: eventID, kind: kindNotification,
 			key: st.Key, src: st.Route, text: msg.Text, stamp: st, notice: &notice}
 		fresh := false
-		if !e.acked(ctx, c, "queued notification turn "+row.id, func(ctx context.Context, t *delivery.Tx) error {
+		if !e.acked(ctx, c, "queued notification turn "+row.id, func(ctx context.Context, t *store.Tx) error {
 			var err error
-			fresh, err = e.insert(ctx, t.SQL(), row, stQueued)
+			fresh, err = e.insert(ctx, t, row, stQueued)
 			return err
 		}) || !fresh {
 			return // not acked (retried), or a turn for this event exists already
@@ -120,8 +121,11 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		e.acked(ctx, c, "not shown (notifications: "+e.opt.Notifications+")", nil)
 		return
 	}
-	e.acked(ctx, c, "queued", func(ctx context.Context, t *delivery.Tx) error {
-		_, err := t.Enqueue(ctx, msg)
+	// The notice is about the process: once the agent reads the result itself, it is moot
+	// (process.Subject; checked in the ledger's claim right before the send).
+	msg.About = process.Subject(ev.ProcID)
+	e.acked(ctx, c, "queued", func(ctx context.Context, t *store.Tx) error {
+		_, err := e.ledger.EnqueueTx(ctx, t, msg)
 		return err
 	})
 }
@@ -130,15 +134,15 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 // and reports whether it did. If the agent consumed the result meanwhile, nothing is written
 // (the event stays suppressed, which is its record). If the store fails, the event is released
 // for another attempt.
-func (e *Engine) acked(ctx context.Context, c process.Claimed, outcome string, fn func(ctx context.Context, t *delivery.Tx) error) bool {
+func (e *Engine) acked(ctx context.Context, c process.Claimed, outcome string, fn func(ctx context.Context, t *store.Tx) error) bool {
 	ctx = context.WithoutCancel(ctx) // an outcome decided is recorded even while stopping
-	err := e.ledger.Update(ctx, func(t *delivery.Tx) error {
+	err := store.Update(ctx, e.db, store.PathLedger, func(t *store.Tx) error {
 		if fn != nil {
 			if err := fn(ctx, t); err != nil {
 				return err
 			}
 		}
-		return e.procs.Queue().AckTx(ctx, t.SQL(), c.Seq, c.Token, outcome)
+		return e.procs.Queue().AckTx(ctx, t, c.Seq, c.Token, outcome)
 	})
 	switch {
 	case err == nil:
@@ -167,7 +171,7 @@ func (e *Engine) retry(ctx context.Context, c process.Claimed, why string) {
 // /stop or /new during it cancels it; compression does not). Whatever becomes of it is recorded
 // with the inbox row in one transaction: the answer, or the drop with its ledger record.
 func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
-	st := it.stamps[0]
+	st := it.entries[0].stamp
 	var v session.Verdict
 	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
 		v = b.Classify(st)
@@ -190,7 +194,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 			return
 		}
 		// Try again later, behind whatever else the chat has queued by then.
-		if err := e.write(func(ctx context.Context, t *delivery.Tx) error {
+		if err := e.write(func(ctx context.Context, t *store.Tx) error {
 			_, err := e.settle(ctx, t, key, it, stQueued, "retrying: unverifiable "+v.Reason, stRunning)
 			return err
 		}); err != nil {
@@ -202,9 +206,10 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 	}
 	src := st.Route
 	src.MessageID = "" // never quote a stale message
-	record := agent.DescribeAll(it.notices)
+	notices := it.notices()
+	record := agent.DescribeAll(notices)
 	rep, err := e.agent.Turn(ctx, &agent.Turn{
-		Key: key, SessionID: v.SessionID, Source: src, Text: record, Notices: it.notices, Synthetic: true,
+		Key: key, SessionID: v.SessionID, Source: src, Text: record, Notices: notices, Synthetic: true,
 		History: e.history(ctx, v.SessionID, nil), Tools: e.tools(ctx, it, key, st, true),
 		Model: e.sessionModel(ctx, v.SessionID),
 	})
@@ -212,13 +217,13 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 		return
 	}
 	msg := delivery.Message{Plugin: it.plugin, Profile: it.profile, Key: key, Target: outbound(src), Kind: delivery.KindNotification,
-		Guard: delivery.GuardWork, Stamp: st, Generation: v.Generation, Origin: "notify:" + it.ids[0]}
+		Guard: delivery.GuardWork, Stamp: st, Generation: v.Generation, Origin: "notify:" + it.first()}
 	state, outcome := stDone, ""
 	if err != nil {
 		// The job's result must not be lost with the model: the plain notice goes out instead,
 		// once, saying why; the transcript records it as a notification (program output).
 		e.log.Warn("notification turn: the model failed; sending the plain notice", "key", key, "error", err)
-		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), agent.Summarize(it.notices))
+		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), agent.Summarize(notices))
 		msg.Transcript, msg.TranscriptRole = true, agent.RoleNotification
 		state, outcome = stFailed, "model failed ("+err.Error()+"); plain notice"
 	} else {
@@ -227,8 +232,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 			e.end(key, it, stDropped, "the agent gave no answer to the notification", nil, stRunning)
 			return
 		}
-		turnID := it.ids[len(it.ids)-1]
-		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: it.notices}}, turnMessages(rep)...), rep.Usage)
+		e.record(ctx, key, v.SessionID, it.last(), append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: notices}}, turnMessages(rep)...), rep.Usage)
 		defer e.afterTurn(ctx, key, it, rep) // between this turn and the chat's next one
 	}
 	msg.Parts, _ = e.capParts(it.plugin, msg.Text)

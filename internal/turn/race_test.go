@@ -105,7 +105,7 @@ func (h *harness) reach(proc, key string, stage int) {
 			}
 		case 2, 3:
 			var q string
-			h.e.db.QueryRow(`SELECT state FROM process_events WHERE proc_id = ? AND kind = 'completion'`, proc).Scan(&q)
+			h.e.db.QueryRow(`SELECT state FROM process_events WHERE proc_id = $1 AND kind = 'completion'`, proc).Scan(&q)
 			if (stage == 2 && q != "" && q != "pending") || (stage == 3 && q == "done") {
 				return
 			}

@@ -212,6 +212,45 @@ func TestScenario14ConsumedNoNotification(t *testing.T) {
 	}
 }
 
+// Scenario 14, the other order: the notice was queued before the agent read the result. The
+// text notice waits in the ledger (the test holds the chat's boundary, so its lane cannot send);
+// the agent reads the result (Wait); the notice is then dropped at its send with the reason, and
+// the chat never gets it. The question is answered by the ledger row and the withdrawal the
+// registry recorded with the read, checked in the claim right before the send.
+func TestScenario14ReadAfterTheNoticeWasQueued(t *testing.T) {
+	h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{Notifications: ModeAll})
+	h.say(dm, "hi")
+	h.chat.waitFor(t, "the answer to hi", func(abi.OutboundMessage) bool { return true })
+	key := h.key(dm)
+	var st session.Stamp
+	if err := h.k.WithBoundary(context.Background(), key, func(b *session.Boundary) (err error) { st, err = b.Stamp(dm); return err }); err != nil {
+		t.Fatal(err)
+	}
+	hold, release := make(chan struct{}), make(chan struct{})
+	go h.k.WithBoundary(context.Background(), key, func(*session.Boundary) error { close(hold); <-release; return nil })
+	<-hold
+	p, err := h.procs.Spawn(context.Background(), process.SpawnRequest{Command: "echo read-later-output", Stamp: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.eventDone(p.ID); rec.QueueState != "done" || rec.Outcome != "queued" {
+		t.Fatalf("event %+v", rec)
+	}
+	if _, err := h.procs.Wait(context.Background(), p.ID, 10e9); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	r := h.droppedRow("read-later-output")
+	if r.Reason != "suppressed: the agent already read the result of "+p.ID || r.Origin != p.ID {
+		t.Fatalf("the notice %+v", r)
+	}
+	h.say(dm, "ps") // a turn after: its answer proves the lane went on
+	h.chat.waitFor(t, "the ps answer", has(p.ID))
+	if n := h.chat.count("Background job"); n != 0 {
+		t.Fatalf("the notice reached the chat after the agent read the result: %q", h.chat.texts())
+	}
+}
+
 // Scenario 19: two completions of one conversation arriving together become one turn.
 func TestScenario19Batching(t *testing.T) {
 	a := newBlocking()
@@ -221,12 +260,12 @@ func TestScenario19Batching(t *testing.T) {
 	h.spawn(dm, "echo job-one", true)
 	h.spawn(dm, "echo job-two", true)
 	for i := 0; i < 400; i++ { // both notifications queued behind the foreground turn
-		h.e.mu.Lock()
+		h.e.queues.mu.Lock()
 		n := 0
-		if kq := h.e.keys[h.key(dm)]; kq != nil && len(kq.items) == 1 {
-			n = len(kq.items[0].stamps)
+		if kq := h.e.queues.keys[h.key(dm)]; kq != nil && len(kq.items) == 1 {
+			n = len(kq.items[0].entries)
 		}
-		h.e.mu.Unlock()
+		h.e.queues.mu.Unlock()
 		if n == 2 {
 			break
 		}

@@ -37,7 +37,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func (h *harness) settled(key, text string) (state, outcome string) {
 	h.t.Helper()
 	eventually(h.t, "the inbox row of "+text+" to be final", func() bool {
-		err := h.db.QueryRow(`SELECT state, outcome FROM turn_inbox WHERE session_key = ? AND text = ? ORDER BY rowid DESC LIMIT 1`,
+		err := h.db.QueryRow(`SELECT state, outcome FROM turn_inbox WHERE session_key = $1 AND text = $2 ORDER BY rowid DESC LIMIT 1`,
 			key, text).Scan(&state, &outcome)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			h.t.Fatal(err)

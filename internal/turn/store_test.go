@@ -49,7 +49,7 @@ func TestStoreSuite(t *testing.T) {
 			}
 		}
 		var n int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE event_id = ?`, "u1").Scan(&n); err != nil || n != 2 {
+		if err := db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE event_id = $1`, "u1").Scan(&n); err != nil || n != 2 {
 			t.Fatalf("%d rows for u1, %v", n, err)
 		}
 
@@ -69,7 +69,7 @@ func TestStoreSuite(t *testing.T) {
 			t.Fatalf("done: %v, %v", moved, err)
 		}
 
-		open, err := e.loadOpen(ctx, `owner = ?`, "h1")
+		open, err := e.loadOpen(ctx, `owner = $1`, "h1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,11 +80,11 @@ func TestStoreSuite(t *testing.T) {
 		if !slices.Equal(ids, []string{"in_z/running", "in_x/queued"}) {
 			t.Fatalf("open rows %v", ids)
 		}
-		received, err := e.loadReceived(ctx, `owner = ?`, "h1")
+		received, err := e.loadReceived(ctx, `owner = $1`, "h1")
 		if err != nil || len(received) != 2 || received[0].id != "in_w" || received[1].id != "in_v" || received[0].src.ChatID != "42" {
 			t.Fatalf("received %+v %v", received, err)
 		}
-		if other, err := e.loadOpen(ctx, `owner = ?`, "h2"); err != nil || len(other) != 0 {
+		if other, err := e.loadOpen(ctx, `owner = $1`, "h2"); err != nil || len(other) != 0 {
 			t.Fatalf("another host's open rows %+v %v", other, err)
 		}
 	})
@@ -108,12 +108,12 @@ func TestNoticeRoundTrip(t *testing.T) {
 		if _, err := e.insert(ctx, db, row, stQueued); err != nil {
 			t.Fatal(err)
 		}
-		open, err := e.loadOpen(ctx, `owner = ?`, "h1")
+		open, err := e.loadOpen(ctx, `owner = $1`, "h1")
 		if err != nil || len(open) != 1 {
 			t.Fatalf("open %+v, %v", open, err)
 		}
-		if it := e.itemOf(open[0]); len(it.notices) != 1 || !reflect.DeepEqual(it.notices[0], n) {
-			t.Fatalf("notice back %+v, want %+v", it.notices, n)
+		if it := e.itemOf(open[0]); len(it.entries) != 1 || !reflect.DeepEqual(it.entries[0].notice, n) {
+			t.Fatalf("notice back %+v, want %+v", it.notices(), n)
 		}
 	})
 }

@@ -86,34 +86,64 @@ func (s *streamer) chatKey() string {
 // botKey names the bot a bot-wide edit rate applies to.
 func (s *streamer) botKey() string { return s.msg.Plugin + "\x00" + s.msg.Profile }
 
+// editRates is when each chat was last posted to or edited by a stream, and when each bot (a
+// plugin's profile) may stream its next post or edit. Its mutex is a leaf (see Engine).
+type editRates struct {
+	mu       sync.Mutex           // guards lastEdit and botNext
+	lastEdit map[string]time.Time // a chat's last streamed post or edit
+	botNext  map[string]time.Time // when a bot may stream its next post or edit
+}
+
+func newEditRates() editRates {
+	return editRates{lastEdit: map[string]time.Time{}, botNext: map[string]time.Time{}}
+}
+
+// claim takes the slot of chat and bot at now if both are free (chat's last post or edit at
+// least interval ago, bot's next slot reached), reserving the bot's next one gap later; if not,
+// it reports when they will be.
+func (r *editRates) claim(chat, bot string, now time.Time, interval, gap time.Duration) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := r.lastEdit[chat].Add(interval)
+	if b := r.botNext[bot]; b.After(next) {
+		next = b
+	}
+	if now.Before(next) {
+		return next, false
+	}
+	if len(r.lastEdit) >= 1024 {
+		// Forget the chats whose interval has passed: their entry no longer holds anything
+		// back, and kept they would grow with every chat ever streamed to.
+		for c, last := range r.lastEdit {
+			if now.Sub(last) >= interval {
+				delete(r.lastEdit, c)
+			}
+		}
+	}
+	r.lastEdit[chat] = now
+	r.botNext[bot] = now.Add(gap)
+	return now, true
+}
+
+// sent records that chat's streamed post or edit had its outcome at now: the chat's interval
+// runs from then, not from the claim (the send happened somewhere in between).
+func (r *editRates) sent(chat string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastEdit[chat] = now
+}
+
 // waitGate waits until the chat may be edited again (Options.EditInterval since its last post
 // or edit) and the bot may send again (Options.EditsPerSecond over all its chats), then claims
 // both slots. It reports false when stop closed first (unless force).
 func (s *streamer) waitGate(force bool) bool {
 	gap := time.Duration(float64(time.Second) / s.e.opt.EditsPerSecond)
 	for {
-		s.e.mu.Lock()
-		next := s.e.lastEdit[s.chatKey()].Add(s.e.opt.EditInterval)
-		if b := s.e.botNext[s.botKey()]; b.After(next) {
-			next = b
-		}
 		now := time.Now()
-		if !now.Before(next) {
-			if len(s.e.lastEdit) >= 1024 {
-				// Forget the chats whose interval has passed: their entry no longer holds
-				// anything back, and kept they would grow with every chat ever streamed to.
-				for c, last := range s.e.lastEdit {
-					if now.Sub(last) >= s.e.opt.EditInterval {
-						delete(s.e.lastEdit, c)
-					}
-				}
-			}
-			s.e.lastEdit[s.chatKey()] = now
-			s.e.botNext[s.botKey()] = now.Add(gap)
-			s.e.mu.Unlock()
+		next, ok := s.e.edits.claim(s.chatKey(), s.botKey(), now, s.e.opt.EditInterval, gap)
+		if ok {
 			return true
 		}
-		s.e.mu.Unlock()
 		t := time.NewTimer(next.Sub(now))
 		if force {
 			<-t.C
@@ -182,9 +212,7 @@ func (s *streamer) show(text string, final bool) bool {
 	row, err := s.e.ledger.Wait(s.e.ctx, group)
 	// The chat's interval runs from the outcome too: the send happened between the claim
 	// (waitGate) and now, not necessarily at the claim.
-	s.e.mu.Lock()
-	s.e.lastEdit[s.chatKey()] = time.Now()
-	s.e.mu.Unlock()
+	s.e.edits.sent(s.chatKey(), time.Now())
 	if err != nil {
 		return false
 	}

@@ -36,8 +36,8 @@ func (e *Engine) tools(ctx context.Context, it *item, key string, st session.Sta
 	shell, processes := true, true
 	if e.opt.Grants != nil {
 		src := it.src
-		if synthetic && len(it.stamps) > 0 {
-			src = it.stamps[0].Route
+		if synthetic && len(it.entries) > 0 {
+			src = it.entries[0].stamp.Route
 		}
 		shell, processes = e.opt.Grants(ctx, it.plugin, it.profile, src)
 	}

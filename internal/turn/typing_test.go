@@ -69,7 +69,7 @@ func TestTypingIsRateLimitedPerChat(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	e := &Engine{opt: Options{Now: clock, TypingEvery: 4 * time.Second}, typingLast: map[string]time.Time{}}
+	e := &Engine{opt: Options{Now: clock, TypingEvery: 4 * time.Second}, typingRate: chatRates{last: map[string]time.Time{}}}
 	if !e.typingDue("a") || e.typingDue("a") || !e.typingDue("b") {
 		t.Fatal("first per chat, then limited")
 	}
@@ -94,7 +94,7 @@ func TestTypingIsRateLimitedPerChat(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	if n := len(e.typingLast); n > 1100 {
+	if n := len(e.typingRate.last); n > 1100 {
 		t.Fatalf("%d entries kept", n)
 	}
 }

@@ -159,7 +159,7 @@ func (e *Engine) undone(ctx context.Context, key, turn string) ([]session.Messag
 // undo answers /undo: its transcript entry already takes the last exchange out of the history
 // (assembleUndo); the answer says what it took.
 func (e *Engine) undo(ctx context.Context, key string, it *item) (string, string) {
-	dropped, _, err := e.undone(ctx, key, it.ids[0])
+	dropped, _, err := e.undone(ctx, key, it.first())
 	switch {
 	case err != nil:
 		return "⚠️ /undo failed: " + err.Error(), "command /undo: " + err.Error()
@@ -174,7 +174,7 @@ func (e *Engine) undo(ctx context.Context, key string, it *item) (string, string
 // /undo) and the user's message of it runs again as a turn of its own, recorded under the
 // command's inbox row.
 func (e *Engine) retryCommand(ctx context.Context, key string, it *item) {
-	dropped, sessionID, err := e.undone(ctx, key, it.ids[0])
+	dropped, sessionID, err := e.undone(ctx, key, it.first())
 	var texts []string
 	for _, m := range dropped {
 		if m.Role == agent.RoleUser {
@@ -194,7 +194,7 @@ func (e *Engine) retryCommand(ctx context.Context, key string, it *item) {
 	// follows it there.
 	err = e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
 		for _, t := range texts {
-			if _, err := b.Append(sessionID, session.Message{Role: agent.RoleUser, Text: t, Turn: it.ids[0]}); err != nil {
+			if _, err := b.Append(sessionID, session.Message{Role: agent.RoleUser, Text: t, Turn: it.first()}); err != nil {
 				return err
 			}
 		}
@@ -208,8 +208,10 @@ func (e *Engine) retryCommand(ctx context.Context, key string, it *item) {
 		e.end(key, it, stFailed, "command /retry: "+err.Error(), &n, stRunning)
 		return
 	}
+	// The command's inbox row runs the retried message(s) as its turn.
 	again := *it
-	again.cmd, again.arg, again.texts = "", "", texts
+	again.cmd, again.arg = "", ""
+	again.entries = []entry{{id: it.first(), text: strings.Join(texts, "\n"), msgID: it.entries[0].msgID}}
 	e.foreground(ctx, key, &again)
 }
 
