@@ -112,7 +112,7 @@ type Host struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has been waited for
 	stopped sync.Once
-	// Log, if set, receives every line the host writes to stderr after it started serving.
+	// Log, if set, receives every line the host writes to stderr.
 	Log func(line string)
 }
 
@@ -121,8 +121,13 @@ type Host struct {
 // serving (plugins loaded, listeners open). It is killed when the test ends. An error means it
 // exited first (its last lines of output are in the error).
 func Serve(bin, plugins, data string, extra ...string) (*Host, error) {
-	h := &Host{Bin: bin, Plugins: plugins, Data: data, Args: extra}
-	return h, h.start(nil)
+	h := New(bin, plugins, data, extra...)
+	return h, h.Start()
+}
+
+// New prepares a host without starting it (set Log, then Start).
+func New(bin, plugins, data string, extra ...string) *Host {
+	return &Host{Bin: bin, Plugins: plugins, Data: data, Args: extra}
 }
 
 // MustServe is Serve for tests: it fails tb on error and stops the host at tb's cleanup.
@@ -136,11 +141,10 @@ func MustServe(tb testing.TB, bin, plugins, data string, extra ...string) *Host 
 	return h
 }
 
-// Restart starts the host again on the same directories and arguments (after Stop or Kill9);
-// Addr, Admin and PID change.
-func (h *Host) Restart() error { return h.start(h.Log) }
-
-func (h *Host) start(logf func(string)) error {
+// Start starts the host (again, after Stop or Kill9, on the same directories and arguments:
+// Addr, Admin and PID change) and returns once it serves.
+func (h *Host) Start() error {
+	logf := h.Log
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--data-dir", h.Data, "--plugins", h.Plugins}, h.Args...)
 	cmd := exec.Command(h.Bin, args...)
@@ -158,6 +162,9 @@ func (h *Host) start(logf func(string)) error {
 	var last []string
 	for sc.Scan() {
 		line := sc.Text()
+		if logf != nil {
+			logf(line)
+		}
 		last = append(last, line)
 		if len(last) > 20 {
 			last = last[1:]

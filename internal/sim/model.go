@@ -1,0 +1,160 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hermes-host/hermes-host/internal/agent/agenttest"
+)
+
+// The model is the OpenAI-compatible fake (agenttest) answering from what each request says,
+// never from the order requests come in (turns of many chats run at once):
+//
+//   - a compression request (the agent's summary prompt) gets a short summary;
+//   - a notification turn (a background process's completion or watch match) gets
+//     "noted …" quoting the process's output tokens (OUT-…, WATCH-…) and its id;
+//   - a message asking run:<kind>:<seconds> gets a terminal tool call starting that process in
+//     the background, and, once the tool answered, "started:<nonce>";
+//   - any other message gets "A:<nonce> …" with filler, streamed in pieces a little apart so a
+//     platform that edits shows a draft first.
+//
+// Every answer carries the nonces of the messages it answers, so the checker can tell which
+// message each chat message answers.
+
+// pieceDelay is the time between two streamed pieces of an answer.
+const pieceDelay = 120 * time.Millisecond
+
+var runRe = regexp.MustCompile(`run:(ok|fail|watch|long):([0-9.]+)`)
+
+// modelReply is the model's Reply (agenttest.Server.Answer).
+func modelReply(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
+	msgs := req.Messages()
+	if len(msgs) == 0 {
+		agenttest.Text("nothing to answer")(w, r, req)
+		return
+	}
+	system, _ := msgs[0]["content"].(string)
+	if strings.HasPrefix(system, "You compress chat conversations") {
+		agenttest.Text("A summary of the conversation so far.")(w, r, req)
+		return
+	}
+	// The turn's text is the last user message; tool results after it mean the tool ran.
+	var text string
+	toolAnswered := false
+	for i := len(msgs) - 1; i >= 0; i-- {
+		role, _ := msgs[i]["role"].(string)
+		if role == "tool" {
+			toolAnswered = true
+		}
+		if role == "user" {
+			text, _ = msgs[i]["content"].(string)
+			break
+		}
+	}
+	ids := answerNonces(text)
+	switch {
+	case strings.HasPrefix(text, "[IMPORTANT:"):
+		agenttest.Text(noted(text))(w, r, req)
+	case toolAnswered:
+		agenttest.Chunks(pieceDelay, pieces(answerText("started", ids))...)(w, r, req)
+	case runRe.MatchString(text) && len(ids) > 0:
+		m := runRe.FindStringSubmatch(text)
+		args, _ := json.Marshal(processCall(m[1], m[2], ids[0]))
+		agenttest.ToolCalls(agenttest.Call{ID: "call_" + ids[0], Name: "terminal", Args: string(args)})(w, r, req)
+	default:
+		agenttest.Chunks(pieceDelay, pieces(answerText("A", ids))...)(w, r, req)
+	}
+}
+
+// terminalArgs are the terminal tool's arguments.
+type terminalArgs struct {
+	Command          string   `json:"command"`
+	Background       bool     `json:"background"`
+	NotifyOnComplete bool     `json:"notify_on_complete,omitempty"`
+	WatchPatterns    []string `json:"watch_patterns,omitempty"`
+}
+
+// processCall is the background process a message asks for. Its output tokens are printed with
+// printf, so the command line itself does not hold them: a notice quoting the command is not
+// mistaken for one quoting the output.
+func processCall(kind, secs, nonce string) terminalArgs {
+	out := fmt.Sprintf("printf 'OUT-%%s\\n' %s", nonce)
+	a := terminalArgs{Background: true, NotifyOnComplete: notifies(nonce)}
+	switch kind {
+	case "fail":
+		a.Command = fmt.Sprintf("sleep %s; %s; exit 3", secs, out)
+	case "watch":
+		a.Command = fmt.Sprintf("for i in 1 2 3; do printf 'WATCH-%%s\\n' %s; sleep %s; done; %s", nonce, secs, out)
+		a.WatchPatterns, a.NotifyOnComplete = []string{"WATCH-"}, false
+	default: // ok, long
+		a.Command = fmt.Sprintf("sleep %s; %s", secs, out)
+	}
+	return a
+}
+
+// notifies says whether a process started for nonce asks for a notification turn (else the
+// host sends a text notice): half of them, by the nonce.
+func notifies(nonce string) bool { return hash(nonce)%2 == 0 }
+
+// PrintedToken is what the process started for nonce prints when it ends.
+func PrintedToken(nonce string) string { return "OUT-" + nonce }
+
+var tokenRe = regexp.MustCompile(`(OUT|WATCH)-N[0-9]{4}x|proc_[0-9a-z]+`)
+
+// noted is the answer to a notification turn: the process ids and output tokens it saw.
+func noted(text string) string {
+	var seen []string
+	for _, t := range tokenRe.FindAllString(text, -1) {
+		if !strings.Contains(strings.Join(seen, " "), t) {
+			seen = append(seen, t)
+		}
+	}
+	if len(seen) == 0 {
+		return "noted: a background process finished, with no output"
+	}
+	return "noted: " + strings.Join(seen, " ")
+}
+
+// answerText is an answer to the messages with ids: word:id for each, then filler whose length
+// depends on the ids.
+func answerText(word string, ids []string) string {
+	if len(ids) == 0 {
+		return word + ": (no message id)"
+	}
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(word + ":" + id)
+	}
+	n := 4 + int(hash(strings.Join(ids, ""))%30)
+	for i := range n {
+		b.WriteByte(' ')
+		b.WriteString(lorem[(i*7+int(hash(ids[0])))%len(lorem)])
+	}
+	return b.String()
+}
+
+// pieces cuts an answer into streamed pieces of a few words.
+func pieces(text string) []string {
+	var out []string
+	w := strings.SplitAfter(text, " ")
+	for len(w) > 0 {
+		n := min(3, len(w))
+		out = append(out, strings.Join(w[:n], ""))
+		w = w[n:]
+	}
+	return out
+}
+
+func hash(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
+}
