@@ -63,11 +63,14 @@ func chatBase(chat string) string {
 	return base
 }
 
-// postsByChat returns the posts of each chat in their order.
+// postsByChat returns the posts of each chat in the order they were posted.
 func postsByChat(h *History) map[string][]Post {
 	out := map[string][]Post{}
 	for _, p := range h.Posts {
 		out[p.Chat] = append(out[p.Chat], p)
+	}
+	for _, ps := range out {
+		slices.SortStableFunc(ps, func(a, b Post) int { return a.At.Compare(b.At) })
 	}
 	return out
 }
