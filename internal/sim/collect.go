@@ -140,7 +140,7 @@ func (w *World) collect() *History {
 	if err != nil {
 		w.tb.Fatalf("reading the sessions: %v", err)
 	}
-	err = queryDB(w.db, `SELECT COALESCE(event_id, ''), chat_id, reason FROM auth_log WHERE verdict <> 'admit'`, func(rs *sql.Rows) error {
+	err = queryDB(w.db, `SELECT COALESCE(event_id, ''), chat_id, reason FROM auth_log WHERE verdict = 'refuse'`, func(rs *sql.Rows) error {
 		var r Refusal
 		if err := rs.Scan(&r.EventID, &r.Chat, &r.Reason); err != nil {
 			return err

@@ -411,11 +411,14 @@ func checkUncertainNoticed(h *History) []string {
 	}
 	uncertain := map[string]int{}
 	for _, u := range h.Rows {
-		if !u.Uncertain() || u.Draft() || (u.Kind != "reply" && u.Kind != "notification") {
+		if !u.Uncertain() || u.Draft() {
 			continue
 		}
 		base := chatBase(u.Chat)
-		uncertain[base]++
+		uncertain[base]++ // a host may tell of any uncertain message, but of one only once
+		if u.Kind != "reply" {
+			continue // the promise is about the answers to the user's messages
+		}
 		answered := slices.ContainsFunc(h.Rows, func(r Row) bool {
 			return chatBase(r.Chat) == base && r.State == "delivered" && r.UpdatedAt.After(u.UpdatedAt)
 		})
@@ -570,31 +573,32 @@ func checkHealth(h *History) []string {
 		if i+1 < len(h.StoreFaults) {
 			next = h.StoreFaults[i+1].From
 		}
-		unhealthy := false
+		unhealthy, late, stuck := false, "", ""
 		for _, s := range h.Health {
 			switch {
 			case s.Status == "":
 			case !s.At.Before(f.From) && s.At.Before(f.To):
 				if s.Status == "unhealthy" {
 					unhealthy = true
-				} else if s.At.Sub(f.From) > HealthWithin {
-					out = append(out, fmt.Sprintf("/healthz said %s %v after the store began refusing writes", s.Status, s.At.Sub(f.From).Round(time.Millisecond)))
-					unhealthy = true // one report per fault
+				} else if s.At.Sub(f.From) > HealthWithin && late == "" {
+					late = fmt.Sprintf("/healthz said %s %v after the store began refusing writes (for %v)", s.Status,
+						s.At.Sub(f.From).Round(time.Millisecond), f.To.Sub(f.From).Round(time.Millisecond))
 				}
-			case !s.At.Before(f.To.Add(HealthClears)) && s.At.Before(next) && s.Status == "unhealthy":
-				out = append(out, fmt.Sprintf("/healthz still said unhealthy %v after the store took writes again", s.At.Sub(f.To).Round(time.Millisecond)))
+			case !s.At.Before(f.To.Add(HealthClears)) && s.At.Before(next) && s.Status == "unhealthy" && stuck == "":
+				stuck = fmt.Sprintf("/healthz still said unhealthy %v after the store took writes again", s.At.Sub(f.To).Round(time.Millisecond))
 			}
 		}
-		if !unhealthy && f.To.Sub(f.From) > HealthWithin {
+		switch {
+		case late != "":
+			out = append(out, late)
+		case !unhealthy && f.To.Sub(f.From) > HealthWithin:
 			out = append(out, fmt.Sprintf("/healthz never said unhealthy while the store refused writes for %v", f.To.Sub(f.From).Round(time.Millisecond)))
 		}
+		if stuck != "" {
+			out = append(out, stuck)
+		}
 	}
-	return dedupe(out)
-}
-
-func dedupe(in []string) []string {
-	sort.Strings(in)
-	return slices.Compact(in)
+	return out
 }
 
 func checkOutput(h *History) []string {
