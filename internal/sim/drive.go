@@ -40,17 +40,7 @@ func (w *World) Run() *History {
 		}
 		switch st.Op {
 		case OpSay:
-			q := chats[st.Chat]
-			if q == nil {
-				q = make(chan func(), 1024)
-				chats[st.Chat] = q
-				workers.Go(func() {
-					for f := range q {
-						f()
-					}
-				})
-			}
-			q <- func() { w.say(st) }
+			w.queue(chats, &workers, st.Chat, func() { w.say(st) })
 		case OpFault:
 			w.fault(st)
 		case OpClock:
@@ -62,6 +52,12 @@ func (w *World) Run() *History {
 		case OpKill:
 			async.Go(func() { w.kill(st) })
 		case OpPause:
+			if st.Target == TargetSender {
+				// A send into the chat that waits for a slow answer, for the pause to catch.
+				w.fault(Step{Chat: st.Chat, Fault: FaultSlow, Method: "sendMessage"})
+				say := Step{Op: OpSay, Chat: st.Chat, Text: st.Text}
+				w.queue(chats, &workers, st.Chat, func() { w.say(say) })
+			}
 			async.Go(func() { w.pause(st) })
 		case OpReplace:
 			async.Go(func() { w.replace(st, i) })
@@ -75,6 +71,21 @@ func (w *World) Run() *History {
 	w.settle()
 	stopHealth()
 	return w.collect()
+}
+
+// queue hands f to the worker that sends into chat, in order, starting the worker if needed.
+func (w *World) queue(chats map[string]chan func(), workers *sync.WaitGroup, chat string, f func()) {
+	q := chats[chat]
+	if q == nil {
+		q = make(chan func(), 1024)
+		chats[chat] = q
+		workers.Go(func() {
+			for f := range q {
+				f()
+			}
+		})
+	}
+	q <- f
 }
 
 // inbound records an event the driver is about to hand to a platform and returns its index.
@@ -281,14 +292,7 @@ func (w *World) fault(st Step) {
 			w.tg.InjectFault("getUpdates", f)
 			return
 		}
-		chat := tgAnn.ID
-		switch {
-		case name == "dm2":
-			chat = tgBob.ID
-		case strings.HasPrefix(name, "topic"):
-			chat = tgForum
-		}
-		w.tg.InjectFault(st.Method, f.ForChat(chat))
+		w.tg.InjectFault(st.Method, f.ForChat(tgChatID(st.Chat)))
 	case "slack":
 		ch := slackChan
 		if name == "dm1" {
@@ -433,10 +437,16 @@ func (w *World) storeFault(st Step, i int) {
 	w.mu.Unlock()
 }
 
-// kill kills host st.Host with SIGKILL and starts it again after st.Dur (0: never, unless it
-// was the last host up).
+// kill kills host st.Host with SIGKILL (or, for TargetRunner, the host running the newest
+// background process) and starts it again after st.Dur (0: never, unless it was the last host
+// up).
 func (w *World) kill(st Step) {
 	h := w.hosts[st.Host%len(w.hosts)]
+	if st.Target == TargetRunner {
+		if r := w.hostByPID(w.newestRunner()); r != nil {
+			h = r
+		}
+	}
 	w.mu.Lock()
 	if !h.up {
 		w.mu.Unlock()
@@ -461,6 +471,7 @@ func (w *World) kill(st Step) {
 		dur = 1000 // someone must serve
 	}
 	if dur == 0 {
+		w.logf("host %d killed, left down", h.i)
 		return
 	}
 	time.Sleep(time.Duration(dur) * time.Millisecond)
@@ -469,9 +480,48 @@ func (w *World) kill(st Step) {
 	}
 }
 
-// pause stops host st.Host for st.Dur (past its leases), then lets it go on.
+// newestRunner is the pid of the host running the newest background process ("" if none runs).
+func (w *World) newestRunner() string {
+	var owner string
+	w.db.QueryRowContext(context.Background(), `SELECT owner FROM processes WHERE state IN ('starting', 'running')
+		ORDER BY started_at DESC LIMIT 1`).Scan(&owner)
+	pid, _, _ := strings.Cut(owner, ":")
+	return pid
+}
+
+// hostByPID is the host whose current process has pid (nil if none).
+func (w *World) hostByPID(pid string) *host {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.hosts {
+		if h.up && strconv.Itoa(h.proc.PID) == pid {
+			return h
+		}
+	}
+	return nil
+}
+
+// pause stops host st.Host for st.Dur (past its leases), then lets it go on. For TargetSender
+// it waits (up to 20 s) until a send into st.Chat is in flight at the Telegram fake, and pauses
+// the host holding that chat's lane.
 func (w *World) pause(st Step) {
 	h := w.hosts[st.Host%len(w.hosts)]
+	if st.Target == TargetSender {
+		chat := tgChatID(st.Chat)
+		inFlight := func() bool {
+			for _, r := range w.tg.Requests("sendMessage", chat) {
+				if r.Status == 0 && strings.HasPrefix(r.Fault, "slow") {
+					return true
+				}
+			}
+			return false
+		}
+		if w.tg.Wait(20*time.Second, inFlight) != nil {
+			w.logf("pause: no send into %s was in flight; pausing host %d", st.Chat, h.i)
+		} else if s := w.hostByPID(w.laneHolder("telegram", strconv.FormatInt(chat, 10))); s != nil {
+			h = s
+		}
+	}
 	w.mu.Lock()
 	if !h.up {
 		w.mu.Unlock()
@@ -489,6 +539,28 @@ func (w *World) pause(st Step) {
 	w.mu.Lock()
 	w.rec.Hosts[life].Paused = append(w.rec.Hosts[life].Paused, Span{From: from, To: time.Now()})
 	w.mu.Unlock()
+}
+
+// laneHolder is the pid of the host holding the lease of a chat's delivery lane ("" if none).
+func (w *World) laneHolder(plugin, chat string) string {
+	lane, _ := json.Marshal([]string{plugin, "main", chat}) // a lane's id on PostgreSQL
+	var holder string
+	w.db.QueryRowContext(context.Background(), `SELECT holder FROM leases WHERE name = ?`, "lane:"+string(lane)).Scan(&holder)
+	if f := strings.Split(holder, ":"); len(f) == 3 { // lease.InstanceID: host:pid:random
+		return f[1]
+	}
+	return ""
+}
+
+// tgChatID is the Telegram chat id of a world chat.
+func tgChatID(name string) int64 {
+	switch {
+	case name == "tg:dm2":
+		return tgBob.ID
+	case strings.HasPrefix(name, "tg:topic"):
+		return tgForum
+	}
+	return tgAnn.ID
 }
 
 // replace replaces a plugin's file while the hosts serve: with another build of it, or with a

@@ -36,6 +36,8 @@ type Step struct {
 	Fault  string `json:"fault,omitempty"`
 	Method string `json:"method,omitempty"`
 	Host   int    `json:"host,omitempty"`
+	// Target picks the host of a kill or pause by what it is doing (Target* constants).
+	Target string `json:"target,omitempty"`
 	Dur    int    `json:"dur_ms,omitempty"` // how long a fault lasts (a storm, a store fault, a pause, a host down)
 	// Plugin is the plugin a hot replace replaces; Broken writes a file that is not Wasm.
 	Plugin string `json:"plugin,omitempty"`
@@ -121,90 +123,136 @@ type Shape struct {
 	Span  int // milliseconds the steps are spread over
 }
 
+// weights are how often Generate picks each kind of step, on one host and on several.
+var weights = map[bool][]struct {
+	kind string
+	n    int
+}{
+	false: {{"say", 40}, {"run", 15}, {"cmd", 12}, {"stranger", 4}, {OpFault, 19}, {OpStorm, 2}, {OpStore, 3},
+		{OpKill, 2}, {OpClock, 1}, {OpReplace, 2}},
+	true: {{"say", 34}, {"run", 16}, {"cmd", 10}, {"stranger", 3}, {OpFault, 17}, {OpKill, 6}, {OpPause, 8},
+		{OpClock, 2}, {OpReplace, 2}},
+}
+
+func pick(rng *rand.Rand, multi bool) string {
+	total := 0
+	for _, w := range weights[multi] {
+		total += w.n
+	}
+	r := rng.IntN(total)
+	for _, w := range weights[multi] {
+		if r < w.n {
+			return w.kind
+		}
+		r -= w.n
+	}
+	return "say"
+}
+
 // Generate makes the schedule of seed for shape. The same seed and shape give the same schedule.
 func Generate(seed uint64, shape Shape) *Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	s := &Schedule{Seed: seed, Hosts: max(shape.Hosts, 1)}
+	multi := s.Hosts > 1
 	chats := worldChats(s.Hosts)
-	users := map[string]bool{}
+	used := map[string]bool{}
 	at := 0
 	gap := max(shape.Span/max(shape.Steps, 1), 50)
 	for i := 0; len(s.Steps) < shape.Steps; i++ {
 		at += rng.IntN(2 * gap)
 		chat := chats[rng.IntN(len(chats))]
 		st := Step{At: at, Chat: chat.Name}
-		switch r := rng.IntN(100); {
-		case r < 40:
+		switch pick(rng, multi) {
+		case "say":
 			st.Op, st.Text = OpSay, fmt.Sprintf("hello %s %s", words(rng, 1+rng.IntN(4)), Nonce(i))
-		case r < 55:
+		case "run":
 			kind := procKinds[rng.IntN(len(procKinds))]
 			secs := fmt.Sprintf("%.1f", 0.2+rng.Float64()*2)
 			if kind == "long" {
 				secs = fmt.Sprint(6 + rng.IntN(6))
 			}
 			st.Op, st.Text = OpSay, fmt.Sprintf("please %s%s:%s %s", dirRun, kind, secs, Nonce(i))
-		case r < 67:
+		case "cmd":
 			cmds := []string{"/new", "/reset", "/stop", "/compress", "/branch", "/resume"}
 			cmd := cmds[rng.IntN(len(cmds))]
 			st.Op, st.Text = OpSay, cmd+" "+Nonce(i)
 			if cmd == "/resume" {
 				st.Text = "/resume" // lists the chat's sessions
 			}
-		case r < 71:
-			st.Op, st.Stranger = OpSay, true
-			st.Text = fmt.Sprintf("hello from a stranger %s", Nonce(i))
+		case "stranger":
 			if !chat.Strangers {
 				continue
 			}
-		case r < 90:
+			st.Op, st.Stranger = OpSay, true
+			st.Text = fmt.Sprintf("hello from a stranger %s", Nonce(i))
+		case OpFault:
 			st.Op, st.Fault = OpFault, faultKinds[rng.IntN(len(faultKinds))]
 			st.Method = chat.Methods[rng.IntN(len(chat.Methods))]
-		case r < 92:
+		case OpStorm:
 			st.Op, st.Chat, st.Dur = OpStorm, "yb:dm1", 4000+rng.IntN(20000)
-			if !slices.ContainsFunc(chats, func(c chatSpec) bool { return c.Name == "yb:dm1" }) {
-				continue
-			}
-		case r < 94:
-			if s.Hosts > 1 {
-				continue // the store fault holds SQLite's write lock
-			}
+		case OpStore:
 			st.Op, st.Chat, st.Dur = OpStore, "", 3000+rng.IntN(5000)
-		case r < 96:
+		case OpKill:
 			st.Op, st.Chat, st.Host, st.Dur = OpKill, "", rng.IntN(s.Hosts), 300+rng.IntN(2000)
-			if s.Hosts > 1 && rng.IntN(3) == 0 {
-				st.Dur = 0 // the host stays down: its processes must not vanish
+			if multi && rng.IntN(2) == 0 {
+				// The host running the newest background process, left dead: its processes must
+				// not vanish with it.
+				st.Target, st.Dur = TargetRunner, 0
 			}
-		case r < 98:
-			if s.Hosts == 1 {
-				continue // a pause past the leases matters where another host can take over
+		case OpPause:
+			st.Op, st.Host, st.Dur = OpPause, rng.IntN(s.Hosts), 5500+rng.IntN(3000)
+			st.Chat = ""
+			if c := sendChat(rng, chats); c != "" && rng.IntN(2) == 0 {
+				// The host sending into a chat, paused while its send waits for a slow answer.
+				st.Target, st.Chat, st.Text = TargetSender, c, fmt.Sprintf("hello while paused %s", Nonce(i))
 			}
-			st.Op, st.Chat, st.Host, st.Dur = OpPause, "", rng.IntN(s.Hosts), 5500+rng.IntN(3000)
-		case r < 99:
+		case OpClock:
 			st.Op, st.Chat, st.Dur = OpClock, "", 60_000*(1+rng.IntN(3))
-		default:
+		case OpReplace:
 			plugins := []string{"echo", "telegram"}
 			st.Op, st.Chat, st.Plugin = OpReplace, "", plugins[rng.IntN(len(plugins))]
 			if rng.IntN(2) == 0 {
 				st.Broken, st.Dur = true, 1000+rng.IntN(3000)
 			}
 		}
-		if st.Op == OpSay && !st.Stranger {
-			users[st.Chat] = true
+		if st.Op == OpSay && !st.Stranger || st.Target == TargetSender {
+			used[st.Chat] = true
 		}
 		s.Steps = append(s.Steps, st)
 	}
 	// Every schedule ends with one message in each chat it used, so whatever an earlier fault
 	// left owed to the chat ("the platform answers again") has a reason to show.
 	for k, c := range chats {
-		if users[c.Name] {
+		if used[c.Name] {
 			at += gap
 			s.Steps = append(s.Steps, Step{At: at, Op: OpSay, Chat: c.Name, Text: "last words " + Nonce(8000+k)})
 		}
 	}
-	// Ops must not overlap their own kind on one host in ways the world cannot apply: a kill of
-	// a host that is already down is skipped at run time (see drive.go).
 	return s
 }
+
+// sendChat picks a chat whose sends a targeted pause can catch in flight ("" if none).
+func sendChat(rng *rand.Rand, chats []chatSpec) string {
+	var out []string
+	for _, c := range chats {
+		if strings.HasPrefix(c.Name, "tg:") { // the Telegram fake shows a request in flight
+			out = append(out, c.Name)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return out[rng.IntN(len(out))]
+}
+
+// Targets of host faults.
+const (
+	// TargetRunner kills the host running the newest background process (instead of Host).
+	TargetRunner = "runner"
+	// TargetSender pauses the host that sends into Chat, while a send of Text waits for an answer
+	// slower than the pause (instead of Host).
+	TargetSender = "sender"
+)
 
 var faultKinds = []string{Fault5xx, Fault5xxAfter, FaultReset, FaultResetAft, FaultTruncated, FaultNoAnswer, FaultSlow, Fault429}
 
