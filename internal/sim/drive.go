@@ -48,7 +48,7 @@ func (w *World) Run() *History {
 		case OpStorm:
 			async.Go(func() { w.storm(st) })
 		case OpStore:
-			async.Go(func() { w.storeFault(st, i) })
+			async.Go(func() { w.storeFault(st) })
 		case OpKill:
 			async.Go(func() { w.kill(st) })
 		case OpPause:
@@ -263,8 +263,8 @@ func (w *World) sayEcho(name string, st Step, in Inbound) {
 		if len(up) == 0 {
 			continue
 		}
-		h := up[int(time.Now().UnixNano())%len(up)]
-		resp, err := client.Post("http://"+h.proc.Addr+"/hooks/echo/main", "application/json", bytes.NewReader(body))
+		addr := up[int(time.Now().UnixNano())%len(up)]
+		resp, err := client.Post("http://"+addr+"/hooks/echo/main", "application/json", bytes.NewReader(body))
 		if err != nil {
 			continue
 		}
@@ -384,13 +384,16 @@ func (w *World) jump(st Step) {
 	w.writeClock()
 }
 
-// storm cuts the Yuanbao connection every 2 s for st.Dur.
+// storm cuts the Yuanbao connection every 2 s for st.Dur, while a message goes to yb:dm1 every
+// 4 s: replies certainly not sent must wait for the connection, not be given up.
 func (w *World) storm(st Step) {
 	from := time.Now()
 	end := from.Add(time.Duration(st.Dur) * time.Millisecond)
 	for n := 0; time.Now().Before(end); n++ {
 		if n%2 == 0 {
 			w.ybBot.Drop()
+			text := "during the storm " + w.extraNonce()
+			go w.say(Step{Op: OpSay, Chat: "yb:dm1", Text: text})
 		} else {
 			w.ybBot.Close(1001, "going away")
 		}
@@ -402,10 +405,13 @@ func (w *World) storm(st Step) {
 	w.mu.Unlock()
 }
 
+// extraNonce is a nonce for a message a fault sends on its own (N7000x…N7999x).
+func (w *World) extraNonce() string { return Nonce(7000 + int(w.extra.Add(1))%1000) }
+
 // storeFault makes the store refuse writes for st.Dur, as another writer holding SQLite's lock
 // does (a full disk looks the same to the host), and sends a message meanwhile so the inbox
 // and the ledger try to write.
-func (w *World) storeFault(st Step, i int) {
+func (w *World) storeFault(st Step) {
 	if w.pg != "" {
 		return
 	}
@@ -426,7 +432,7 @@ func (w *World) storeFault(st Step, i int) {
 		return
 	}
 	from := time.Now()
-	n := Nonce(9000 + i%1000)
+	n := w.extraNonce()
 	text := "during the outage " + n
 	go w.sayEcho("dm1", Step{Text: text}, Inbound{Nonce: n, Text: text, Admitted: true})
 	time.Sleep(time.Duration(st.Dur) * time.Millisecond)
@@ -443,7 +449,12 @@ func (w *World) storeFault(st Step, i int) {
 func (w *World) kill(st Step) {
 	h := w.hosts[st.Host%len(w.hosts)]
 	if st.Target == TargetRunner {
-		if r := w.hostByPID(w.newestRunner()); r != nil {
+		// Wait (a while) for a process to run, so the kill takes one down with its host.
+		var r *host
+		for deadline := time.Now().Add(15 * time.Second); r == nil && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			r = w.hostByPID(w.newestRunner())
+		}
+		if r != nil {
 			h = r
 		}
 	}
@@ -494,7 +505,7 @@ func (w *World) hostByPID(pid string) *host {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, h := range w.hosts {
-		if h.up && strconv.Itoa(h.proc.PID) == pid {
+		if h.up && h.pid == pid {
 			return h
 		}
 	}
@@ -608,7 +619,7 @@ func (w *World) sampleHealth() (stop func()) {
 			}
 			w.mu.Lock()
 			h := w.hosts[0]
-			addr, up := h.proc.Admin, h.up
+			addr, up := h.admin, h.up
 			w.mu.Unlock()
 			if !up {
 				continue
@@ -672,7 +683,7 @@ func (w *World) busy() string {
 	live := map[string]bool{}
 	for _, h := range w.hosts {
 		if h.up {
-			live[strconv.Itoa(h.proc.PID)] = true
+			live[h.pid] = true
 		}
 	}
 	w.mu.Unlock()

@@ -576,7 +576,7 @@ func checkHealth(h *History) []string {
 		unhealthy, late, stuck := false, "", ""
 		for _, s := range h.Health {
 			switch {
-			case s.Status == "":
+			case s.Status == "" || s.Status == "loading": // no answer, or the host is still starting
 			case !s.At.Before(f.From) && s.At.Before(f.To):
 				if s.Status == "unhealthy" {
 					unhealthy = true

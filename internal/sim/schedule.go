@@ -48,7 +48,7 @@ type Step struct {
 const (
 	OpSay     = "say"     // a chat message (or command) from a user
 	OpFault   = "fault"   // a platform fault on the next matching call of Chat's platform
-	OpStorm   = "storm"   // the platform's connection is cut every 2 s for Dur
+	OpStorm   = "storm"   // the platform's connection is cut every 2 s for Dur, with messages meanwhile
 	OpStore   = "store"   // the store refuses writes for Dur (SQLite)
 	OpKill    = "kill"    // host Host is killed (-9) and restarted after Dur (never, if Dur is 0)
 	OpPause   = "pause"   // host Host is stopped (SIGSTOP) for Dur, then continued
@@ -189,7 +189,7 @@ func Generate(seed uint64, shape Shape) *Schedule {
 			st.Op, st.Fault = OpFault, faultKinds[rng.IntN(len(faultKinds))]
 			st.Method = chat.Methods[rng.IntN(len(chat.Methods))]
 		case OpStorm:
-			st.Op, st.Chat, st.Dur = OpStorm, "yb:dm1", 4000+rng.IntN(20000)
+			st.Op, st.Chat, st.Dur = OpStorm, "yb:dm1", 20000+rng.IntN(30000)
 		case OpStore:
 			st.Op, st.Chat, st.Dur = OpStore, "", 3000+rng.IntN(5000)
 		case OpKill:

@@ -16,12 +16,13 @@ import (
 
 var (
 	seedFlag     = flag.Uint64("seed", 0, "run the schedule of this seed (with -hosts) instead of the short run's")
-	hostsFlag    = flag.Int("hosts", 1, "with -seed: 1 host on SQLite, or 2-3 on PostgreSQL")
-	stepsFlag    = flag.Int("steps", 0, "with -seed or -soak: operations and faults per schedule (default: the short run's)")
+	hostsFlag    = flag.Int("hosts", 1, "with -seed: 1 host on SQLite, or 2-3 on PostgreSQL; with -soak, above 1: every schedule on that many hosts")
+	stepsFlag    = flag.Int("steps", 0, "with -seed or -soak: operations and faults per schedule (default: 24 for -seed, 40 for -soak)")
 	scheduleFlag = flag.String("schedule", "", "run the schedule in this JSON file")
 	shrinkFlag   = flag.Duration("shrink", 0, "on a violation, shrink the schedule for at most this long")
 	saveFlag     = flag.String("save", "", "with -shrink: save the shortest failing schedule as testdata/regress/NAME.json")
 	soakFlag     = flag.Duration("soak", 0, "run schedules one after another for this long (make soak)")
+	dryFlag      = flag.Bool("dry", false, "print the schedules instead of running them")
 )
 
 // KnownEnv names the invariants known to be broken on this branch (comma-separated): their
@@ -35,11 +36,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The short run's shapes: a few schedules on one SQLite host and one on several PostgreSQL hosts.
+// shape is the world and length of a schedule: steps operations and faults, about 650 ms apart.
+func shape(hosts, steps int) Shape { return Shape{Hosts: hosts, Steps: steps, Span: steps * 650} }
+
+// The short run's shapes: a few schedules on one SQLite host and one on two PostgreSQL hosts;
+// soakSteps is the length of a soak's schedules.
 var (
-	shortSQLite   = Shape{Hosts: 1, Steps: 28, Span: 16000}
-	shortPostgres = Shape{Hosts: 2, Steps: 24, Span: 18000}
+	shortSQLite   = shape(1, 24)
+	shortPostgres = shape(2, 24)
 )
+
+const soakSteps = 40
 
 // TestPromise runs schedules against the real host with its real plugins and fakes of the
 // platforms, and checks every invariant (invariants.go) on what they recorded. Without flags it
@@ -62,15 +69,11 @@ func TestPromise(t *testing.T) {
 		checkOne(t, s)
 		return
 	case *seedFlag != 0:
-		shape := shortSQLite
-		if *hostsFlag > 1 {
-			shape = shortPostgres
-			shape.Hosts = *hostsFlag
-		}
+		steps := shortSQLite.Steps
 		if *stepsFlag > 0 {
-			shape.Steps, shape.Span = *stepsFlag, *stepsFlag*600
+			steps = *stepsFlag
 		}
-		checkOne(t, Generate(*seedFlag, shape))
+		checkOne(t, Generate(*seedFlag, shape(*hostsFlag, steps)))
 		return
 	}
 	for range 2 {
@@ -94,6 +97,10 @@ func known() []string {
 // each violation of an invariant not known to be broken.
 func checkOne(t *testing.T, s *Schedule) Result {
 	t.Helper()
+	if *dryFlag {
+		t.Logf("schedule: %s", s.Summary())
+		return Result{Schedule: s}
+	}
 	t.Logf("schedule: %s\n%s", s.Summary(), s.JSON())
 	res := RunOne(t, fmt.Sprintf("seed-%d-hosts-%d", s.Seed, s.Hosts), s)
 	t.Logf("seed %d: %d violations in %v; faults %v", s.Seed, len(res.Violations), res.Took.Round(time.Second), res.Faults)
@@ -103,7 +110,8 @@ func checkOne(t *testing.T, s *Schedule) Result {
 	if len(res.Violations) == 0 {
 		return res
 	}
-	t.Logf("violations (replay: go test ./internal/sim -run TestPromise -seed %d -hosts %d):\n%s", s.Seed, s.Hosts, res.Report())
+	t.Logf("violations (replay: go test ./internal/sim -run 'TestPromise$' -seed %d -hosts %d -steps %d, or -schedule with the JSON above):\n%s",
+		s.Seed, s.Hosts, stepsOf(s), res.Report())
 	failing := res.Broken()
 	if *shrinkFlag > 0 {
 		small, sres := Shrink(t, s, failing, *shrinkFlag)
@@ -126,6 +134,16 @@ func checkOne(t *testing.T, s *Schedule) Result {
 		t.Errorf("seed %d: %s", s.Seed, v)
 	}
 	return res
+}
+
+// stepsOf is the -steps a generated schedule was made with (its steps before the closing
+// messages Generate adds).
+func stepsOf(s *Schedule) int {
+	n := len(s.Steps)
+	for n > 0 && strings.HasPrefix(s.Steps[n-1].Text, "last words ") {
+		n--
+	}
+	return n
 }
 
 // TestRegressions replays every saved failing schedule (testdata/regress/*.json): each must now
@@ -156,7 +174,7 @@ func soak(t *testing.T, d time.Duration) {
 		mu         sync.Mutex
 		schedules  int
 		operations int
-		hosts      = map[int]int{}
+		byHosts    = map[int]int{}
 		faults     = map[string]int{}
 		violations []string
 	)
@@ -173,7 +191,7 @@ func soak(t *testing.T, d time.Duration) {
 			what = "soak total"
 		}
 		fmt.Printf("%s: %d schedules (by hosts %v), %d operations, faults {%s}, %d violations\n",
-			what, schedules, hosts, operations, strings.Join(fk, " "), len(violations))
+			what, schedules, byHosts, operations, strings.Join(fk, " "), len(violations))
 	}
 	done := make(chan struct{})
 	go func() {
@@ -191,20 +209,22 @@ func soak(t *testing.T, d time.Duration) {
 	pg := os.Getenv("HERMES_TEST_POSTGRES") != ""
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
 	for end := time.Now().Add(d); time.Now().Before(end); {
-		shape := shortSQLite
-		if pg && schedules%3 == 2 {
-			shape = shortPostgres
-			shape.Hosts = 2 + rng.IntN(2)
+		hosts := 1
+		switch {
+		case *hostsFlag > 1: // -hosts N: every schedule on N hosts
+			hosts = *hostsFlag
+		case pg && schedules%3 == 2:
+			hosts = 2 + rng.IntN(2)
 		}
-		shape.Steps, shape.Span = 40, 30000
+		steps := soakSteps
 		if *stepsFlag > 0 {
-			shape.Steps, shape.Span = *stepsFlag, *stepsFlag*750
+			steps = *stepsFlag
 		}
-		s := Generate(rng.Uint64(), shape)
+		s := Generate(rng.Uint64(), shape(hosts, steps))
 		res := checkOne(t, s)
 		mu.Lock()
 		schedules++
-		hosts[s.Hosts]++
+		byHosts[s.Hosts]++
 		for _, st := range s.Steps {
 			if st.Op == OpSay {
 				operations++

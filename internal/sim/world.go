@@ -101,6 +101,7 @@ type World struct {
 
 	mu        sync.Mutex
 	rec       History
+	extra     atomic.Int64      // nonces handed out by faults that send messages (extraNonce)
 	offset    atomic.Int64      // the plugins' clock's lead over the wall clock, in ns (not under mu: fakes read it under their own locks)
 	threads   map[string]string // slack chat name → its thread's ts
 	strangerN map[string]int
@@ -122,8 +123,11 @@ type host struct {
 	data   string
 	config string
 	proc   *e2etest.Host
-	up     bool // guarded by World.mu
-	life   int  // index of its current HostLife in World.rec.Hosts
+	// Guarded by World.mu: whether it serves, its addresses and pid while it does (copied from
+	// proc when it started, so readers never race a restart), and its current life.
+	up               bool
+	addr, admin, pid string
+	life             int // index of its current HostLife in World.rec.Hosts
 }
 
 // KeepEnv names a directory where each world keeps its files (hosts' logs, data directories)
@@ -326,9 +330,9 @@ func (w *World) startHost(h *host) error {
 		return fmt.Errorf("host %d: %w", h.i, err)
 	}
 	w.mu.Lock()
-	h.up = true
+	h.up, h.addr, h.admin, h.pid = true, h.proc.Addr, h.proc.Admin, strconv.Itoa(h.proc.PID)
 	h.life = len(w.rec.Hosts)
-	w.rec.Hosts = append(w.rec.Hosts, HostLife{Host: h.i, Identity: strconv.Itoa(h.proc.PID), From: time.Now()})
+	w.rec.Hosts = append(w.rec.Hosts, HostLife{Host: h.i, Identity: h.pid, From: time.Now()})
 	w.mu.Unlock()
 	return nil
 }
@@ -346,14 +350,14 @@ func (w *World) ready() {
 	}
 }
 
-// upHosts returns the hosts that are up.
-func (w *World) upHosts() []*host {
+// upHosts returns the public addresses of the hosts that are up.
+func (w *World) upHosts() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []*host
+	var out []string
 	for _, h := range w.hosts {
 		if h.up {
-			out = append(out, h)
+			out = append(out, h.addr)
 		}
 	}
 	return out
@@ -366,8 +370,7 @@ func (w *World) toSlackHook(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, "no host is up", http.StatusBadGateway)
 		return
 	}
-	h := up[int(time.Now().UnixNano())%len(up)]
-	u, _ := url.Parse("http://" + h.proc.Addr)
+	u, _ := url.Parse("http://" + up[int(time.Now().UnixNano())%len(up)])
 	httputil.NewSingleHostReverseProxy(u).ServeHTTP(rw, r)
 }
 

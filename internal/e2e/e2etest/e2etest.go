@@ -109,9 +109,10 @@ type Host struct {
 	Admin              string   // the admin listener
 	PID                int
 
+	mu      sync.Mutex // guards cmd, done and stopped: a host may be paused or stopped while it restarts
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has been waited for
-	stopped sync.Once
+	stopped *sync.Once
 	// Log, if set, receives every line the host writes to stderr.
 	Log func(line string)
 }
@@ -155,7 +156,10 @@ func (h *Host) Start() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	h.cmd, h.PID, h.done, h.stopped = cmd, cmd.Process.Pid, make(chan struct{}), sync.Once{}
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.cmd, h.PID, h.done, h.stopped = cmd, cmd.Process.Pid, done, &sync.Once{}
+	h.mu.Unlock()
 	const marker = "msg=\"hermes-host serving\" addr="
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -177,7 +181,6 @@ func (h *Host) Start() error {
 		if j := strings.Index(line, " admin="); j >= 0 {
 			h.Admin = strings.Fields(line[j+len(" admin="):])[0]
 		}
-		done := h.done
 		go func() {
 			for sc.Scan() {
 				if logf != nil {
@@ -191,21 +194,24 @@ func (h *Host) Start() error {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	close(h.done)
+	close(done)
 	return fmt.Errorf("serve exited before serving:\n%s", strings.Join(last, "\n"))
 }
 
 // Stop kills the process (SIGKILL) and waits for it; it does nothing after the first call
 // for the same start.
 func (h *Host) Stop() {
-	if h.cmd == nil {
+	h.mu.Lock()
+	cmd, done, once := h.cmd, h.done, h.stopped
+	h.mu.Unlock()
+	if cmd == nil {
 		return
 	}
-	h.stopped.Do(func() {
-		h.cmd.Process.Signal(syscall.SIGCONT) // a paused host cannot die until it runs again
-		h.cmd.Process.Kill()
+	once.Do(func() {
+		cmd.Process.Signal(syscall.SIGCONT) // a paused host cannot die until it runs again
+		cmd.Process.Kill()
 		select {
-		case <-h.done:
+		case <-done:
 		case <-time.After(30 * time.Second):
 		}
 	})
@@ -216,15 +222,28 @@ func (h *Host) Kill9() { h.Stop() }
 
 // Pause stops the process (SIGSTOP): it keeps its sockets and database connections but does
 // nothing, as a host stalled by its machine does.
-func (h *Host) Pause() error { return h.cmd.Process.Signal(syscall.SIGSTOP) }
+func (h *Host) Pause() error { return h.signal(syscall.SIGSTOP) }
 
 // Resume continues a paused process (SIGCONT).
-func (h *Host) Resume() error { return h.cmd.Process.Signal(syscall.SIGCONT) }
+func (h *Host) Resume() error { return h.signal(syscall.SIGCONT) }
+
+func (h *Host) signal(sig syscall.Signal) error {
+	h.mu.Lock()
+	cmd := h.cmd
+	h.mu.Unlock()
+	if cmd == nil {
+		return os.ErrProcessDone
+	}
+	return cmd.Process.Signal(sig)
+}
 
 // Exited reports whether the process has ended.
 func (h *Host) Exited() bool {
+	h.mu.Lock()
+	done := h.done
+	h.mu.Unlock()
 	select {
-	case <-h.done:
+	case <-done:
 		return true
 	default:
 		return false
