@@ -53,10 +53,16 @@ func (w *World) Run() *History {
 			async.Go(func() { w.kill(st) })
 		case OpPause:
 			if st.Target == TargetSender {
-				// A send into the chat that waits for a slow answer, for the pause to catch.
-				w.fault(Step{Chat: st.Chat, Fault: FaultSlow, Method: "sendMessage"})
-				say := Step{Op: OpSay, Chat: st.Chat, Text: st.Text}
-				w.queue(chats, &workers, st.Chat, func() { w.say(say) })
+				// Sends into every Telegram chat that wait for slow answers (the plugin's few
+				// instances busy, other sends waiting for one), for the pause to catch.
+				for k, c := range tgChats(w.sched.Hosts) {
+					w.fault(Step{Chat: c, Fault: FaultSlow, Method: "sendMessage"})
+					say := Step{Op: OpSay, Chat: c, Text: fmt.Sprintf("%s (%d)", st.Text, k)}
+					if c != st.Chat {
+						say.Text = fmt.Sprintf("meanwhile %s", w.extraNonce())
+					}
+					w.queue(chats, &workers, c, func() { w.say(say) })
+				}
 			}
 			async.Go(func() { w.pause(st) })
 		case OpReplace:
@@ -118,6 +124,8 @@ func (w *World) say(st Step) {
 		switch {
 		case name == "dm2":
 			from = tgBob
+		case name == "dm3":
+			from = tgCat
 		case strings.HasPrefix(name, "topic"):
 			thread, _ = strconv.ParseInt(strings.TrimPrefix(name, "topic"), 10, 64)
 			if thread == 12 {
@@ -234,6 +242,8 @@ func (w *World) sayEcho(name string, st Step, in Inbound) {
 	switch name {
 	case "dm2":
 		chat = "e2"
+	case "outage": // the store fault's own chat, apart from the schedule's
+		chat = "e8"
 	case "t1":
 		chat, thread, chatType = "e3", "t1", "forum"
 	}
@@ -393,7 +403,7 @@ func (w *World) storm(st Step) {
 		if n%2 == 0 {
 			w.ybBot.Drop()
 			text := "during the storm " + w.extraNonce()
-			go w.say(Step{Op: OpSay, Chat: "yb:dm1", Text: text})
+			w.say(Step{Op: OpSay, Chat: "yb:dm1", Text: text}) // a push: it does not wait for the host
 		} else {
 			w.ybBot.Close(1001, "going away")
 		}
@@ -434,9 +444,11 @@ func (w *World) storeFault(st Step) {
 	from := time.Now()
 	n := w.extraNonce()
 	text := "during the outage " + n
-	go w.sayEcho("dm1", Step{Text: text}, Inbound{Nonce: n, Text: text, Admitted: true})
+	var say sync.WaitGroup
+	say.Go(func() { w.sayEcho("outage", Step{Text: text}, Inbound{Nonce: n, Text: text, Admitted: true}) })
 	time.Sleep(time.Duration(st.Dur) * time.Millisecond)
 	conn.ExecContext(context.Background(), `ROLLBACK`)
+	defer say.Wait() // the platform keeps posting the message until a host takes it
 	w.mu.Lock()
 	w.rec.StoreFaults = append(w.rec.StoreFaults, Span{From: from, To: time.Now()})
 	w.faults["store-write-fault"]++
@@ -563,11 +575,24 @@ func (w *World) laneHolder(plugin, chat string) string {
 	return ""
 }
 
+// tgChats are the world's Telegram chats with a lane of their own.
+func tgChats(hosts int) []string {
+	var out []string
+	for _, c := range worldChats(hosts) {
+		if strings.HasPrefix(c.Name, "tg:") && c.Name != "tg:topic12" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // tgChatID is the Telegram chat id of a world chat.
 func tgChatID(name string) int64 {
 	switch {
 	case name == "tg:dm2":
 		return tgBob.ID
+	case name == "tg:dm3":
+		return tgCat.ID
 	case strings.HasPrefix(name, "tg:topic"):
 		return tgForum
 	}

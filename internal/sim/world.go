@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -38,6 +40,7 @@ type chatSpec struct {
 var allChats = []chatSpec{
 	{"tg:dm1", true, []string{"sendMessage", "sendMessage", "editMessageText", "getUpdates"}, true},
 	{"tg:dm2", false, []string{"sendMessage", "editMessageText"}, true},
+	{"tg:dm3", false, []string{"sendMessage", "editMessageText"}, true},
 	{"tg:topic11", true, []string{"sendMessage", "editMessageText"}, true},
 	{"tg:topic12", false, []string{"sendMessage", "editMessageText"}, false},
 	{"slack:th1", true, []string{"chat.postMessage", "chat.update"}, true},
@@ -64,6 +67,7 @@ func worldChats(hosts int) []chatSpec {
 var (
 	tgAnn      = telegramtest.Person(7001, "Ann")
 	tgBob      = telegramtest.Person(7002, "Bob")
+	tgCat      = telegramtest.Person(7003, "Cat")
 	tgEve      = telegramtest.Person(7099, "Eve") // not admitted
 	tgForum    = int64(-1002000)
 	slackChan  = "C0SIM"
@@ -176,7 +180,7 @@ func NewWorld(tb testing.TB, sched *Schedule) *World {
 	}
 	w.tg = telegramtest.New(tb)
 	w.tgBot = w.tg.Bot()
-	for _, u := range []telegramtest.User{tgAnn, tgBob, tgEve} {
+	for _, u := range []telegramtest.User{tgAnn, tgBob, tgCat, tgEve} {
 		w.tg.AddPrivate(u)
 	}
 	w.tg.AddForum(tgForum, "Sim", telegramtest.Topic{ID: 11, Name: "eleven"}, telegramtest.Topic{ID: 12, Name: "twelve"})
@@ -276,10 +280,11 @@ notifications: all
 plugins:
   telegram:
     egress_extra: ["127.0.0.1"]
+    limits: {pool_size: 2}   # few instances: a burst of slow sends makes the others wait for one
     profiles:
       main: {token: %q, api_base: %q, require_mention: false}
     access:
-      main: {users: ["%d", "%d"], groups: {"%d": {users: ["%d", "%d"], require_mention: false}}, %s}
+      main: {users: ["%d", "%d", "%d"], groups: {"%d": {users: ["%d", "%d"], require_mention: false}}, %s}
   slack:
     egress_extra: ["127.0.0.1"]
     profiles:
@@ -303,7 +308,7 @@ plugins:
       main:
         jobs:
           - {name: simtick, schedule: "every 1m", text: "cron simtick", deliver: "echo:cron"}
-`, w.model.URL, w.tgBot.Token(), w.tg.URL(), tgAnn.ID, tgBob.ID, tgForum, tgAnn.ID, tgBob.ID, tools,
+`, w.model.URL, w.tgBot.Token(), w.tg.URL(), tgAnn.ID, tgBob.ID, tgCat.ID, tgForum, tgAnn.ID, tgBob.ID, tools,
 		slacktest.DefaultBotToken, w.slack.SigningSecret(), w.slack.APIURL(),
 		strings.Join(slackUsers, ", "), slackChan, strings.Join(slackUsers, ", "), tools,
 		w.echo.URL(), tools,
@@ -371,7 +376,9 @@ func (w *World) toSlackHook(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, _ := url.Parse("http://" + up[int(time.Now().UnixNano())%len(up)])
-	httputil.NewSingleHostReverseProxy(u).ServeHTTP(rw, r)
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ErrorLog = log.New(io.Discard, "", 0) // a host killed mid-request: Slack sees a 502 and retries
+	p.ServeHTTP(rw, r)
 }
 
 // now is the plugins' clock.
