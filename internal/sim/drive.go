@@ -23,7 +23,7 @@ import (
 )
 
 // Settle bounds the wait for the world to have nothing left to do once the schedule is over.
-var Settle = 3 * time.Minute
+var Settle = 90 * time.Second
 
 // Run applies the schedule to the world, waits until the world settles and returns what it
 // recorded. Messages to one chat are sent in order, each once the platform saw the host take
