@@ -47,13 +47,13 @@ func (w *World) collect() *History {
 		if m.BotID == "" {
 			continue
 		}
-		h.Posts = append(h.Posts, Post{Chat: ChatKey("slack", m.Channel, m.ThreadTS), ID: m.TS, Text: m.Text, At: m.Time})
+		h.Posts = append(h.Posts, Post{Chat: ChatKey("slack", m.Channel, m.ThreadTS), ID: m.TS, Text: m.Text, At: wallTime(h.Clock, m.Time)})
 	}
 	for i, m := range w.echo.Messages() {
 		h.Posts = append(h.Posts, Post{Chat: ChatKey("echo", m.ChatID, m.ThreadID), ID: strconv.Itoa(i + 1), Text: m.Text, At: m.At, DeliveryID: m.DeliveryID})
 	}
 	for _, m := range w.ybBot.Sent("", "") {
-		h.Posts = append(h.Posts, Post{Chat: ChatKey("yuanbao", m.ChatID, ""), ID: m.MsgID, Text: m.Text, At: m.At})
+		h.Posts = append(h.Posts, Post{Chat: ChatKey("yuanbao", m.ChatID, ""), ID: m.MsgID, Text: m.Text, At: wallTime(h.Clock, m.At)})
 	}
 	for _, r := range w.tg.Requests("getUpdates", 0) {
 		p := Poll{Token: r.Token, At: r.Time, Status: r.Status}
@@ -152,6 +152,18 @@ func (w *World) collect() *History {
 		w.tb.Fatalf("reading the auth log: %v", err)
 	}
 	return &h
+}
+
+// wallTime converts a time on the plugins' clock (the Slack and Yuanbao fakes run on it) to the
+// wall clock the other records use: the clock's lead is the jumps made before then.
+func wallTime(moves []ClockMove, t time.Time) time.Time {
+	lead := time.Duration(0)
+	for _, m := range moves {
+		if off := m.To.Sub(m.At); !t.Add(-off).Before(m.At) {
+			lead = off
+		}
+	}
+	return t.Add(-lead)
 }
 
 // slackAccepted reports whether the host acknowledged one of the Slack events that carry the
