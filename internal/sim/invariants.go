@@ -127,7 +127,7 @@ func checkDuplicates(h *History) []string {
 					continue // identical texts are reported above
 				}
 				if slices.ContainsFunc(answerNonces(b.Text), func(n string) bool { return slices.Contains(ids, n) }) {
-					out = append(out, fmt.Sprintf("%s: answer shown twice: %q, then %q", chat, clip(a.Text), clip(b.Text)))
+					out = append(out, fmt.Sprintf("%s: answer shown twice: %q (message %s), then %q (message %s)", chat, a.Text, a.ID, b.Text, b.ID))
 				}
 			}
 		}
