@@ -43,7 +43,7 @@ func shape(hosts, steps int) Shape { return Shape{Hosts: hosts, Steps: steps, Sp
 // soakSteps is the length of a soak's schedules.
 var (
 	shortSQLite   = shape(1, 24)
-	shortPostgres = shape(2, 24)
+	shortPostgres = shape(2, 20)
 )
 
 const soakSteps = 40
