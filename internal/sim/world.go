@@ -103,21 +103,23 @@ type World struct {
 	clockFile    string
 	hosts        []*host
 
-	mu        sync.Mutex
-	rec       History
-	extra     atomic.Int64      // nonces handed out by faults that send messages (extraNonce)
-	offset    atomic.Int64      // the plugins' clock's lead over the wall clock, in ns (not under mu: fakes read it under their own locks)
-	threads   map[string]string // slack chat name → its thread's ts
-	strangerN map[string]int
-	faults    map[string]int // injected, by kind
-	pushes    []*yuanbaotest.Push
-	pushIn    []int // index into rec.Inbound of each push
-	tgUpdates []int64
-	tgIn      []int
-	slackEv   []string
-	slackIn   []int
-	// slackEventsOf are the Slack event ids that carry each message (a mention comes twice).
-	slackEventsOf map[string][]string
+	// Not under mu: fakes read the clock under their own locks.
+	extra  atomic.Int64 // nonces handed out by faults that send messages (extraNonce)
+	offset atomic.Int64 // the plugins' clock's lead over the wall clock, in ns
+
+	mu      sync.Mutex // guards what follows, and the hosts' state; a leaf (no fake is called under it but to queue an event)
+	rec     History
+	threads map[string]string // slack chat name → its thread's ts
+	faults  map[string]int    // injected, by kind
+	// The events handed to the platforms, by platform id, with their index in rec.Inbound:
+	// acceptance is read from each fake when the history is collected.
+	pushes        []*yuanbaotest.Push
+	pushIn        []int
+	tgUpdates     []int64
+	tgIn          []int
+	slackEv       []string
+	slackIn       []int
+	slackEventsOf map[string][]string // the Slack event ids that carry each message (a mention comes twice)
 	start         time.Time
 }
 
@@ -174,7 +176,7 @@ func NewWorld(tb testing.TB, sched *Schedule) *World {
 		tb.Logf("the world's files are kept in %s", dir)
 	}
 	w := &World{tb: tb, sched: sched, root: e2etest.Root(tb), dir: dir, threads: map[string]string{},
-		strangerN: map[string]int{}, faults: map[string]int{}, slackEventsOf: map[string][]string{}}
+		faults: map[string]int{}, slackEventsOf: map[string][]string{}}
 	if sched.Hosts > 1 {
 		w.pg = storetest.Postgres(tb).Source
 	}
