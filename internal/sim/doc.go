@@ -31,7 +31,11 @@
 // an answer slower than the plugin's deadline, or a 429 with retry_after, before or after the
 // platform took the message; Yuanbao reconnect storms; the store refusing writes (another writer
 // holding SQLite's lock); a host killed and restarted (or left dead, with several hosts); a host
-// paused past its leases. Every message carries a nonce (N0042x), and the model's answers, the
+// paused past its leases. Host faults can be aimed: a kill at the host running the newest
+// background process (left dead: its processes must not vanish with it), a pause at the host
+// whose send into a chat waits for a slow answer while every other Telegram chat's send does
+// too (the world gives telegram.wasm a pool of two instances, so the sends also wait for one).
+// Every message carries a nonce (N0042x), and the model's answers, the
 // processes' output and so the platforms' messages carry it back, so the checker can tell which
 // message each chat message answers.
 //
@@ -46,7 +50,7 @@
 //
 // The driver (drive.go) applies the steps; messages to one chat go out in order, each once the
 // platform saw the host take the one before, while chats, faults and host operations run side
-// by side. Then the world settles: the checker waits, with generous bounded waits, until every
+// by side. Then the world settles: the checker waits, for at most 90 s, until every
 // update is confirmed and every event acknowledged, no inbox row, process event, delivery or
 // process of a live host is open, three times in a row, and a dead host has been gone long
 // enough for the others to take over. collect.go then reads the history (history.go): what each
