@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -150,6 +152,12 @@ func (w *World) collect() *History {
 	})
 	if err != nil {
 		w.tb.Fatalf("reading the auth log: %v", err)
+	}
+	if os.Getenv(KeepEnv) != "" {
+		// The history itself, for a post-mortem (a PostgreSQL database is dropped with the test).
+		if b, err := json.MarshalIndent(&h, "", " "); err == nil {
+			os.WriteFile(filepath.Join(w.dir, "history.json"), b, 0o600)
+		}
 	}
 	return &h
 }
