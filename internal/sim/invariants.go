@@ -246,18 +246,41 @@ func checkLeftSession(h *History) []string {
 			epoch[in.Nonce], sepoch[in.Nonce] = count[in.Chat], scount[in.Chat]
 		}
 	}
+	// A confirmation counts once per ledger row: a duplicated one (no-duplicate-post reports it)
+	// must not make the answers after its copy look late.
+	claimed := map[string]bool{}
+	for _, r := range h.Rows {
+		if r.State == "delivered" {
+			for _, id := range r.MessageIDs {
+				claimed[chatBase(r.Chat)+"#"+id] = true
+			}
+		}
+	}
+	seenRow := map[string]bool{}
+	counts := func(p Post) bool {
+		if p.DeliveryID != "" {
+			first := !seenRow[p.DeliveryID]
+			seenRow[p.DeliveryID] = true
+			return first
+		}
+		return claimed[chatBase(p.Chat)+"#"+p.ID]
+	}
 	for chat, ps := range postsByChat(h) {
 		if ambiguous[chat] {
 			continue
 		}
 		left, stopped := 0, 0
 		for _, p := range ps {
+			isNew, isStop := strings.Contains(p.Text, newConfirm), strings.HasPrefix(p.Text, stoppedNotice)
+			if (isNew || isStop) && !counts(p) {
+				continue
+			}
 			switch {
-			case strings.Contains(p.Text, newConfirm):
+			case isNew:
 				left++
 				stopped++
 				continue
-			case strings.HasPrefix(p.Text, stoppedNotice):
+			case isStop:
 				stopped++
 				continue
 			}

@@ -237,6 +237,18 @@ func TestAllowedLookalikes(t *testing.T) {
 			h.Polls = append(h.Polls, Poll{Token: "123:abc", At: at(2), Status: 409, Desc: "terminated by other getUpdates request"})
 			h.Interruptions = 1
 		}},
+		{"a duplicated confirmation does not make later answers late", func(h *History) {
+			// (the duplicate itself is no-duplicate-post's; here only its copy is planted, as a
+			// post no row names, with the uncertain row that accounts for it)
+			h.Posts = append(h.Posts, Post{Chat: dm, ID: "30", Text: "✨ New conversation started.", At: at(3.2)})
+			h.Rows = append(h.Rows, Row{ID: "r6", Group: "g6", Part: 1, Plugin: "telegram", Chat: dm, Kind: "notice", State: "failed",
+				Reason: "outcome unknown", Text: "✨ New conversation started.", UpdatedAt: at(3.2)})
+			h.Inbound = append(h.Inbound, Inbound{Chat: dm, EventID: "update:9", Nonce: "N0009x", Text: "hello N0009x", Admitted: true, Accepted: true, At: at(3.15)})
+			h.Inbox = append(h.Inbox, InboxRow{ID: "in9", EventID: "update:9", Kind: "message", Chat: dm, State: "done", Outcome: "no answer"})
+			h.Posts = append(h.Posts, Post{Chat: dm, ID: "31", Text: "A:N0009x", At: at(4)})
+			h.Rows = append(h.Rows, Row{ID: "r7", Group: "g7", Part: 1, Plugin: "telegram", Chat: dm, Kind: "reply", State: "delivered",
+				MessageIDs: []string{"31"}, SessionID: "S2", StampedID: "S2", Text: "A:N0009x", UpdatedAt: at(4)})
+		}},
 		{"a dead host's process within the takeover time", func(h *History) {
 			h.Hosts[0].To = h.End.Add(-2 * time.Second)
 			h.Processes = append(h.Processes, Proc{ID: "proc_c3", Chat: dm, State: "running", Owner: "111:42"})
