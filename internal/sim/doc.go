@@ -81,5 +81,5 @@
 // minute, the schedules, operations and faults per kind run so far and the violations found.
 // HERMES_SIM_KNOWN lists invariants known to be broken on the branch (comma-separated): their
 // violations are logged, not failed. HERMES_SIM_KEEP=DIR keeps each world's files (host logs,
-// data directories and databases) for a post-mortem.
+// data directories, the SQLite database, and the history as JSON) for a post-mortem.
 package sim
