@@ -205,6 +205,7 @@ func Generate(seed uint64, shape Shape) *Schedule {
 			if c := sendChat(rng, chats); c != "" && rng.IntN(2) == 0 {
 				// The host sending into a chat, paused while its send waits for a slow answer.
 				st.Target, st.Chat, st.Text = TargetSender, c, fmt.Sprintf("hello while paused %s", Nonce(i))
+				st.Dur += 4500 // past the plugin's call deadline too: what waited for an instance gives up
 			}
 		case OpClock:
 			st.Op, st.Chat, st.Dur = OpClock, "", 60_000*(1+rng.IntN(3))
