@@ -44,8 +44,12 @@ tools:
 # the tests with a temporary PostgreSQL cluster (installing Debian's postgresql when missing)
 # unless HERMES_TEST_POSTGRES already names a server.
 HERMES_TEST_ARTIFACTS ?= $(CURDIR)/build/test-artifacts
+# HERMES_COMPILATION_CACHE is one compilation cache for every host the tests start (in-process
+# worlds and `serve` alike): a plugin is compiled once per run, not once per test.
+HERMES_COMPILATION_CACHE ?= $(CURDIR)/build/cache/wazero
 test: all vet tools
-	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) scripts/with-postgres $(GO) test -race -timeout 30m ./...
+	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) \
+		scripts/with-postgres $(GO) test -race -timeout 30m ./...
 
 # The promise checker (internal/sim) for SOAK (default 30m): schedules one after another, on one
 # SQLite host and on two or three hosts sharing PostgreSQL, with a report every minute.

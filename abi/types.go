@@ -90,6 +90,15 @@ const (
 	EventSeed    = "seed"    // create the session for Source without a turn (assistant thread opened)
 )
 
+// Reasons a plugin gives in InboundEvent.Addressed for a message that addresses the bot without
+// mentioning it.
+const (
+	AddressedThread       = "thread"        // a reply in a thread the bot takes part in (it was mentioned there)
+	AddressedFreeResponse = "free_response" // a channel (or profile) the operator set to answer without a mention
+	AddressedCommand      = "command"       // one of the host's commands (/new, !new on Slack)
+	AddressedReply        = "reply"         // a reply to one of the bot's own messages
+)
+
 // InboundEvent is one thing that happened on the platform, as returned by webhook and poll or
 // passed to the dispatch host function.
 type InboundEvent struct {
@@ -102,6 +111,11 @@ type InboundEvent struct {
 	Text      string `json:"text,omitempty"`
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
 	Mentioned bool   `json:"mentioned,omitempty"`
+	// Addressed, when set, says why the plugin takes a message that does not mention the bot as
+	// addressed to it all the same (Addressed* values: a thread the bot follows, a channel it
+	// answers freely, a command, a reply to the bot). The operator's require_mention treats it as
+	// a mention (ABI 1.1, additive).
+	Addressed string `json:"addressed,omitempty"`
 	UnixMs    int64  `json:"unix_ms,omitempty"`
 	// MigrateFromChatID, when set, says that the chat Source.ChatID continues the chat named
 	// here (a Telegram group upgraded to a supergroup gets a new id): the host keeps the new
@@ -231,6 +245,12 @@ const (
 	SendUncertain = "uncertain"
 )
 
+// SendNotConnected is the SendError code of a retryable failure that certainly sent nothing
+// because the plugin has no connection to its platform right now (a socket that reconnects). The
+// host does not count it as an attempt: the message waits for the connection, looking again
+// after RetryAfterMs, for at most the operator's deliveries.undelivered_after.
+const SendNotConnected = "not_connected"
+
 // SendError is a typed send failure.
 type SendError struct {
 	Kind         string `json:"kind" jsonschema:"enum=retryable,enum=permanent,enum=uncertain"` // SendRetryable, SendPermanent or SendUncertain
@@ -251,6 +271,12 @@ func (e *SendError) Error() string { return e.Kind + " send failure: " + e.Messa
 type TickRequest struct {
 	Call
 	UnixMs int64 `json:"unix_ms"`
+	// Interrupted says how the previous tick of this profile in this host process ended, when it
+	// did not return: "deadline" (it ran past its call deadline and was stopped), "trap" or "exit"
+	// (the instance crashed). Empty after a host start and after a tick that returned, so a run a
+	// scheduler finds claimed but unfinished while it is empty was cut short by the host stopping
+	// (ABI 1.1; older hosts never set it).
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // TickResult is tick's reply: when to be woken next (0: the host's default interval).
@@ -434,6 +460,11 @@ type HostSendRequest struct {
 	Text         string `json:"text"`
 	PinSessionID string `json:"pin_session_id,omitempty"`
 	Seed         string `json:"seed,omitempty"`
+	// DeliveryID, when set, asks about an earlier send of the caller's instead of sending: the
+	// reply is that delivery's state now (still "pending", or its final outcome, as a send's
+	// reply gives it). Give Target.Platform only, no chat id and no text, so a host without this
+	// refuses the request (bad_request) rather than send anything (ABI 1.1).
+	DeliveryID string `json:"delivery_id,omitempty"`
 }
 
 // HostSendReply reports the delivery's ledger id and state: "delivered", "failed" (Reason says
@@ -475,6 +506,11 @@ type JobsRequest struct {
 	ScopeSessionID string `json:"scope_session_id,omitempty"`
 	// By says who asks, for the job's record: "operator", or "<platform>:<user_id>".
 	By string `json:"by,omitempty"`
+	// Platforms are the platforms a platform plugin serves for the profile, the ones a job's
+	// targets can reach (hermes_send answers not_found for any other): a scheduler refuses an add
+	// whose targets name another. Absent (an older host): unknown, nothing refused for it; an
+	// empty list: none is served (ABI 1.1).
+	Platforms *[]string `json:"platforms,omitempty"`
 }
 
 // JobSpec is a job as a user writes it. The plugin interprets Schedule and Deliver (the

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 // Result is the outcome of one check.
@@ -100,13 +100,12 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 	start := time.Now()
 	// The breaker is off: a plugin that crashes on one bad input is reported for that input,
 	// and the next checks still run against a fresh instance.
-	limits := plugin.Limits{CallTimeout: opt.CallTimeout, BreakerCrashes: 1 << 30}
-	rt, p, err := plugin.LoadFile(ctx, path, plugin.FileOptions{Limits: limits, CacheDir: opt.CacheDir})
+	p, err := host.LoadPlugin(ctx, path, host.PluginOptions{CallTimeout: opt.CallTimeout, NoBreaker: true, CacheDir: opt.CacheDir})
 	if err != nil {
 		add("load (marker, exports, describe)", start, err, "")
 		return rep
 	}
-	defer rt.Close()
+	defer p.Close()
 	info := p.Info()
 	rep.Manifest = &info.Manifest
 	add("load (marker, exports, describe)", start, nil, fmt.Sprintf("ABI %s, loaded in %v", info.ABI, time.Since(start).Round(time.Millisecond)))
@@ -128,7 +127,7 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 	// A megabyte of unterminated JSON reaches the plugin; a payload over the host's input cap is
 	// refused by the host before the plugin runs.
 	huge := append([]byte(`{"profile":"conformance","config":{},"junk":"`), bytes.Repeat([]byte("A"), 1<<20)...)
-	limit := p.Limits().MaxInput
+	limit := p.MaxInput()
 	inputs := []struct {
 		name string
 		in   []byte
@@ -144,9 +143,8 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 		for _, in := range inputs {
 			start := time.Now()
 			_, err := p.Call(ctx, "conformance", export, in.in)
-			var crash *plugin.CrashError
 			switch {
-			case errors.As(err, &crash):
+			case errors.Is(err, host.ErrCrashed):
 				add(export+"/"+in.name, start, fmt.Errorf("trapped: %v", err), "")
 			case err == nil:
 				add(export+"/"+in.name, start, errors.New("accepted bad input without an error"), "")

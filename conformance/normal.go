@@ -13,7 +13,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/abi/schema"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 // The normal-path checks call each export the way the host does in normal operation, with a
@@ -86,7 +86,7 @@ func knownCode(c string) bool {
 }
 
 // normalPath runs the normal-path checks; add records each result.
-func normalPath(ctx context.Context, p *plugin.Plugin, m abi.Manifest, config json.RawMessage, add func(name string, start time.Time, err error, detail string)) {
+func normalPath(ctx context.Context, p *host.Plugin, m abi.Manifest, config json.RawMessage, add func(name string, start time.Time, err error, detail string)) {
 	sch, err := newSchemas()
 	if err != nil {
 		add("normal/schema", time.Now(), err, "")
@@ -110,10 +110,9 @@ func normalPath(ctx context.Context, p *plugin.Plugin, m abi.Manifest, config js
 	// answered validates a result, or requires a failure to be a well-formed abi.Error.
 	answered := func(name, export, resultType string, start time.Time, out []byte, err error, more func([]byte) error) {
 		if err != nil {
-			var crash *plugin.CrashError
 			e := abi.AsError(err)
 			switch {
-			case errors.As(err, &crash):
+			case errors.Is(err, host.ErrCrashed):
 				add(name, start, fmt.Errorf("trapped: %v", firstLine(err.Error())), "")
 			case !knownCode(e.Code):
 				add(name, start, fmt.Errorf("%s failed with an unknown error code %q", export, e.Code), "")

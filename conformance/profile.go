@@ -1,27 +1,21 @@
 package conformance
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/url"
-	"os"
 	"path"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/egress"
-	"github.com/hermes-host/hermes-host/internal/kv"
-	"github.com/hermes-host/hermes-host/internal/plugin"
-	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 // This file holds what platform profiles (conformance/<platform>) share: recording their checks
-// into a Report, and the host environment they load a plugin into.
+// into a Report, and watching which export posts messages. They load the plugin into a
+// host.Env of their own (host.NewEnv), whose kv store and connections outlive a reload.
 
 // Checks records a profile's checks into Report.
 type Checks struct {
@@ -53,35 +47,11 @@ func (c *Checks) Run(name string, f func() (detail string, err error)) (ok bool)
 	return err == nil
 }
 
-// NewEnv is a host environment for the profile named profile, in a temporary directory of its
-// own: a kv store (which outlives a plugin "restart" within the run), an egress client, and d
-// as hermes_dispatch (nil: unavailable). The returned function releases it and removes the
-// directory.
-func NewEnv(ctx context.Context, profile string, d plugin.Dispatcher) (*plugin.Env, func(), error) {
-	dir, err := os.MkdirTemp("", "hermes-conformance-"+profile+"-")
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := store.Open(filepath.Join(dir, "kv.db"), store.Options{})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	kvs, err := kv.Open(ctx, db)
-	if err != nil {
-		db.Close()
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	eg := egress.NewClient(egress.Limits{})
-	env := &plugin.Env{KV: kvs, Egress: eg, Dispatcher: d, Logger: slog.New(slog.DiscardHandler)}
-	return env, func() { eg.Close(); db.Close(); os.RemoveAll(dir) }, nil
-}
-
 // OffSend records the calls a plugin made, from an export other than send, to API methods that
 // post into a conversation, and that egress let through. Only send runs inside the session
 // boundary, after the stale check, with a ledger row; a message posted from anywhere else
-// bypasses all three. Platform profiles install one with WatchOffSend and report Check.
+// bypasses all three. Platform profiles make one with NewOffSend, give its Egressed to the
+// host.Env they load the plugin into (host.EnvOptions.Egressed), and report Check.
 type OffSend struct {
 	api     string // the API's name in the failure, e.g. "Slack", "the Bot API"
 	posting func(method string) bool
@@ -90,20 +60,22 @@ type OffSend struct {
 	calls []string // "export: method"
 }
 
-// WatchOffSend records into a new OffSend every call through env's egress to a method posting
-// reports as posting (the last path element of the URL) made from another export than send.
-func WatchOffSend(env *plugin.Env, api string, posting func(method string) bool) *OffSend {
-	o := &OffSend{api: api, posting: posting}
-	env.Egressed = func(c plugin.Caller, _ string, u *url.URL, err error) {
-		method := path.Base(u.Path)
-		if c.Export == abi.ExportSend || !posting(method) || abi.CodeOf(err) == abi.CodeDenied {
-			return
-		}
-		o.mu.Lock()
-		o.calls = append(o.calls, c.Export+": "+method)
-		o.mu.Unlock()
+// NewOffSend records into a new OffSend every call to a method posting reports as posting (the
+// last path element of the URL) made from another export than send; api names the platform's
+// API in the failure.
+func NewOffSend(api string, posting func(method string) bool) *OffSend {
+	return &OffSend{api: api, posting: posting}
+}
+
+// Egressed is told of an HTTP request a plugin made through hermes_http (host.EnvOptions.Egressed).
+func (o *OffSend) Egressed(c host.Caller, _ string, u *url.URL, err error) {
+	method := path.Base(u.Path)
+	if c.Export == abi.ExportSend || !o.posting(method) || abi.CodeOf(err) == abi.CodeDenied {
+		return
 	}
-	return o
+	o.mu.Lock()
+	o.calls = append(o.calls, c.Export+": "+method)
+	o.mu.Unlock()
 }
 
 // Check fails when any posting call outside send reached the API during the run.

@@ -6,16 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/egress"
-	"github.com/hermes-host/hermes-host/internal/kv"
-	"github.com/hermes-host/hermes-host/internal/plugin"
-	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 func init() { extraCommands = append(extraCommands, callCmd) }
@@ -73,25 +69,23 @@ answer "unavailable".`,
 				defer os.RemoveAll(dir)
 				stateDir = dir
 			}
-			db, err := store.Open(filepath.Join(stateDir, "call.db"), store.Options{})
+			state, err := host.OpenState(stateDir)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			kvs, err := kv.Open(cmd.Context(), db)
+			defer state.Close()
+			env, err := host.NewEnv(host.EnvOptions{State: state, Logger: quietLogger(), Dispatcher: printDispatcher{cmd.ErrOrStderr()}})
 			if err != nil {
 				return err
 			}
-			eg := egress.NewClient(egress.Limits{})
-			defer eg.Close()
-			env := &plugin.Env{KV: kvs, Egress: eg, Logger: quietLogger(), Dispatcher: printDispatcher{cmd.ErrOrStderr()}}
-			rt, p, err := plugin.LoadFile(cmd.Context(), file, plugin.FileOptions{Env: env, EgressExtra: allow,
+			defer env.Close()
+			p, err := host.LoadPlugin(cmd.Context(), file, host.PluginOptions{Env: env, Egress: host.Egress{Extra: allow},
 				Profiles: map[string]json.RawMessage{profile: config}})
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: rejected: %v\n", file, err)
 				return exitError{1}
 			}
-			defer rt.Close()
+			defer p.Close()
 			out, err := p.Call(cmd.Context(), profile, export, in)
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s %s: %v\n", file, export, err)
@@ -124,7 +118,7 @@ func readInput(stdin io.Reader, name string) ([]byte, error) {
 // printDispatcher prints the events a plugin dispatches, one JSON line each.
 type printDispatcher struct{ w io.Writer }
 
-func (d printDispatcher) Dispatch(_ context.Context, c plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
+func (d printDispatcher) Dispatch(_ context.Context, c host.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	b, _ := json.Marshal(ev)
 	fmt.Fprintf(d.w, "dispatched: %s\n", strings.TrimSpace(string(b)))
 	return abi.DispatchReply{Session: abi.SessionRef{}}, nil

@@ -13,11 +13,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/internal/config"
 )
 
@@ -53,6 +53,7 @@ type globals struct {
 	pluginsDir string
 	listen     string
 	admin      string
+	cache      string
 	logLevel   string
 	logJSON    bool
 }
@@ -70,6 +71,7 @@ func newRoot() *cobra.Command {
 	pf.StringVarP(&g.configPath, "config", "c", os.Getenv("HERMES_CONFIG"), "YAML config file merged over the embedded defaults (env HERMES_CONFIG)")
 	pf.StringVar(&g.dataDir, "data-dir", "", "data directory (database, compilation cache); overrides the config")
 	pf.StringVar(&g.pluginsDir, "plugins", "", "plugins directory; overrides the config")
+	pf.StringVar(&g.cache, "compilation-cache", os.Getenv("HERMES_COMPILATION_CACHE"), "the plugins' compiled code (default <data_dir>/cache/wazero; env HERMES_COMPILATION_CACHE); overrides the config")
 	pf.StringVar(&g.listen, "listen", "", "public listen address (webhooks); overrides the config")
 	pf.StringVar(&g.admin, "admin-listen", "", "admin listen address (API, metrics, demo); overrides the config")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error; overrides the config")
@@ -84,34 +86,24 @@ func newRoot() *cobra.Command {
 // extraCommands are added by other files of this package (sessions, ps, deliveries).
 var extraCommands []func(*globals) *cobra.Command
 
-// load reads the configuration and applies the command-line overrides.
-func (g *globals) load() (*config.Config, *slog.Logger, error) {
-	cfg, err := config.Load(g.configPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	if g.dataDir != "" {
-		cfg.DataDir = g.dataDir
-		if cfg.PluginsDirDefault {
-			cfg.PluginsDir = filepath.Join(cfg.DataDir, "plugins")
-		}
-	}
-	if g.pluginsDir != "" {
-		cfg.PluginsDir, cfg.PluginsDirDefault = g.pluginsDir, false
-	}
-	if g.listen != "" {
-		cfg.Listen = g.listen
-	}
-	if g.admin != "" {
-		cfg.AdminListen = g.admin
-	}
-	if g.logLevel != "" {
-		cfg.LogLevel = g.logLevel
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return nil, nil, fmt.Errorf("log level %q: %w", cfg.LogLevel, err)
-	}
+// hostConfig is the host's configuration as the flags give it: the file, and the settings
+// given beside it.
+func (g *globals) hostConfig() host.Config {
+	o := g.overrides()
+	return host.Config{File: g.configPath, DataDir: o.DataDir, PluginsDir: o.PluginsDir, CompilationCache: o.CompilationCache,
+		Listen: o.Listen, AdminListen: o.AdminListen, LogLevel: o.LogLevel}
+}
+
+// overrides are the settings the flags give beside the configuration file.
+func (g *globals) overrides() config.Overrides {
+	return config.Overrides{DataDir: g.dataDir, PluginsDir: g.pluginsDir, CompilationCache: g.cache, Listen: g.listen,
+		AdminListen: g.admin, LogLevel: g.logLevel}
+}
+
+// logger is the command's logger (text, or JSON lines with --log-json, on standard error), the
+// default logger from now on, at a level the configuration sets (host.Options.LogLevel, or load).
+func (g *globals) logger() (*slog.Logger, *slog.LevelVar) {
+	level := new(slog.LevelVar)
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
 	if g.logJSON {
@@ -119,6 +111,21 @@ func (g *globals) load() (*config.Config, *slog.Logger, error) {
 	}
 	log := slog.New(h)
 	slog.SetDefault(log)
+	return log, level
+}
+
+// load reads the configuration and applies the command-line overrides, for the commands that
+// read the data directory or call a serving host rather than open one.
+func (g *globals) load() (*config.Config, *slog.Logger, error) {
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cfg.Override(g.overrides()); err != nil {
+		return nil, nil, err
+	}
+	log, level := g.logger()
+	level.Set(cfg.Level())
 	return cfg, log, nil
 }
 

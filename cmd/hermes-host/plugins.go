@@ -13,9 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/internal/config"
-	"github.com/hermes-host/hermes-host/internal/gateway"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
 func pluginsCmd(g *globals) *cobra.Command {
@@ -35,16 +34,12 @@ func pluginsCmd(g *globals) *cobra.Command {
 				return writePlugins(cmd.OutOrStdout(), view.Plugins, view.Rejected, cfg.PluginsDir)
 			}
 			// No server: load every file here (its describe and configure run in this process).
-			gw, err := gateway.Open(ctx, cfg, quietLogger())
+			h, err := host.Open(ctx, g.hostConfig(), host.Options{Logger: quietLogger()})
 			if err != nil {
 				return err
 			}
-			defer gw.Close()
-			rej := gw.Runtime().Scan(ctx)
-			var infos []plugin.Info
-			for _, p := range gw.Runtime().Plugins() {
-				infos = append(infos, p.Info())
-			}
+			defer h.Close()
+			infos, rej := h.ScanPlugins(ctx)
 			fmt.Fprintf(cmd.OutOrStdout(), "no server answering at %s; validated %s here\n", cfg.AdminListen, cfg.PluginsDir)
 			return writePlugins(cmd.OutOrStdout(), infos, rej, cfg.PluginsDir)
 		},
@@ -54,16 +49,12 @@ func pluginsCmd(g *globals) *cobra.Command {
 		Short: "Validate one plugin file and print its manifest",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			rt, p, err := plugin.LoadFile(ctx, args[0], plugin.FileOptions{})
+			info, err := host.Inspect(cmd.Context(), args[0])
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: rejected: %v\n", args[0], err)
 				return exitError{1}
 			}
-			defer rt.Close()
-			info := p.Info()
 			info.Profiles = nil
-			info.File = args[0] // the path the operator gave, not the runtime's working copy
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(info)
@@ -114,8 +105,8 @@ func conformanceBinary() (string, error) {
 
 // pluginsView is the admin API's /api/plugins answer.
 type pluginsView struct {
-	Plugins  []plugin.Info      `json:"plugins"`
-	Rejected []plugin.Rejection `json:"rejected"`
+	Plugins  []host.PluginInfo `json:"plugins"`
+	Rejected []host.Rejection  `json:"rejected"`
 }
 
 // serverPlugins asks a running server for its plugins (GET /api/plugins on its admin listener).

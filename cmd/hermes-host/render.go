@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/humanize"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -56,6 +56,13 @@ func writeSession(w io.Writer, v *session.SessionView) error {
 	}
 	b.WriteString("session:     ")
 	writeSessionLine(&b, v.Focus)
+	if v.Focus.Model != "" {
+		fmt.Fprintf(&b, "model:       %s (chosen with /model)\n", v.Focus.Model)
+	}
+	if v.Focus.ModelCalls > 0 {
+		fmt.Fprintf(&b, "usage:       %d prompt + %d completion tokens in %d model calls\n",
+			v.Focus.PromptTokens, v.Focus.CompletionTokens, v.Focus.ModelCalls)
+	}
 	if len(v.Ancestors) > 0 {
 		b.WriteString("ancestors:\n")
 		for _, s := range v.Ancestors {
@@ -126,6 +133,12 @@ func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
 		notice := orDash(in.Notice)
 		if in.NoticeOutcome != "" {
 			notice += ": " + in.NoticeOutcome
+		}
+		if in.Correction != "" { // the real end of a process an earlier notice called lost
+			notice += "; correction " + in.Correction
+			if in.CorrectionOutcome != "" {
+				notice += ": " + in.CorrectionOutcome
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, state, exit, duration(in.Age(now)),
 			maxAge, orDash(in.Stamp.Key), orDash(in.Stamp.SessionID), notice, clip(in.Command, 60))
@@ -243,7 +256,7 @@ func orDash(s string) string {
 // writePlugins renders the plugins table and the rejected files. A profile is marked disabled
 // when its configuration was refused, else with what its plugin last reported when that is
 // not ok (degraded, stopped), with the plugin's message below the table.
-func writePlugins(out io.Writer, infos []plugin.Info, rejected []plugin.Rejection, dir string) error {
+func writePlugins(out io.Writer, infos []host.PluginInfo, rejected []host.Rejection, dir string) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tVERSION\tKIND\tPLATFORM\tSTATE\tPROFILES\tFILE")
 	var reports []string

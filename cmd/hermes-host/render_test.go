@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
-	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -63,11 +63,15 @@ func TestWriteProcesses(t *testing.T) {
 		{ID: "proc_000000000002", Command: "echo bye;\n exit 1", State: process.StateExited, ExitCode: &one, StartedAt: now.Add(-90 * time.Second),
 			Notice: "delivered", NoticeOutcome: "pending"},
 		{ID: "proc_000000000003", Command: "x", State: process.StateLost, Reason: "lost", StartedAt: now.Add(-50 * time.Hour)},
+		{ID: "proc_000000000004", Command: "y", State: process.StateLost, Reason: process.ReasonHostLost, StartedAt: now,
+			Notice: "pending"},
+		{ID: "proc_000000000005", Command: "z", State: process.StateExited, ExitCode: &one, StartedAt: now,
+			Notice: "done", NoticeOutcome: "queued", Correction: "done", CorrectionOutcome: "queued"},
 	}
 	var b bytes.Buffer
 	writeProcesses(&b, list, now)
 	contains(t, "ps", b.String(), "SESSION KEY", "proc_000000000001", "running [adopted]", "1h00m (1h00m left)", "agent:main:telegram:dm:42",
-		"S1", "1m30s", "echo bye; exit 1", "delivered: pending", "lost", "2d02h")
+		"S1", "1m30s", "echo bye; exit 1", "delivered: pending", "lost", "2d02h", "lost: host_lost", "done: queued; correction done: queued")
 }
 
 func TestWriteDeliveries(t *testing.T) {
@@ -108,7 +112,7 @@ func TestWriteAccess(t *testing.T) {
 // an ok one is not.
 func TestWritePluginsStatus(t *testing.T) {
 	var b bytes.Buffer
-	writePlugins(&b, []plugin.Info{{Name: "yuanbao", State: "active", File: "yuanbao.wasm",
+	writePlugins(&b, []host.PluginInfo{{Name: "yuanbao", State: "active", File: "yuanbao.wasm",
 		Profiles: map[string][]string{"main": nil, "work": nil, "bad": {"no app_id"}},
 		Status: map[string]abi.ProfileStatus{"main": {State: abi.StatusStopped, Message: "closed with 4013: bot disabled"},
 			"work": {State: abi.StatusOK, Message: "connected"}}}}, nil, "plugins")

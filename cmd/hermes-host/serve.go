@@ -3,9 +3,11 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/hermes-host/hermes-host/internal/gateway"
+	"github.com/hermes-host/hermes-host/host"
 )
 
+// serveCmd is `hermes-host serve`: the public host package's Open and Serve, with the flags as
+// its Config.
 func serveCmd(g *globals) *cobra.Command {
 	var testClock string
 	cmd := &cobra.Command{
@@ -13,25 +15,16 @@ func serveCmd(g *globals) *cobra.Command {
 		Short: "Run the gateway: load plugins, serve webhooks and the admin API, run turns",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, log, err := g.load()
-			if err != nil {
-				return err
-			}
+			cfg := g.hostConfig()
 			cfg.TestClock = testClock
-			created, err := cfg.EnsurePluginsDir()
-			if err != nil {
-				return err
-			}
-			if created {
-				log.Info("created the plugins directory; drop .wasm plugins into it", "dir", cfg.PluginsDir)
-			}
+			log, level := g.logger()
 			ctx := cmd.Context()
-			gw, err := gateway.Open(ctx, cfg, log)
+			h, err := host.Open(ctx, cfg, host.Options{Logger: log, LogLevel: level})
 			if err != nil {
 				return err
 			}
-			defer gw.Close()
-			return gw.Run(ctx, nil)
+			defer h.Close()
+			return h.Serve(ctx)
 		},
 	}
 	// For end-to-end tests only: plugins (hermes_clock, scheduler ticks) see the time written in

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	hermes "github.com/hermes-host/hermes-host/host"
 )
 
 // to delivers to one explicit chat.
@@ -188,6 +190,57 @@ func (s *suite) checkCatchUpSkip() (string, error) {
 	return "missed slots skipped; the next slot ran", nil
 }
 
+// checkLongDowntime: after seven months of downtime, jobs every minute, every five minutes and
+// daily (in Europe/Berlin, so both DST changes are crossed) each run once, for their latest slot,
+// and then wait for their next one; the tick after the downtime does not do work in proportion to
+// it (it must return within 3 s; a scheduler that steps through the missed slots, or runs them,
+// does not).
+func (s *suite) checkLongDowntime() (string, error) {
+	const p = "downtime"
+	s.clock.Set(t0)
+	var ids []string
+	for i, sch := range []string{"* * * * *", "*/5 * * * *", "0 7 * * *"} {
+		j, err := s.add(p, abi.JobSpec{Schedule: sch, TimeZone: "Europe/Berlin", Text: "x", Deliver: []string{fmt.Sprintf("telegram:%d", 10+i)}}, nil, "")
+		if err != nil {
+			return "", err
+		}
+		ids = append(ids, j.ID)
+	}
+	back := time.Date(2027, 1, 9, 12, 17, 30, 0, time.UTC) // 13:17:30 CET
+	s.clock.Set(back)
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	start := time.Now()
+	_, err := s.p.Tick(ctx, p, back)
+	took := time.Since(start)
+	cancel()
+	if err != nil {
+		return "", fmt.Errorf("the tick after seven months of downtime (%v): %w", took.Round(time.Millisecond), err)
+	}
+	for _, d := range []time.Duration{20 * time.Second, 25 * time.Second} {
+		if err := s.tick(p, back.Add(d)); err != nil {
+			return "", err
+		}
+	}
+	per := map[string]int{}
+	for _, sd := range s.delivered(p) {
+		per[sd.Target.ChatID]++
+	}
+	if per["10"] != 1 || per["11"] != 1 || per["12"] != 1 {
+		return "", fmt.Errorf("runs per job after the downtime: every minute %d, every five minutes %d, daily %d; want one each", per["10"], per["11"], per["12"])
+	}
+	for i, want := range []time.Time{back.Truncate(time.Minute).Add(time.Minute), back.Truncate(5 * time.Minute).Add(5 * time.Minute),
+		time.Date(2027, 1, 10, 6, 0, 0, 0, time.UTC)} {
+		j, err := s.job(p, ids[i])
+		if err != nil {
+			return "", err
+		}
+		if err := wantNext(j, want); err != nil {
+			return "", fmt.Errorf("job %d after the catch-up: %w", i, err)
+		}
+	}
+	return fmt.Sprintf("one catch-up per job, the tick took %v", took.Round(time.Millisecond)), nil
+}
+
 // checkRestart: the host dies while the plugin is sending a slot (the tick is aborted mid
 // hermes_send) and restarts over the same kv store. The slot must not be sent again, and the
 // next slot must be sent once.
@@ -232,10 +285,53 @@ func (s *suite) checkRestart() (string, error) {
 	if err := wantSends(p, s.delivered(p), t0.Add(5*time.Minute), t0.Add(10*time.Minute)); err != nil {
 		return "", fmt.Errorf("slot sent again after the restart? %w", err)
 	}
-	if _, err := s.job(p, j.ID); err != nil {
+	if j, err = s.job(p, j.ID); err != nil {
 		return "", err
 	}
+	s.interruptedByStop = j.LastError
 	return "the interrupted slot was not repeated; the next one ran once", nil
+}
+
+// checkDeadline: a prompt job's agent turn outlasts the tick's call deadline, which stops the
+// plugin mid-run. The run is recorded as interrupted (not repeated) and the job says the deadline
+// stopped it, which the host tells the next tick (TickRequest.interrupted): not what it says
+// after a host stop (checkRestart).
+func (s *suite) checkDeadline() (string, error) {
+	const p = "deadline"
+	s.clock.Set(t0)
+	j, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Prompt: "think hard", Deliver: to}, nil, "")
+	if err != nil {
+		return "", err
+	}
+	s.host.mu.Lock()
+	s.host.slow[p] = true
+	s.host.mu.Unlock()
+	s.clock.Set(t0.Add(5 * time.Minute))
+	ctx, cancel := context.WithTimeout(s.ctx, time.Second) // the call's deadline
+	_, err = s.p.Tick(ctx, p, t0.Add(5*time.Minute))
+	cancel()
+	s.host.mu.Lock()
+	s.host.slow[p] = false
+	s.host.mu.Unlock()
+	if !errors.Is(err, hermes.ErrDeadline) {
+		return "", fmt.Errorf("a tick whose agent turn outlasts the call's deadline: %v, want a deadline crash", err)
+	}
+	if err := s.tick(p, t0.Add(6*time.Minute)); err != nil {
+		return "", err
+	}
+	if j, err = s.job(p, j.ID); err != nil {
+		return "", err
+	}
+	if j.LastStatus != "interrupted" || !strings.Contains(j.LastError, "deadline") {
+		return "", fmt.Errorf("after the deadline stopped the run: last_status %q, last_error %q; want interrupted, naming the deadline", j.LastStatus, j.LastError)
+	}
+	if s.interruptedByStop != "" && strings.Contains(s.interruptedByStop, "deadline") {
+		return "", fmt.Errorf("after a host stop the job also names a deadline: %q", s.interruptedByStop)
+	}
+	if d := s.delivered(p); len(d) != 0 {
+		return "", fmt.Errorf("the stopped run was sent (%d) or repeated", len(d))
+	}
+	return j.LastError, nil
 }
 
 // checkPinned: a job created in a conversation delivers pinned to it; after /new (the host
@@ -338,6 +434,55 @@ func (s *suite) checkFailures() (string, error) {
 	return "delivery_failed ×2 with the reason, then ok", nil
 }
 
+// checkPending: a run whose delivery the host answered "pending" is recorded pending; once the
+// ledger has the final outcome (asked with hermes_send's delivery_id), the job records it: a
+// failure with its reason and a streak, then, for the next run, ok.
+func (s *suite) checkPending() (string, error) {
+	const p = "pending"
+	s.clock.Set(t0)
+	s.host.mu.Lock()
+	s.host.pending[p] = true
+	s.host.mu.Unlock()
+	j, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, nil, "")
+	if err != nil {
+		return "", err
+	}
+	if err := s.tick(p, t0.Add(5*time.Minute)); err != nil {
+		return "", err
+	}
+	if j, err = s.job(p, j.ID); err != nil {
+		return "", err
+	}
+	if j.LastStatus != "pending" {
+		return "", fmt.Errorf("a run the host answered pending is recorded %q", j.LastStatus)
+	}
+	settle := func(outcome string, at time.Duration) (abi.Job, error) {
+		s.host.mu.Lock()
+		s.host.outcomes[fmt.Sprintf("dlv_p%d", s.host.ids)] = outcome
+		s.host.mu.Unlock()
+		if err := s.tick(p, t0.Add(at)); err != nil {
+			return abi.Job{}, err
+		}
+		return s.job(p, j.ID)
+	}
+	if j, err = settle("permanent: chat not found", 6*time.Minute); err != nil {
+		return "", err
+	}
+	if j.LastStatus != "delivery_failed" || j.FailureStreak != 1 || !strings.Contains(j.LastError, "chat not found") {
+		return "", fmt.Errorf("after the ledger failed it: last_status %q, failure_streak %d, last_error %q; want delivery_failed, 1, the reason", j.LastStatus, j.FailureStreak, j.LastError)
+	}
+	if err := s.tick(p, t0.Add(10*time.Minute)); err != nil {
+		return "", err
+	}
+	if j, err = settle("delivered", 11*time.Minute); err != nil {
+		return "", err
+	}
+	if j.LastStatus != "ok" || j.FailureStreak != 0 {
+		return "", fmt.Errorf("after the ledger delivered the next run: last_status %q, failure_streak %d; want ok, 0", j.LastStatus, j.FailureStreak)
+	}
+	return "pending, then delivery_failed from the ledger; the next run pending, then ok", nil
+}
+
 // checkTargets: the same chat named several ways is sent to once; the origin keeps its pin.
 func (s *suite) checkTargets() (string, error) {
 	const p = "targets"
@@ -387,4 +532,56 @@ func (s *suite) checkScope() (string, error) {
 		return "", fmt.Errorf("its own chat removing the job: %w", err)
 	}
 	return "other chats see nothing and cannot remove it", nil
+}
+
+// checkChatTargets: a job created from a chat (a scoped add) may deliver into that chat, in any
+// of its threads; another chat, or a home channel, is refused with denied unless the profile's
+// chat_targets grants it (the targets profile grants everything, this one nothing). The
+// operator's jobs are not limited.
+func (s *suite) checkChatTargets() (string, error) {
+	const p = "chattargets"
+	s.clock.Set(t0)
+	for _, to := range [][]string{{"telegram:777"}, {"home"}, {"origin", "telegram:-100900:3"}} {
+		_, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, &topic, "sess-c")
+		if abi.CodeOf(err) != abi.CodeDenied {
+			return "", fmt.Errorf("a chat's job to %v: %v, want denied", to, err)
+		}
+	}
+	if _, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"origin", "telegram:-100123:7"}}, &topic, "sess-c"); err != nil {
+		return "", fmt.Errorf("a chat's job to its own chat, another thread: %w", err)
+	}
+	if _, err := s.add(p, abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:777", "home"}}, nil, ""); err != nil {
+		return "", fmt.Errorf("the operator's job to another chat: %w", err)
+	}
+	if err := s.tick(p, t0.Add(5*time.Minute)); err != nil {
+		return "", err
+	}
+	var got []string
+	for _, d := range s.delivered(p) {
+		got = append(got, d.Target.ChatID+":"+d.Target.ThreadID)
+	}
+	sort.Strings(got)
+	if want := "-100123:42,-100123:7,-100900:3,777:"; strings.Join(got, ",") != want {
+		return "", fmt.Errorf("sent to [%s], want [%s]", strings.Join(got, ","), want)
+	}
+	return "another chat and home refused from a chat; its own threads and the operator's targets sent", nil
+}
+
+// checkPlatforms: a target on a platform no plugin serves for the profile (the host lists the
+// served ones in the request) is refused when the job is created, with bad_request.
+func (s *suite) checkPlatforms() (string, error) {
+	const p = "platforms"
+	s.clock.Set(t0)
+	served := []string{"telegram"}
+	add := func(to ...string) error {
+		_, err := s.p.Jobs(s.ctx, p, abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Platforms: &served})
+		return err
+	}
+	if err := add("telegram:5", "slack:C1"); abi.CodeOf(err) != abi.CodeBadRequest {
+		return "", fmt.Errorf("a target on slack, which no plugin serves: %v, want bad_request", err)
+	}
+	if err := add("telegram:5"); err != nil {
+		return "", fmt.Errorf("a target on telegram, which is served: %w", err)
+	}
+	return "slack:C1 refused, telegram:5 accepted", nil
 }

@@ -2,14 +2,18 @@
 // (.wasm, kind scheduler with capability jobs) through the production runtime against an
 // in-process host whose clock moves only when the suite says (hermes_clock and tick times), whose
 // hermes_send records every request and can answer "stale" for a conversation the user left,
-// fail a delivery, or die mid-send, and whose hermes_agent echoes the prompt. It checks what
-// schedulers get wrong: the next run of each schedule form, time zones and daylight saving time,
-// catch-up after downtime, at most one delivery per slot across a restart mid-send, pinned
-// deliveries after /new, [SILENT] output, failures recorded on the job, deduplicated targets and
-// chat scopes.
+// fail a delivery, answer "pending" and later the ledger's outcome (delivery_id), or die
+// mid-send, and whose hermes_agent echoes the prompt (or outlasts the call's deadline). It checks
+// what schedulers get wrong: the next run of each schedule form, time zones and daylight saving
+// time, catch-up after downtime (once, and in bounded time after months), at most one delivery
+// per slot across a restart mid-send, a deadline told from a host stop, pinned deliveries after
+// /new, [SILENT] output, failures recorded on the job, pending runs reconciled, deduplicated
+// targets, chat scopes, a chat's jobs kept to their chat and targets on unserved platforms
+// refused.
 //
 // The plugin is driven with the first-party cron plugin's job syntax (plugins/cron/README.md)
-// and configuration keys (timezone, home), which a scheduler must accept to be checked.
+// and configuration keys (timezone, home, chat_targets), which a scheduler must accept to be
+// checked.
 package cron
 
 import (
@@ -24,7 +28,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/conformance/fakeclock"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	hermes "github.com/hermes-host/hermes-host/host"
 )
 
 // Options tune a run.
@@ -36,8 +40,17 @@ type Options struct {
 }
 
 // Profiles of the suite: each check uses its own, so checks never see each other's jobs.
-var profiles = []string{"once", "iso", "interval", "cron", "natural", "dst", "catchup", "skip", "restart",
-	"pinned", "silent", "failures", "targets", "scope"}
+var profiles = []string{"once", "iso", "interval", "cron", "natural", "dst", "catchup", "skip", "downtime", "restart",
+	"deadline", "pinned", "silent", "failures", "pending", "targets", "scope", "chattargets", "platforms"}
+
+// profileConfig is each profile's configuration: UTC, one home channel; the targets profile lets
+// jobs created from a chat deliver anywhere (chat_targets), the others keep them in their chat.
+func profileConfig(name string) json.RawMessage {
+	if name == "targets" {
+		return json.RawMessage(`{"timezone":"UTC","home":{"telegram":"-100900:3"},"chat_targets":["*"]}`)
+	}
+	return json.RawMessage(`{"timezone":"UTC","home":{"telegram":"-100900:3"}}`)
+}
 
 // t0 is a Wednesday noon, UTC: every check starts there.
 var t0 = time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
@@ -51,11 +64,12 @@ type suite struct {
 	path   string
 	rep    *conformance.Report
 	checks conformance.Checks
-	env    *plugin.Env
+	env    *hermes.Env
 	clock  *fakeclock.Clock
 	host   *host
-	rt     *plugin.Runtime
-	p      *plugin.Plugin
+	p      *hermes.Plugin
+	// interruptedByStop is the last_error checkRestart saw after a host stop mid-run.
+	interruptedByStop string
 }
 
 // Run checks the scheduler at wasmPath and reports each behaviour as a result. It never panics:
@@ -67,17 +81,16 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.checks = conformance.Checks{Report: s.rep}
 	// The kv store outlives a "restart" of the plugin; the clock and the send and agent host
 	// functions are the suite's.
-	env, closeEnv, err := conformance.NewEnv(ctx, "cron", nil)
+	env, err := hermes.NewEnv(hermes.EnvOptions{Now: s.clock.Now, Sender: s.host, Agents: s.host})
 	if err != nil {
 		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
-	defer closeEnv()
-	env.Now, env.Sender, env.Agents = s.clock.Now, s.host, s.host
+	defer env.Close()
 	s.env = env
 	defer func() {
-		if s.rt != nil {
-			s.rt.Close()
+		if s.p != nil {
+			s.p.Close()
 		}
 	}()
 	if !s.check("load (scheduler, capability jobs)", s.load) {
@@ -91,12 +104,17 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	s.check("time zone: DST, once per day", s.checkDST)
 	s.check("catch-up: once after downtime", s.checkCatchUpOnce)
 	s.check("catch-up: skip after downtime", s.checkCatchUpSkip)
+	s.check("catch-up: once after months of downtime", s.checkLongDowntime)
 	s.check("at most once: restart mid-send", s.checkRestart)
+	s.check("interrupted: a deadline is not a host stop", s.checkDeadline)
 	s.check("pinned: stale after /new", s.checkPinned)
 	s.check("output: [SILENT] sends nothing", s.checkSilent)
 	s.check("failures: recorded on the job", s.checkFailures)
+	s.check("pending: reconciled from the ledger", s.checkPending)
 	s.check("targets: deduplicated", s.checkTargets)
 	s.check("jobs: scoped to their chat", s.checkScope)
+	s.check("jobs: a chat's targets stay in it", s.checkChatTargets)
+	s.check("targets: unserved platforms refused", s.checkPlatforms)
 	return s.rep
 }
 
@@ -106,22 +124,22 @@ func (s *suite) check(name string, f func() (string, error)) bool { return s.che
 // load (re)loads the plugin over the suite's environment: a second load is a restart with the
 // same kv store.
 func (s *suite) load() (string, error) {
-	if s.rt != nil {
-		s.rt.Close()
-		s.rt, s.p = nil, nil
+	if s.p != nil {
+		s.p.Close()
+		s.p = nil
 	}
 	start := time.Now()
 	cfg := map[string]json.RawMessage{}
 	for _, name := range profiles {
-		cfg[name] = json.RawMessage(`{"timezone":"UTC","home":{"telegram":"-100900:3"}}`)
+		cfg[name] = profileConfig(name)
 	}
-	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
-		Profiles: cfg, Env: s.env, Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout, BreakerCrashes: 1 << 30}, CacheDir: s.opts.CacheDir,
+	p, err := hermes.LoadPlugin(s.ctx, s.path, hermes.PluginOptions{
+		Env: s.env, Profiles: cfg, CallTimeout: s.opts.CallTimeout, NoBreaker: true, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err
 	}
-	s.rt, s.p = rt, p
+	s.p = p
 	info := p.Info()
 	m := info.Manifest
 	if s.rep.Manifest == nil {
@@ -158,16 +176,37 @@ type host struct {
 	agent   map[string]string // profile → the agent's answer (default "agent: " + prompt)
 	block   map[string]bool   // profile → the next send hangs until the call is aborted
 	blocked chan string
-	clock   func() time.Time
+	slow    map[string]bool // profile → agent turns hang until the call is aborted
+	// pending answers the profile's sends "pending" (the host's wait ran out); outcomes is what
+	// the ledger says of each delivery id later (absent: still pending; "delivered", or a failure
+	// reason).
+	pending  map[string]bool
+	ids      int
+	outcomes map[string]string
+	clock    func() time.Time
 }
 
 func newHost() *host {
 	return &host{stale: map[string]bool{}, fail: map[string]string{}, agent: map[string]string{}, block: map[string]bool{},
-		blocked: make(chan string, 1)}
+		blocked: make(chan string, 1), slow: map[string]bool{}, pending: map[string]bool{}, outcomes: map[string]string{}}
 }
 
-func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+func (h *host) HostSend(ctx context.Context, c hermes.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	h.mu.Lock()
+	if req.DeliveryID != "" { // a question about an earlier send: nothing is sent
+		defer h.mu.Unlock()
+		if req.Text != "" || req.Target.ChatID != "" {
+			return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "delivery_id asks about an earlier send: give no text and no target chat")
+		}
+		switch o, ok := h.outcomes[req.DeliveryID]; {
+		case !ok:
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "pending"}, nil
+		case o == "delivered":
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "delivered", MessageIDs: []string{"1"}}, nil
+		default:
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "failed", Reason: o}, nil
+		}
+	}
 	sd := send{HostSendRequest: req, Profile: c.Profile, At: h.clock()}
 	if req.PinSessionID != "" && h.stale[req.PinSessionID] {
 		h.sends = append(h.sends, sd)
@@ -184,6 +223,13 @@ func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRe
 		<-ctx.Done()
 		return abi.HostSendReply{}, abi.Errorf(abi.CodeTimeout, "the host stopped")
 	}
+	if h.pending[c.Profile] {
+		h.ids++
+		id := fmt.Sprintf("dlv_p%d", h.ids)
+		h.sends = append(h.sends, sd)
+		h.mu.Unlock()
+		return abi.HostSendReply{DeliveryID: id, State: "pending"}, nil
+	}
 	reason := h.fail[c.Profile]
 	sd.Delivered = reason == ""
 	h.sends = append(h.sends, sd)
@@ -194,7 +240,17 @@ func (h *host) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRe
 	return abi.HostSendReply{DeliveryID: "dlv_conf", State: "delivered", MessageIDs: []string{"1"}}, nil
 }
 
-func (h *host) AgentTurn(_ context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+func (h *host) AgentTurn(ctx context.Context, c hermes.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
+	h.mu.Lock()
+	slow := h.slow[c.Profile]
+	h.mu.Unlock()
+	if slow {
+		// A model slower than the call's deadline, whose answer to the cancellation also takes
+		// a moment: the runtime stops the instance meanwhile.
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond)
+		return abi.AgentReply{}, abi.Errorf(abi.CodeTimeout, "the turn did not finish: %v", ctx.Err())
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if a, ok := h.agent[c.Profile]; ok {

@@ -28,7 +28,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	st "github.com/hermes-host/hermes-host/conformance/slacktest"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 // Options tune a run.
@@ -65,9 +65,8 @@ type suite struct {
 	rep    *conformance.Report
 	slack  *st.Server // events mode
 	sock   *st.Server // Socket Mode
-	env    *plugin.Env
-	rt     *plugin.Runtime
-	p      *plugin.Plugin
+	env    *host.Env
+	p      *host.Plugin
 	hook   *forwarder
 	record *recorder
 	checks conformance.Checks
@@ -103,17 +102,17 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	defer hs.Close()
 	s.slack.SetRequestURL(hs.URL + "/hooks/slack/" + profEvents)
 
-	env, closeEnv, err := conformance.NewEnv(ctx, "slack", s.record)
+	s.offSend = conformance.NewOffSend("Slack", postingMethod)
+	env, err := host.NewEnv(host.EnvOptions{Dispatcher: s.record, Egressed: s.offSend.Egressed})
 	if err != nil {
 		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
-	defer closeEnv()
+	defer env.Close()
 	s.env = env
-	s.offSend = conformance.WatchOffSend(env, "Slack", postingMethod)
 	defer func() {
-		if s.rt != nil {
-			s.rt.Close()
+		if p := s.current(); p != nil {
+			p.Close()
 		}
 	}()
 
@@ -165,7 +164,7 @@ type recorder struct {
 	events []abi.InboundEvent
 }
 
-func (r *recorder) Dispatch(_ context.Context, _ plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
+func (r *recorder) Dispatch(_ context.Context, _ host.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
 	r.note(ev)
 	return abi.DispatchReply{Duplicate: r.times(ev.ID) > 1}, nil
 }
@@ -208,15 +207,18 @@ func (s *suite) profiles() map[string]json.RawMessage {
 }
 
 func (s *suite) load() (string, error) {
+	if p := s.current(); p != nil {
+		p.Close()
+		s.setPlugin(nil)
+	}
 	start := time.Now()
-	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
-		Profiles: s.profiles(), Env: s.env, EgressExtra: []string{"127.0.0.1"},
-		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
+	p, err := host.LoadPlugin(s.ctx, s.path, host.PluginOptions{
+		Env: s.env, Profiles: s.profiles(), Egress: host.Egress{Extra: []string{"127.0.0.1"}},
+		CallTimeout: s.opts.CallTimeout, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err
 	}
-	s.rt = rt
 	s.setPlugin(p)
 	info := p.Info()
 	m := info.Manifest
@@ -247,7 +249,7 @@ func (s *suite) load() (string, error) {
 type forwarder struct {
 	suite *suite
 	mu    sync.Mutex
-	p     *plugin.Plugin
+	p     *host.Plugin
 	lose  string // the next delivery whose body holds this text never reaches the adapter
 }
 
@@ -299,14 +301,14 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(res.Response.Body)
 }
 
-func (s *suite) setPlugin(p *plugin.Plugin) {
+func (s *suite) setPlugin(p *host.Plugin) {
 	s.hook.mu.Lock()
 	defer s.hook.mu.Unlock()
 	s.p = p
 	s.hook.p = p
 }
 
-func (s *suite) current() *plugin.Plugin {
+func (s *suite) current() *host.Plugin {
 	s.hook.mu.Lock()
 	defer s.hook.mu.Unlock()
 	return s.hook.p

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 // --- polling ---
@@ -604,14 +604,14 @@ func (s *suite) checkSlowGetMe() (string, error) {
 	s.tg.InjectFault("getMe", tgt.Slow(s.callTimeout()+time.Second).ForBot(token))
 	cfg, _ := json.Marshal(map[string]any{"token": token, "api_base": s.tg.URL()})
 	start := time.Now()
-	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
-		Profiles: map[string]json.RawMessage{profSlowMe: cfg}, Env: s.env, EgressExtra: []string{"127.0.0.1"},
-		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
+	p, err := host.LoadPlugin(s.ctx, s.path, host.PluginOptions{
+		Env: s.env, Profiles: map[string]json.RawMessage{profSlowMe: cfg}, Egress: host.Egress{Extra: []string{"127.0.0.1"}},
+		CallTimeout: s.opts.CallTimeout, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err
 	}
-	defer rt.Close()
+	defer p.Close()
 	took := time.Since(start).Round(100 * time.Millisecond)
 	if problems := p.Info().Profiles[profSlowMe]; len(problems) > 0 {
 		return "", fmt.Errorf("profile rejected when getMe was slow: %s", strings.Join(problems, "; "))

@@ -30,7 +30,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	tgt "github.com/hermes-host/hermes-host/conformance/telegramtest"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 // Options tune a run.
@@ -96,9 +96,8 @@ type suite struct {
 	checks  conformance.Checks
 	tg      *tgt.Server
 	tgLive  *tgt.Server // real-time seconds, for profConflict
-	env     *plugin.Env
-	rt      *plugin.Runtime
-	p       *plugin.Plugin
+	env     *host.Env
+	p       *host.Plugin // the loaded adapter; nil between a close and the next load
 	hook    *forwarder
 	hookURL string
 	// sendTokens maps each chat the suite sends to to the token its profile must use.
@@ -131,17 +130,17 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	defer hs.Close()
 	s.hookURL = hs.URL + "/hooks/telegram/" + profHook
 
-	env, closeEnv, err := conformance.NewEnv(ctx, "telegram", nil)
+	s.offSend = conformance.NewOffSend("the Bot API", postingMethod)
+	env, err := host.NewEnv(host.EnvOptions{Egressed: s.offSend.Egressed})
 	if err != nil {
 		s.checks.Add("load", time.Now(), err, "")
 		return s.rep
 	}
-	defer closeEnv()
+	defer env.Close()
 	s.env = env
-	s.offSend = conformance.WatchOffSend(env, "the Bot API", postingMethod)
 	defer func() {
-		if s.rt != nil {
-			s.rt.Close()
+		if p := s.current(); p != nil {
+			p.Close()
 		}
 	}()
 
@@ -226,22 +225,20 @@ func (s *suite) profiles() map[string]json.RawMessage {
 // load (re)loads the adapter over the suite's environment: a second load is a restart with the
 // same kv store.
 func (s *suite) load() (string, error) {
-	if s.rt != nil {
-		s.rt.Close()
-		s.rt = nil
+	if p := s.current(); p != nil {
+		p.Close()
 		s.setPlugin(nil)
 	}
 	start := time.Now()
-	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
+	p, err := host.LoadPlugin(s.ctx, s.path, host.PluginOptions{
 		// The fakes stand in for api.telegram.org: the adapter's egress scopes apply to them.
-		Profiles: s.profiles(), Env: s.env, EgressAlias: map[string]string{
-			hostOf(s.tg.URL()): "api.telegram.org", hostOf(s.tgLive.URL()): "api.telegram.org"},
-		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
+		Env: s.env, Profiles: s.profiles(), Egress: host.Egress{Alias: map[string]string{
+			hostOf(s.tg.URL()): "api.telegram.org", hostOf(s.tgLive.URL()): "api.telegram.org"}},
+		CallTimeout: s.opts.CallTimeout, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err
 	}
-	s.rt = rt
 	s.setPlugin(p)
 	info := p.Info()
 	m := info.Manifest
@@ -378,14 +375,14 @@ func (f *forwarder) got() []abi.InboundEvent {
 }
 
 // setPlugin installs the loaded plugin.
-func (s *suite) setPlugin(p *plugin.Plugin) {
+func (s *suite) setPlugin(p *host.Plugin) {
 	s.hook.mu.Lock()
 	defer s.hook.mu.Unlock()
 	s.p = p
 }
 
 // current returns the loaded plugin (the forwarder runs on the fake's goroutines).
-func (s *suite) current() *plugin.Plugin {
+func (s *suite) current() *host.Plugin {
 	s.hook.mu.Lock()
 	defer s.hook.mu.Unlock()
 	return s.p

@@ -25,7 +25,7 @@ import (
 	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 	ybt "github.com/hermes-host/hermes-host/conformance/yuanbaotest"
-	"github.com/hermes-host/hermes-host/internal/plugin"
+	"github.com/hermes-host/hermes-host/host"
 )
 
 // Options tune a run.
@@ -73,9 +73,8 @@ type suite struct {
 	rep   *conformance.Report
 	chk   conformance.Checks // records into rep
 	yb    *ybt.Server
-	env   *plugin.Env
-	rt    *plugin.Runtime
-	p     *plugin.Plugin
+	env   *host.Env
+	p     *host.Plugin
 	clock *fakeclock.Ahead // the host clock the plugin sees: the ping check runs it ahead
 
 	sendsMu sync.Mutex
@@ -99,17 +98,16 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 
 	// The kv store outlives a plugin reload, and the egress client owns the WebSocket
 	// connections across reloads, as serve's does.
-	env, closeEnv, err := conformance.NewEnv(ctx, "yuanbao", nil)
+	env, err := host.NewEnv(host.EnvOptions{Now: s.clock.Now})
 	if err != nil {
 		s.chk.Add("load", time.Now(), err, "")
 		return s.rep
 	}
-	defer closeEnv()
-	env.Now = s.clock.Now
+	defer env.Close()
 	s.env = env
 	defer func() {
-		if s.rt != nil {
-			s.rt.Close()
+		if s.p != nil {
+			s.p.Close()
 		}
 	}()
 
@@ -154,17 +152,17 @@ func (s *suite) profiles() map[string]json.RawMessage {
 // same kv store and the same host-owned connections.
 func (s *suite) load() (string, error) {
 	start := time.Now()
-	rt, p, err := plugin.LoadFile(s.ctx, s.path, plugin.FileOptions{
-		Profiles: s.profiles(), Env: s.env, EgressExtra: []string{"127.0.0.1"},
-		Limits: plugin.Limits{CallTimeout: s.opts.CallTimeout}, CacheDir: s.opts.CacheDir,
+	p, err := host.LoadPlugin(s.ctx, s.path, host.PluginOptions{
+		Env: s.env, Profiles: s.profiles(), Egress: host.Egress{Extra: []string{"127.0.0.1"}},
+		CallTimeout: s.opts.CallTimeout, CacheDir: s.opts.CacheDir,
 	})
 	if err != nil {
 		return "", err
 	}
-	if s.rt != nil {
-		s.rt.Close()
+	if s.p != nil {
+		s.p.Close()
 	}
-	s.rt, s.p = rt, p
+	s.p = p
 	info := p.Info()
 	m := info.Manifest
 	if s.rep.Manifest == nil {

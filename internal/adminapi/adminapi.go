@@ -22,6 +22,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // API holds what the views read.
@@ -32,8 +33,14 @@ type API struct {
 	Ledger    *delivery.Ledger
 	Auth      *auth.Gate
 	Metrics   *prometheus.Registry
-	// Ping checks the store.
+	// Ping checks that the store answers.
 	Ping func(context.Context) error
+	// Writes is the store's write health, reported by the durable write paths (inbox, ledger,
+	// kv, sessions, processes) and its probe (nil: not checked).
+	Writes *store.Health
+	// Loading lists the plugin files not loaded yet (nil: Plugins.Loading). The host's start
+	// passes one that also covers the moment before the plugins directory was first scanned.
+	Loading func() []string
 	// Jobs hands job requests to scheduler plugins (nil: /api/cron answers 404).
 	Jobs Jobs
 }
@@ -127,25 +134,28 @@ func (a *API) cron(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, map[string]any{"plugin": name, "profile": req.Profile, "jobs": res.Jobs})
 }
 
+// healthz answers the host's state (README, "Health"): 503 "unhealthy" while the store does
+// not answer or refuses writes, with the reason (each failing write path and its error);
+// otherwise 200 with "loading" until the plugins present at start (and any being reloaded) have
+// loaded or failed, "degraded" while a loaded plugin is failed, else "ok".
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
-	var failed []string
-	plugins := a.Plugins.Plugins()
-	for _, p := range plugins {
-		if !p.Active() {
-			failed = append(failed, p.Name())
-		}
-	}
 	if err := a.Ping(r.Context()); err != nil {
 		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": "store: " + err.Error()})
 		return
 	}
 	// A store that answers reads but refuses writes (a full disk, I/O errors, another writer
-	// holding the lock) is what the process registry sees when a checkpoint fails: the host
-	// retries, and is unhealthy until the store takes writes again.
-	if a.Processes != nil {
-		if err := a.Processes.Health(); err != nil {
-			httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": "store: " + err.Error()})
-			return
+	// holding the lock) is unhealthy: events cannot be recorded nor outcomes kept. The host
+	// retries and is ok again once the store takes writes (store.Health), without a restart.
+	if err := a.Writes.Err(); err != nil {
+		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": err.Error(),
+			"failing": a.Writes.Failing()})
+		return
+	}
+	var failed []string
+	plugins := a.Plugins.Plugins()
+	for _, p := range plugins {
+		if !p.Active() {
+			failed = append(failed, p.Name())
 		}
 	}
 	// A failed plugin degrades the host but does not make it unhealthy: the others serve.
@@ -154,12 +164,17 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		status = "degraded"
 	}
 	// Files still loading (at start-up, or a reload) do not make the host unhealthy either: the
-	// listener answers from the start and every loaded plugin serves.
-	loading := a.Plugins.Loading()
-	if len(loading) > 0 && status == "ok" {
+	// listener answers from the start and every loaded plugin serves. But the host is not ok
+	// before they have loaded: their webhooks answer 503 meanwhile (internal/webhook).
+	loading := a.Plugins.Loading
+	if a.Loading != nil {
+		loading = a.Loading
+	}
+	pending := loading()
+	if len(pending) > 0 && status == "ok" {
 		status = "loading"
 	}
-	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed, "loading": loading})
+	httpjson.Write(w, http.StatusOK, map[string]any{"status": status, "plugins": len(plugins), "failed": failed, "loading": pending})
 }
 
 func (a *API) plugins(w http.ResponseWriter, r *http.Request) {

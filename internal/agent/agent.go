@@ -42,14 +42,20 @@ type Turn struct {
 	Key       string     // session key
 	SessionID string     // physical session id
 	Source    abi.Source // where the message came from
-	// Text is the user's (possibly merged) message, or the notification text for a synthetic turn.
+	// Text is the user's (possibly merged) message. On a synthetic turn it is only a record of
+	// Notices for people (Notice.Describe); agents answer from Notices.
 	Text string
+	// Notices are what a synthetic turn reports, as data: one per process event, oldest first.
+	Notices []Notice
 	// History is the prior transcript, oldest first, without Text.
 	History []Message
 	// Synthetic marks a background-process notification turn: the narrow, side-effect-free path.
 	Synthetic bool
 	// Tools are the process tools bound to this turn's session; nil: none.
 	Tools Tools
+	// Model is the model the chat chose for this conversation (/model, from the operator's
+	// list); "": the configured one. The builtin agent has none.
+	Model string
 	// OnText, when set, asks for the answer as it is written: it is called with the whole text
 	// so far (not a delta), from the goroutine running Turn, and must return quickly. The
 	// Reply's Text remains the final answer.
@@ -77,6 +83,9 @@ type Message struct {
 	// ToolCallID and Name say which call a RoleTool message answers.
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	Name       string `json:"name,omitempty"`
+	// Notices are the process events a RoleNotification message reports, as data (Text is their
+	// record for people, or the text-mode notice the chat was sent when there are none).
+	Notices []Notice `json:"notices,omitempty"`
 }
 
 // ToolCall is one tool call of a model.
@@ -100,6 +109,45 @@ type Reply struct {
 	Trail []Message
 	// Streamed reports that OnText received the answer as it was written.
 	Streamed bool
+	// Model is the model that answered ("" for the builtin agent).
+	Model string
+	// Usage adds up the server's usage fields of the turn's model calls (zero when the server
+	// reported none).
+	Usage Usage
+	// Context is how many tokens the conversation takes at the end of the turn, as the model
+	// received it: the last call's prompt and answer by the server's count, or an estimate when
+	// it gave none. 0: unknown (the builtin agent).
+	Context int
+}
+
+// Usage is what a server reports in a chat completion's "usage".
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	// Calls counts the model calls added up (not a server field).
+	Calls int `json:"calls,omitempty"`
+}
+
+func (u *Usage) add(v *Usage) {
+	if v == nil {
+		return
+	}
+	u.PromptTokens += v.PromptTokens
+	u.CompletionTokens += v.CompletionTokens
+	total := v.TotalTokens
+	if total == 0 {
+		total = v.PromptTokens + v.CompletionTokens
+	}
+	u.TotalTokens += total
+	u.Calls++
+}
+
+// Windowed is an agent that knows its model's context window, in tokens (0: unknown). The turn
+// engine compresses a conversation that grows past a share of it (Options.CompressAt).
+type Windowed interface {
+	// ContextWindow returns model's context window ("" for the configured model).
+	ContextWindow(ctx context.Context, model string) int
 }
 
 // Tools are the process tools of one turn, bound to its session. Implementations must honour ctx
@@ -208,11 +256,22 @@ type Config struct {
 	Temperature *float64
 	MaxTokens   int
 	// Headers are extra HTTP headers sent with every request (e.g. for a proxy in front of the
-	// server). Their values are treated as secrets in logs.
+	// server). Their values are secrets (see Secrets).
 	Headers map[string]string
+	// Secrets are more values that must never reach a user, the database or a log through the
+	// agent (the values of ${NAME} references in the configuration). The API key and the header
+	// values are secrets too: every error the agent returns has them replaced by [redacted].
+	Secrets []string
+	// ContextTokens is the model's context window in tokens; 0: ask the server's /models (vLLM
+	// and llama.cpp server say it), else unknown.
+	ContextTokens int
 	// NoTools sends no tools: for servers or models that reject them. The agent then answers
 	// in text only.
 	NoTools bool
+	// ShowReasoning shows a thinking model's reasoning (reasoning_content, or a <think> block
+	// at the start of its content) in the chat, quoted before the answer, and keeps it in the
+	// history; by default it is dropped from both.
+	ShowReasoning bool
 	// NoStream never asks for streamed answers. By default an answer is streamed (server-sent
 	// events) when the turn wants its text as it is written (Turn.OnText).
 	NoStream bool

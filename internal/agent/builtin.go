@@ -12,7 +12,7 @@ import (
 // Builtin is the deterministic agent that needs no model: the embedded default. It answers
 // plainly and understands a few commands that drive background processes through Turn.Tools, so
 // a user can see the whole notification flow from a chat. On a synthetic turn it only summarizes
-// the notification text and calls no tool at all.
+// the notices (Summarize) and calls no tool at all.
 type Builtin struct {
 	shTimeout time.Duration
 }
@@ -41,6 +41,10 @@ kill <id> - stop a process
 help - this text
 <id> is a process id (proc_…), or "last" for the newest process. Try: run sleep 3; echo done`
 
+// Help returns the commands the builtin agent understands (the host's /help lists them after
+// its own).
+func (b *Builtin) Help() string { return BuiltinHelp }
+
 // Builtin's fixed answers.
 const (
 	BuiltinNoTools = "Background processes are not available in this chat."
@@ -57,7 +61,7 @@ func NewBuiltin(cfg Config) *Builtin {
 	return b
 }
 
-// Turn answers t. A synthetic turn gets a summary of its notification (no tool is called).
+// Turn answers t. A synthetic turn gets a summary of its notices (no tool is called).
 // Otherwise each line that starts with a command word runs that command, in order (a line
 // ending in a backslash continues on the next), and other text gets a plain answer that points
 // to help.
@@ -66,7 +70,10 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 		return nil, err
 	}
 	if t.Synthetic {
-		return &Reply{Text: summarize(t.Text)}, nil
+		if len(t.Notices) == 0 {
+			return &Reply{Text: summarizeText(t.Text)}, nil
+		}
+		return &Reply{Text: Summarize(t.Notices)}, nil
 	}
 	text := strings.TrimSpace(strings.ReplaceAll(t.Text, "\r\n", "\n"))
 	if text == "" {

@@ -270,8 +270,9 @@ func TestBuiltinSyntheticCallsNoTool(t *testing.T) {
 			t.Errorf("%q: media on a synthetic turn", text)
 		}
 	}
-	rep, _ := NewBuiltin(Config{}).Turn(context.Background(), &Turn{Synthetic: true,
-		Text: "[Background process proc_ab12 completed with exit code 3]\nCommand: make\nOutput:\nFAIL"})
+	three := 3
+	rep, _ := NewBuiltin(Config{}).Turn(context.Background(), &Turn{Synthetic: true, Text: "(the record)",
+		Notices: []Notice{{Kind: NoticeCompletion, ProcID: "proc_ab12", Command: "make", State: StateExited, ExitCode: &three, Output: "FAIL"}}})
 	if want := "Your background job failed (exit 3).\nLast lines of output:\nFAIL\n(Full output: log proc_ab12)"; rep.Text != want {
 		t.Errorf("got %q, want %q", rep.Text, want)
 	}
@@ -323,8 +324,9 @@ func TestBuiltinRealShell(t *testing.T) {
 		t.Errorf("log: %q", got)
 	}
 	// What the engine would send back as the notification turn.
+	four := 4
 	rep, err := b.Turn(context.Background(), &Turn{Synthetic: true, Tools: st,
-		Text: "[Background process " + id + " completed with exit code 4]\nCommand: printf\nOutput:\none\ntwo\n"})
+		Notices: []Notice{{Kind: NoticeCompletion, ProcID: id, Command: "printf", State: StateExited, ExitCode: &four, Output: "one\ntwo\n"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

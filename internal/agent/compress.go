@@ -24,7 +24,7 @@ func (o *OpenAI) Compress(ctx context.Context, history []Message) (string, error
 	defer cancel()
 	msgs := []chatMessage{
 		{Role: RoleSystem, Content: strp(compressPrompt)},
-		{Role: RoleUser, Content: strp(renderTranscript(history, 0))},
+		{Role: RoleUser, Content: strp(fence(sourceTranscript, renderTranscript(history, 0)))},
 	}
 	o2 := *o
 	o2.tools = nil // a summary needs no tools, and a server may reject them

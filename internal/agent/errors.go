@@ -22,7 +22,52 @@ var (
 	// ErrRedirect: the endpoint answered with a redirect. Redirects are never followed: the
 	// request carries the API key and the conversation.
 	ErrRedirect = errors.New("agent: model endpoint redirected; redirects are not followed")
+	// ErrContextOverflow: the server refused the request because the conversation does not fit
+	// the model's context (an *APIError whose message or type says so matches it). The turn
+	// engine compresses the conversation and tries the turn once more.
+	ErrContextOverflow = errors.New("agent: the conversation does not fit the model's context")
 )
+
+// TimeoutError says which limit ended a turn and what was running when it passed. It matches
+// ErrTimeout (errors.Is).
+type TimeoutError struct {
+	Limit  string        // LimitModelCall or LimitTurn
+	After  time.Duration // the limit
+	During string        // what was running: "a model call", "the terminal tool"
+}
+
+// Error names the limit, its setting and what was running.
+func (e *TimeoutError) Error() string {
+	if e.Limit == LimitTurn {
+		return fmt.Sprintf("agent: the turn took longer than %s (agent.turn_timeout) during %s", e.After, e.During)
+	}
+	return fmt.Sprintf("%v (no answer within %s, agent.timeout)", ErrTimeout, e.After)
+}
+
+// Is matches ErrTimeout.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
+
+// Limits a TimeoutError names (hermes_agent_timeouts_total{limit}).
+const (
+	LimitModelCall = "model_call" // Config.Timeout: one model call
+	LimitTurn      = "turn"       // Config.TurnTimeout: the whole turn, tools included
+)
+
+// contextMarkers are what vLLM, llama.cpp server, Ollama and OpenAI write in an error about a
+// prompt longer than the model's context (matched case-insensitively, in the message or type).
+var contextMarkers = []string{"maximum context length", "exceed_context_size", "exceeds the available context",
+	"context length", "context window", "too many tokens", "context_length_exceeded"}
+
+// overflow reports whether e says the prompt does not fit the model's context.
+func (e *APIError) overflow() bool {
+	low := strings.ToLower(e.Message + " " + e.Type + " " + e.Code)
+	for _, m := range contextMarkers {
+		if strings.Contains(low, m) {
+			return true
+		}
+	}
+	return false
+}
 
 // APIError is a non-2xx answer of the model endpoint (or an error event in a stream). The
 // engine shows it (UserMessage) instead of waiting: a 429's RetryAfter is reported, never slept
@@ -35,12 +80,19 @@ type APIError struct {
 	RetryAfter time.Duration // from Retry-After (or retry-after-ms); 0: not given
 	// Hint is what to do about it, for the user and the operator ("" when nothing specific).
 	Hint string
+	// InStream marks an error event inside a streamed answer (the response itself was a 200):
+	// Status is then the event's code, or the response's status when it gives none.
+	InStream bool
 }
 
 // Error renders the status, the message and the retry delay.
 func (e *APIError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "agent: model endpoint: HTTP %d", e.Status)
+	if e.InStream {
+		fmt.Fprintf(&b, "agent: model endpoint: error event in the stream, status %d", e.Status)
+	} else {
+		fmt.Fprintf(&b, "agent: model endpoint: HTTP %d", e.Status)
+	}
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
@@ -59,6 +111,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == 429
 	case ErrUnavailable:
 		return e.Status >= 500
+	case ErrContextOverflow:
+		return e.overflow()
 	}
 	return false
 }
@@ -74,7 +128,7 @@ var hints = []struct {
 		"The llama.cpp server needs --jinja to use tools. The operator can restart it with --jinja, or set agent.tools: false."},
 	{[]string{"--enable-auto-tool-choice"},
 		"vLLM was started without tool calling. The operator can restart it with --enable-auto-tool-choice --tool-call-parser <parser>, or set agent.tools: false."},
-	{[]string{"maximum context length", "exceed_context_size", "exceeds the available context", "context length", "context window", "too many tokens"},
+	{contextMarkers,
 		"The conversation no longer fits the model's context. Send /compress to shorten it, or /new to start over."},
 	{[]string{"loading model"},
 		"The model is still loading. Try again in a minute."},
@@ -108,12 +162,21 @@ func hintFor(status int, msg, base string) string {
 // UserMessage returns a short text for the user about a turn's error, suitable for the chat:
 // what went wrong and what to do about it.
 func UserMessage(err error) string {
-	var ae *APIError
+	var (
+		ae *APIError
+		te *TimeoutError
+	)
 	switch {
 	case err == nil:
 		return ""
 	case errors.Is(err, context.Canceled):
 		return "Stopped."
+	case errors.As(err, &ae) && ae.InStream:
+		msg := fmt.Sprintf("The model server failed while writing the answer (%d: %s).", ae.Status, clip(ae.Message, 160))
+		if ae.Hint != "" {
+			return msg + " " + ae.Hint
+		}
+		return msg + " Try again."
 	case errors.Is(err, ErrRateLimited):
 		if errors.As(err, &ae) && ae.RetryAfter > 0 {
 			return "The model is rate limited right now. Try again in " + roundDuration(ae.RetryAfter) + "."
@@ -132,6 +195,9 @@ func UserMessage(err error) string {
 			return fmt.Sprintf("The model service failed (HTTP %d: %s). Try again later.", ae.Status, clip(ae.Message, 160))
 		}
 		return "The model service is unavailable right now. Try again later."
+	case errors.As(err, &te) && te.Limit == LimitTurn:
+		return fmt.Sprintf("This answer took longer than the time a turn may take (%s, agent.turn_timeout) while %s was running, so I stopped it. Try again, or run long commands in the background.",
+			roundDuration(te.After), te.During)
 	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return "The model took too long to answer. Try again."
 	case errors.Is(err, ErrBadResponse):

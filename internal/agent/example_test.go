@@ -10,9 +10,11 @@ import (
 // A notification turn on the builtin agent: a short summary, and no tool is called.
 func ExampleBuiltin_synthetic() {
 	a, _ := agent.New("builtin", agent.Config{})
+	one := 1
 	rep, _ := a.Turn(context.Background(), &agent.Turn{
 		Synthetic: true,
-		Text:      "[IMPORTANT: Background process proc_0123456789ab exited with exit code 1.\nCommand: make test\nOutput:\n--- FAIL: TestX\nFAIL\n]",
+		Notices: []agent.Notice{{Kind: agent.NoticeCompletion, ProcID: "proc_0123456789ab", Command: "make test",
+			State: agent.StateExited, ExitCode: &one, Output: "--- FAIL: TestX\nFAIL\n"}},
 	})
 	fmt.Println(rep.Text)
 	// Output:

@@ -201,8 +201,7 @@ func TestOpenAIToolLoop(t *testing.T) {
 		msg{"role": "system", "content": system},
 		msg{"role": "user", "content": "hi"},
 		msg{"role": "assistant", "content": "hello"},
-		msg{"role": "system", "content": earlierToolOutput + "earlier output"},
-		msg{"role": "user", "content": "run the tests in the background"},
+		msg{"role": "user", "content": fence(sourceToolOutput, "earlier output") + "\n\nrun the tests in the background"},
 	}
 	jsonEqual(t, "first request messages", reqs[0].Body["messages"], first)
 	second := append(first,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -16,8 +17,10 @@ var errStream = fmt.Errorf("%w: the stream broke off", ErrBadResponse)
 type streamChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ToolCalls        []struct {
 				Index    int    `json:"index"`
 				ID       string `json:"id"`
 				Type     string `json:"type"`
@@ -29,18 +32,22 @@ type streamChunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Error json.RawMessage `json:"error"`
+	Usage  *Usage          `json:"usage"` // the last chunk's, when the request asked include_usage
+	Error  json.RawMessage `json:"error"`
+	Object string          `json:"object"` // "error" in older vLLM's error event
 }
 
 // readStream reads a streamed chat completion (server-sent events, "data: {json}" until
 // "data: [DONE]"), calling onText with the text so far after each piece. An error event
-// (llama.cpp and vLLM send {"error": …} mid-stream) becomes an *APIError with Status 0; a stream
-// that ends before a finish_reason or [DONE] is errStream.
-func readStream(r io.Reader, onText func(string)) (result, error) {
+// (llama.cpp and vLLM send {"error": …} or {"object": "error", …} mid-stream) becomes an
+// *APIError marked InStream, with the status the event gives (its code) or else status, the
+// response's; a stream that ends before a finish_reason or [DONE] is errStream.
+func readStream(r io.Reader, status int, onText func(string)) (result, error) {
 	br := bufio.NewReaderSize(io.LimitReader(r, maxResponseBytes+1), 64<<10)
 	var (
 		res      result
 		text     strings.Builder
+		thought  strings.Builder // reasoning_content deltas
 		calls    []toolCall
 		data     strings.Builder
 		finished bool
@@ -59,18 +66,32 @@ func readStream(r io.Reader, onText func(string)) (result, error) {
 		if err := json.Unmarshal([]byte(d), &c); err != nil {
 			return false, fmt.Errorf("%w: event: %v", ErrBadResponse, err)
 		}
-		if len(c.Error) > 0 && string(c.Error) != "null" {
-			msg, typ, code := errorFields([]byte(`{"error":` + string(c.Error) + `}`))
-			return false, &APIError{Message: msg, Type: typ, Code: code, Hint: hintFor(0, msg, "")}
+		if (len(c.Error) > 0 && string(c.Error) != "null") || c.Object == "error" {
+			msg, typ, code := errorFields([]byte(d))
+			st := status
+			if n, err := strconv.Atoi(code); err == nil && n >= 100 && n <= 599 {
+				st = n
+			}
+			return false, &APIError{Status: st, Message: msg, Type: typ, Code: code, InStream: true, Hint: hintFor(st, msg, "")}
+		}
+		if c.Usage != nil {
+			res.usage = c.Usage
 		}
 		if len(c.Choices) == 0 {
 			return false, nil // e.g. a usage-only chunk
 		}
 		ch := c.Choices[0]
+		for _, r := range []*string{ch.Delta.ReasoningContent, ch.Delta.Reasoning} {
+			if r != nil {
+				thought.WriteString(*r)
+			}
+		}
 		if ch.Delta.Content != nil && *ch.Delta.Content != "" {
 			text.WriteString(*ch.Delta.Content)
 			if onText != nil && len(calls) == 0 {
-				onText(text.String())
+				if v := visibleText(text.String()); v != "" {
+					onText(v) // the answer so far, without a <think> block
+				}
 			}
 		}
 		for _, d := range ch.Delta.ToolCalls {
@@ -130,7 +151,7 @@ end:
 	if !finished {
 		return result{}, errStream
 	}
-	res.content = text.String()
+	res.content, res.reasoning = text.String(), thought.String()
 	for i := range calls {
 		if calls[i].ID == "" {
 			calls[i].ID = fmt.Sprintf("call_%d", i)

@@ -19,6 +19,12 @@ const (
 	// RefusedOnNotification is the tool result of terminal and process(kill) on a synthetic turn.
 	RefusedOnNotification = "refused: this is a background-process notification turn; notification turns cannot run or kill commands (approvals are denied automatically)"
 
+	// ToolsOffResult is the tool result of any call when the operator turned the tools off
+	// (Config.NoTools): the model was offered none, and a call it makes anyway is not run.
+	ToolsOffResult = "refused: tools are off on this host (the operator set agent.tools: false); answer in text"
+	// NotGrantedResult is the tool result of a call the chat's profile is not granted.
+	NotGrantedResult = "refused: tools are off in this chat (the operator grants them per profile); answer in text"
+
 	MaxCommandTimeout = 600 * time.Second // the longest foreground terminal timeout
 	toolOutputChars   = 8000              // output kept in one tool result (the tail)
 	toolLogBytes      = 8000              // bytes one process(log) reads
@@ -153,34 +159,102 @@ func (n flexNum) seconds(def, max time.Duration) time.Duration {
 	return time.Duration(n.V * float64(time.Second))
 }
 
+// ErrNotGranted is what Tools return for a tool the operator did not grant the chat's profile
+// (the turn engine's tools do). A call refused so is counted as not_granted.
+var ErrNotGranted = errors.New("that tool is not enabled for this chat (the operator grants tools per profile)")
+
+// Reasons a tool call is refused (hermes_agent_tool_calls_refused_total{reason}).
+const (
+	RefusedToolsOff     = "tools_off"    // Config.NoTools: the operator turned the tools off
+	RefusedNotGranted   = "not_granted"  // the chat's profile is not granted the tool
+	RefusedNotification = "notification" // a notification turn asked to run or kill a command
+)
+
 // runTool executes one tool call and returns its result (a JSON object as text). Failures are
-// results too ({"error": …}); only ctx's error aborts the turn, and the caller checks it.
-func runTool(ctx context.Context, t *Turn, name, args string, cmdTimeout time.Duration) string {
+// results too ({"error": …}); only ctx's error aborts the turn, and the caller checks it. A call
+// that is refused (tools off, not granted, a notification turn's side effect) is reported to
+// refused with its reason; the model hears why in the result.
+func runTool(ctx context.Context, t *Turn, name, args string, cmdTimeout time.Duration, toolsOff bool, refused func(reason string)) string {
+	switch {
+	case toolsOff:
+		// The model was offered no tools; a call it makes anyway (some models hallucinate
+		// them, and text can be crafted to ask for them) must not run.
+		refused(RefusedToolsOff)
+		return errorResult("%s", ToolsOffResult)
+	case t.Tools == nil:
+		refused(RefusedNotGranted)
+		return errorResult("%s", NotGrantedResult)
+	}
 	var a toolArgs
 	if strings.TrimSpace(args) != "" {
 		if err := json.Unmarshal([]byte(args), &a); err != nil {
 			return errorResult("invalid arguments for %s: %v", name, err)
 		}
 	}
+	tools := refusing{t.Tools, refused}
 	switch name {
 	case ToolTerminal:
 		if t.Synthetic {
+			refused(RefusedNotification)
 			return errorResult("%s", RefusedOnNotification)
 		}
-		if t.Tools == nil {
-			return errorResult("no process tools in this conversation")
-		}
-		return terminal(ctx, t.Tools, a, cmdTimeout)
+		return terminal(ctx, tools, a, cmdTimeout)
 	case ToolProcess:
 		if t.Synthetic && strings.EqualFold(a.Action, "kill") {
+			refused(RefusedNotification)
 			return errorResult("%s", RefusedOnNotification)
 		}
-		if t.Tools == nil {
-			return errorResult("no process tools in this conversation")
-		}
-		return process(ctx, t.Tools, a)
+		return process(ctx, tools, a)
 	}
 	return errorResult("unknown tool %q: the tools are %s and %s", name, ToolTerminal, ToolProcess)
+}
+
+// refusing reports the calls its Tools refuse as not granted (ErrNotGranted).
+type refusing struct {
+	Tools
+	refused func(reason string)
+}
+
+func (r refusing) check(err error) {
+	if errors.Is(err, ErrNotGranted) {
+		r.refused(RefusedNotGranted)
+	}
+}
+
+func (r refusing) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, error) {
+	res, err := r.Tools.Spawn(ctx, req)
+	r.check(err)
+	return res, err
+}
+
+func (r refusing) List(ctx context.Context) ([]ProcessInfo, error) {
+	l, err := r.Tools.List(ctx)
+	r.check(err)
+	return l, err
+}
+
+func (r refusing) Poll(ctx context.Context, id string) (ProcessInfo, error) {
+	p, err := r.Tools.Poll(ctx, id)
+	r.check(err)
+	return p, err
+}
+
+func (r refusing) Log(ctx context.Context, id string, offset int64, limit int) (LogChunk, error) {
+	c, err := r.Tools.Log(ctx, id, offset, limit)
+	r.check(err)
+	return c, err
+}
+
+func (r refusing) Wait(ctx context.Context, id string, timeout time.Duration) (ProcessInfo, error) {
+	p, err := r.Tools.Wait(ctx, id, timeout)
+	r.check(err)
+	return p, err
+}
+
+func (r refusing) Kill(ctx context.Context, id string) (ProcessInfo, error) {
+	p, err := r.Tools.Kill(ctx, id)
+	r.check(err)
+	return p, err
 }
 
 func terminal(ctx context.Context, tools Tools, a toolArgs, cmdTimeout time.Duration) string {

@@ -235,7 +235,9 @@ func (g *Gate) Admit(ctx context.Context, plugin, profile string, ev abi.Inbound
 		return Decision{}, err
 	}
 	switch {
-	case admitted && kind == abi.EventMessage && grp.RequireMention && !ev.Mentioned:
+	case admitted && kind == abi.EventMessage && grp.RequireMention && !ev.Mentioned && ev.Addressed == "":
+		// Addressed: the plugin's own addressing (a followed thread, a free-response channel, a
+		// command) counts as a mention; the door's rule is for plugins that mark nothing.
 		return Decision{Verdict: Observe}, nil
 	case admitted:
 		return Decision{Verdict: Allow}, nil

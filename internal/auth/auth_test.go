@@ -207,6 +207,7 @@ func TestGroups(t *testing.T) {
 	}}}, Options{})
 	mention := func(ev abi.InboundEvent) abi.InboundEvent { ev.Mentioned = true; return ev }
 	observe := func(ev abi.InboundEvent) abi.InboundEvent { ev.Kind = abi.EventObserve; return ev }
+	addressed := func(ev abi.InboundEvent, why string) abi.InboundEvent { ev.Addressed = why; return ev }
 	for _, tc := range []struct {
 		name   string
 		ev     abi.InboundEvent
@@ -215,6 +216,9 @@ func TestGroups(t *testing.T) {
 	}{
 		{"member, mentioned", mention(f.event(abi.ChatGroup, "A", "bob", "sh id")), Allow, ""},
 		{"member, not mentioned", f.event(abi.ChatGroup, "A", "bob", "chatter"), Observe, ""},
+		{"member in a thread the plugin follows", addressed(f.event(abi.ChatGroup, "A", "bob", "more"), abi.AddressedThread), Allow, ""},
+		{"member's command, unmentioned", addressed(f.event(abi.ChatGroup, "A", "bob", "/new"), abi.AddressedCommand), Allow, ""},
+		{"stranger in a thread the plugin follows", addressed(f.event(abi.ChatGroup, "A", "eve", "more"), abi.AddressedThread), Refuse, ReasonUnknownUser},
 		{"member, observed chatter", observe(f.event(abi.ChatGroup, "A", "bob", "chatter")), Allow, ""},
 		{"stranger in A", mention(f.event(abi.ChatGroup, "A", "eve", "sh id")), Refuse, ReasonUnknownUser},
 		{"stranger's chatter in A", observe(f.event(abi.ChatGroup, "A", "eve", "chatter")), Refuse, ReasonUnknownUser},
@@ -234,7 +238,7 @@ func TestGroups(t *testing.T) {
 	if f.n.count() != 1 {
 		t.Fatalf("group refusals answered: %q", f.n.sent)
 	}
-	if f.refused(ReasonUnknownUser) != 3 || f.refused(ReasonUnknownChat) != 1 || f.refused(ReasonObserved) != 1 {
+	if f.refused(ReasonUnknownUser) != 4 || f.refused(ReasonUnknownChat) != 1 || f.refused(ReasonObserved) != 1 {
 		t.Fatalf("metrics %v %v %v", f.refused(ReasonUnknownUser), f.refused(ReasonUnknownChat), f.refused(ReasonObserved))
 	}
 	tools := func(chat, user string) bool {

@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 )
 
 func TestFileClock(t *testing.T) {
@@ -30,23 +33,37 @@ func TestFileClock(t *testing.T) {
 		t.Fatalf("a bad file changed the time: %v", got)
 	}
 
-	// Wait returns once the file reaches the time, and not before.
-	until := time.Date(2026, 6, 10, 13, 0, 0, 0, time.UTC)
-	done := make(chan struct{})
-	go func() { c.Wait(context.Background(), until, nil); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("Wait returned before the clock reached the time")
-	case <-time.After(50 * time.Millisecond):
-	}
-	os.WriteFile(path, []byte("2026-06-10T13:00:00Z"), 0o644)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Wait did not return after the clock moved")
-	}
 	// A wake-up ends a wait early.
 	wake := make(chan struct{}, 1)
 	wake <- struct{}{}
-	c.Wait(context.Background(), until.Add(time.Hour), wake)
+	c.Wait(context.Background(), time.Date(2026, 6, 10, 14, 0, 0, 0, time.UTC), wake)
 }
+
+// Wait returns once the file reaches the time, and not before. In a synctest bubble a second of
+// the poll ticker passes at once: "not before" is a hundred polls that each found the time
+// still ahead, not a sleep that hopes to be long enough.
+func TestFileClockWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "clock")
+		os.WriteFile(path, []byte("2026-06-10T12:05:00Z"), 0o644)
+		c, err := NewFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		until := time.Date(2026, 6, 10, 13, 0, 0, 0, time.UTC)
+		done := make(chan struct{})
+		go func() { c.Wait(context.Background(), until, nil); close(done) }()
+		time.Sleep(time.Second)
+		synctest.Wait() // the waiter has polled and is parked on its ticker again
+		select {
+		case <-done:
+			t.Fatal("Wait returned before the clock reached the time")
+		default:
+		}
+		os.WriteFile(path, []byte("2026-06-10T13:00:00Z"), 0o644)
+		<-done // the next poll sees it
+	})
+}
+
+// The project's one fake clock stands for the host clock in tests (lease holders, tick loops).
+var _ Clock = (*fakeclock.Clock)(nil)

@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -45,8 +47,12 @@ type Config struct {
 	// a postgres:// URL that several hosts share (put the password in ${NAME}). Never printed.
 	Store      string `yaml:"store" json:"-"`
 	PluginsDir string `yaml:"plugins_dir" json:"plugins_dir"`
-	LogLevel   string `yaml:"log_level" json:"log_level"`
-	Limits     Limits `yaml:"limits" json:"limits"`
+	// CompilationCache is the directory of the plugins' compiled code, keyed by each plugin's
+	// hash (default <data_dir>/cache/wazero). Hosts on one machine may share one: entries are
+	// written to a temporary file and renamed into place.
+	CompilationCache string `yaml:"compilation_cache" json:"compilation_cache,omitempty"`
+	LogLevel         string `yaml:"log_level" json:"log_level"`
+	Limits           Limits `yaml:"limits" json:"limits"`
 	// StrictEgress refuses plugins that can reach a chat platform's API from every export.
 	StrictEgress  bool              `yaml:"strict_egress" json:"strict_egress"`
 	Agent         Agent             `yaml:"agent" json:"agent"`
@@ -54,6 +60,7 @@ type Config struct {
 	Plugins       map[string]Plugin `yaml:"plugins" json:"plugins"`
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
+	Deliveries    Deliveries        `yaml:"deliveries" json:"deliveries"`
 
 	// TestClock is a file holding the time plugins see (serve --test-clock, tests only); never
 	// read from a config file.
@@ -106,6 +113,23 @@ type Agent struct {
 	// Check is what a failed start-up check of GET base_url/models does: warn (default, log
 	// and serve), fail (refuse to start) or off.
 	Check string `yaml:"check" json:"check,omitempty"`
+	// EditInterval is the least time between two streamed edits of one chat (default 1s);
+	// EditsPerSecond bounds them per bot over all its chats (default 20; Telegram allows
+	// about 30 messages a second per bot).
+	EditInterval   Duration `yaml:"edit_interval" json:"edit_interval,omitempty"`
+	EditsPerSecond float64  `yaml:"edits_per_second" json:"edits_per_second,omitempty"`
+	// Models are the models a chat may choose for its conversation with /model (names the
+	// server serves); empty: /model is off. The configured model is always the default.
+	Models []string `yaml:"models" json:"models,omitempty"`
+	// ShowReasoning shows a thinking model's reasoning in the chat (quoted before the answer)
+	// and keeps it in the history; by default it is dropped from both.
+	ShowReasoning bool `yaml:"show_reasoning" json:"show_reasoning,omitempty"`
+	// ContextTokens is the model's context window in tokens (0: ask the server's /models).
+	ContextTokens int `yaml:"context_tokens" json:"context_tokens,omitempty"`
+	// CompressAt is the share of the context window past which a conversation is compressed
+	// between turns (default 0.8; 0 turns automatic compression off but for a context
+	// overflow).
+	CompressAt *float64 `yaml:"compress_at" json:"compress_at,omitempty"`
 }
 
 // Plugin is the operator's settings for one plugin.
@@ -186,6 +210,13 @@ type Processes struct {
 	MaxAge Duration `yaml:"max_age" json:"max_age"`
 }
 
+// Deliveries configures the outbound ledger.
+type Deliveries struct {
+	// UndeliveredAfter bounds how long a message waits for its platform plugin to be connected
+	// (a send it reports certainly not sent, "not_connected") before it fails; 0: 10 minutes.
+	UndeliveredAfter Duration `yaml:"undelivered_after" json:"undelivered_after"`
+}
+
 // Duration is a time.Duration written as "10s" in YAML.
 type Duration time.Duration
 
@@ -215,26 +246,43 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // Load returns the defaults merged with the file at path (if not empty), with ${ENV} expanded
 // in the file's values. A reference to an unset variable is an error naming it.
 func Load(path string) (*Config, error) {
+	if path == "" {
+		return Parse("", nil)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, b)
+}
+
+// Parse returns the defaults merged with the YAML document b (none when b is empty), with
+// ${ENV} expanded in its values; name is where b came from, for the errors.
+func Parse(name string, b []byte) (*Config, error) {
 	var c Config
 	if err := decode(defaults, &c); err != nil {
 		return nil, fmt.Errorf("config: embedded defaults: %w", err)
 	}
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
+	at := "config"
+	if name != "" {
+		at = "config " + name
+	}
+	if len(b) > 0 {
+		var err error
 		if b, c.EnvRefs, err = expand(b); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
 		if err := decode(b, &c); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
 		var named struct {
 			Plugins map[string]yaml.Node `yaml:"plugins"`
 		}
 		if err := yaml.Unmarshal(b, &named); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		if err := mergePlugins(&c, named.Plugins); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
 		for name := range named.Plugins {
 			c.FilePlugins = append(c.FilePlugins, name)
@@ -248,6 +296,76 @@ func Load(path string) (*Config, error) {
 		c.PluginsDir, c.PluginsDirDefault = filepath.Join(c.DataDir, "plugins"), true
 	}
 	return &c, c.validate()
+}
+
+// Overrides are settings given beside the file (the command's flags, an embedding program's
+// host.Config): each one not empty replaces the file's value.
+type Overrides struct {
+	DataDir          string // data_dir; a default plugins_dir (<data_dir>/plugins) follows it
+	PluginsDir       string
+	CompilationCache string
+	Listen           string
+	AdminListen      string
+	LogLevel         string
+}
+
+// Override applies o to c and checks the result as Load checks a file.
+func (c *Config) Override(o Overrides) error {
+	if o.DataDir != "" {
+		c.DataDir = o.DataDir
+		if c.PluginsDirDefault {
+			c.PluginsDir = filepath.Join(c.DataDir, "plugins")
+		}
+	}
+	if o.PluginsDir != "" {
+		c.PluginsDir, c.PluginsDirDefault = o.PluginsDir, false
+	}
+	if o.CompilationCache != "" {
+		c.CompilationCache = o.CompilationCache
+	}
+	if o.Listen != "" {
+		c.Listen = o.Listen
+	}
+	if o.AdminListen != "" {
+		c.AdminListen = o.AdminListen
+	}
+	if o.LogLevel != "" {
+		c.LogLevel = o.LogLevel
+	}
+	return c.validate()
+}
+
+// Level is the log level log_level names (validated: one of debug, info, warn, error).
+func (c *Config) Level() slog.Level {
+	var l slog.Level
+	l.UnmarshalText([]byte(c.LogLevel))
+	return l
+}
+
+// mergePlugins merges each plugin's settings in the file (nodes, by plugin name) over the
+// embedded defaults' settings for that plugin, key by key, into c.Plugins. The file's decode
+// (strict, into c) replaced each plugin it names whole, which lost what the defaults give that
+// plugin and the file does not repeat: the cron plugin's 150 s call deadline, say, under a file
+// that only writes the cron profiles. Decoding the file's node over a fresh copy of the
+// defaults' settings instead keeps every key the file does not give: a limit given replaces only
+// that limit, a profile or an access entry given replaces only that profile's, and a list given
+// replaces the default's list. Unknown keys were already refused by the strict decode.
+func mergePlugins(c *Config, nodes map[string]yaml.Node) error {
+	var d Config
+	if err := decode(defaults, &d); err != nil {
+		return fmt.Errorf("embedded defaults: %w", err)
+	}
+	for name, node := range nodes {
+		base, ok := d.Plugins[name]
+		if !ok {
+			continue // nothing to merge with: the file's settings are the whole
+		}
+		if err := node.Decode(&base); err != nil {
+			return err
+		}
+		c.Plugins[name] = base
+	}
+	return nil
 }
 
 // EnsurePluginsDir checks the plugins directory before serving: the default one
@@ -324,7 +442,7 @@ func expand(b []byte) ([]byte, []string, error) {
 func decode(b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && err.Error() != "EOF" {
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty document
 		return err
 	}
 	return nil
@@ -389,6 +507,20 @@ func (c *Config) validate() error {
 	if c.Agent.MaxRounds < 0 || c.Agent.MaxTokens < 0 || c.Agent.MaxMessages < 0 {
 		add("agent.max_rounds, max_tokens and max_messages must not be negative")
 	}
+	for _, m := range c.Agent.Models {
+		if strings.TrimSpace(m) == "" || strings.EqualFold(m, "default") {
+			add("agent.models: %q is not a model name", m)
+		}
+	}
+	if c.Agent.EditInterval < 0 || c.Agent.EditsPerSecond < 0 {
+		add("agent.edit_interval and agent.edits_per_second must not be negative")
+	}
+	if c.Agent.ContextTokens < 0 {
+		add("agent.context_tokens must not be negative")
+	}
+	if a := c.Agent.CompressAt; a != nil && (*a < 0 || *a >= 1) {
+		add("agent.compress_at %v: want a share of the context window from 0 (off) to below 1, like 0.8", *a)
+	}
 	if c.Agent.Timeout < 0 || c.Agent.TurnTimeout < 0 {
 		add("agent.timeout and agent.turn_timeout must not be negative")
 	}
@@ -401,6 +533,9 @@ func (c *Config) validate() error {
 	case "", "none", "idle", "daily", "both":
 	default:
 		add("sessions.reset_mode %q: want none, idle, daily or both", c.Sessions.ResetMode)
+	}
+	if c.Deliveries.UndeliveredAfter < 0 {
+		add("deliveries.undelivered_after %v: must not be negative (0 means the default, 10 minutes)", time.Duration(c.Deliveries.UndeliveredAfter))
 	}
 	if c.Sessions.IdleMinutes < 0 {
 		add("sessions.idle_minutes %d: must not be negative (0 means the default, 24 hours)", c.Sessions.IdleMinutes)

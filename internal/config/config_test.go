@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,115 @@ func TestAccessDefaults(t *testing.T) {
 	a := c.Plugins["telegram"].Access["main"]
 	if strings.Join(a.Users, ",") != "111,222" || a.Groups["-100"].Users[0] != "333" {
 		t.Fatalf("numeric ids as strings: %+v", a)
+	}
+}
+
+// A file with no document in it (empty, or only comments) is the defaults: the decoder's
+// io.EOF is told apart from a broken document with errors.Is, not by its text.
+func TestFileWithoutDocument(t *testing.T) {
+	for name, text := range map[string]string{"empty": "", "comment": "# nothing configured yet\n", "separator": "---\n"} {
+		path := filepath.Join(t.TempDir(), "hermes.yaml")
+		os.WriteFile(path, []byte(text), 0o600)
+		c, err := Load(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.Listen != "127.0.0.1:8484" {
+			t.Fatalf("%s: listen %q, want the default", name, c.Listen)
+		}
+	}
+	if _, err := Parse("broken.yaml", []byte("listen: [\n")); err == nil || !strings.Contains(err.Error(), "config broken.yaml:") {
+		t.Fatalf("a broken document: %v", err)
+	}
+}
+
+// Overrides replace the file's values; a default plugins_dir follows an overridden data_dir, a
+// named one does not; the result is validated like a file.
+func TestOverride(t *testing.T) {
+	c, err := Parse("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Override(Overrides{DataDir: "/srv/hermes", Listen: "127.0.0.1:9000", LogLevel: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/srv/hermes" || c.PluginsDir != filepath.Join("/srv/hermes", "plugins") || c.Listen != "127.0.0.1:9000" || c.Level().String() != "DEBUG" {
+		t.Fatalf("overridden %+v", c)
+	}
+	c, _ = Parse("hermes.yaml", []byte("plugins_dir: /opt/plugins\n"))
+	if err := c.Override(Overrides{DataDir: "/srv/hermes"}); err != nil || c.PluginsDir != "/opt/plugins" {
+		t.Fatalf("named plugins_dir %q moved with data_dir (%v)", c.PluginsDir, err)
+	}
+	if err := c.Override(Overrides{AdminListen: "8485"}); err == nil || !strings.Contains(err.Error(), "admin_listen") {
+		t.Fatalf("a bad override was accepted: %v", err)
+	}
+}
+
+// TestPluginSettingsMergeKeyByKey: a plugin's settings in the file are merged over the defaults'
+// key by key, so a file written like plugins/cron/README.md's example (profiles, no limits) keeps
+// the cron plugin's embedded 150 s call deadline; a partial limits block keeps the other limits;
+// profiles and access entries merge by name, each one given replacing the default's whole; a list
+// given replaces the default's.
+func TestPluginSettingsMergeKeyByKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hermes.yaml")
+	load := func(yaml string) *Config {
+		t.Helper()
+		os.WriteFile(path, []byte(yaml), 0o600)
+		c, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	readme, err := os.ReadFile("../../plugins/cron/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := regexp.MustCompile("(?s)```yaml\n(plugins:\n.*?)```").FindStringSubmatch(string(readme))
+	if example == nil || strings.Contains(example[1], "limits") {
+		t.Fatalf("plugins/cron/README.md has no configuration example without limits: %q", example)
+	}
+	c := load(example[1])
+	cron := c.Plugins["cron"]
+	if cron.Limits == nil || time.Duration(cron.Limits.CallTimeout) != 150*time.Second || cron.Limits.MemoryMiB != 64 || cron.Limits.PoolSize != 4 {
+		t.Fatalf("the README's cron configuration lost the default limits: %+v", cron.Limits)
+	}
+	if cron.Profiles["main"]["timezone"] != "Europe/Berlin" {
+		t.Fatalf("cron profiles %+v", cron.Profiles)
+	}
+
+	c = load("plugins:\n  cron:\n    limits: {call_timeout: 60s}\n")
+	if l := c.Plugins["cron"].Limits; time.Duration(l.CallTimeout) != 60*time.Second || l.MemoryMiB != 64 || l.PoolSize != 4 || l.MaxPayloadKiB != 4096 {
+		t.Fatalf("a partial limits block: %+v", l)
+	}
+	if _, ok := c.Plugins["cron"].Profiles["main"]; !ok {
+		t.Fatal("the default cron profile was lost")
+	}
+
+	c = load(`
+plugins:
+  echo:
+    egress_extra: ["10.0.0.1"]
+    profiles:
+      other: {outbox_url: "http://10.0.0.1/out"}
+      main: {outbox_url: "http://127.0.0.1:9999/demo/outbox"}
+    access:
+      other: {users: ["1"]}
+`)
+	echo := c.Plugins["echo"]
+	if strings.Join(echo.EgressExtra, ",") != "10.0.0.1" {
+		t.Fatalf("a list given replaces the default's: %v", echo.EgressExtra)
+	}
+	if echo.Profiles["main"]["outbox_url"] != "http://127.0.0.1:9999/demo/outbox" || len(echo.Profiles) != 2 {
+		t.Fatalf("profiles merge by name: %+v", echo.Profiles)
+	}
+	if !echo.Access["main"].AllowAll || strings.Join(echo.Access["other"].Users, ",") != "1" {
+		t.Fatalf("access merges by name: %+v", echo.Access)
+	}
+	// Unknown keys inside a plugin's settings are still refused.
+	os.WriteFile(path, []byte("plugins:\n  cron:\n    limit: {call_timeout: 60s}\n"), 0o600)
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("a misspelt key: %v", err)
+
 	}
 }

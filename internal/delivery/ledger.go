@@ -8,8 +8,10 @@
 //	                  → failed (permanent refusal, retries exhausted, or outcome unknown)
 //	        → dropped (reason: the conversation it belonged to is gone)
 //
-// Messages to one chat go out in order, one at a time, through that chat's lane; a platform's
-// retry_after blocks the lane, not the host. A guarded message is re-validated inside the
+// Messages of one conversation (session key) go out in order, one at a time, through that key's
+// lane, and lanes run side by side (two threads of one channel are two conversations, and one
+// slow send holds only its own); a platform's retry_after blocks the chat, every lane of it, not
+// the host. A guarded message is re-validated inside the
 // session key's boundary lock immediately before the plugin's send, in the same critical
 // section, so a /new that lands between the check and the send is impossible. A message left
 // "sending" by a crash is reconciled at start-up as failed(outcome unknown), never resent: a
@@ -22,6 +24,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -53,6 +56,7 @@ func (s State) Final() bool { return s == Delivered || s == Failed || s == Dropp
 // Kinds of message, for display.
 const (
 	KindReply        = "reply"        // the answer to a user's turn
+	KindDraft        = "draft"        // an answer shown while it is written (streaming), before its final text
 	KindNotification = "notification" // a background process notice or synthetic-turn answer
 	KindScheduled    = "scheduled"    // sent by a scheduler plugin (cron)
 	KindNotice       = "notice"       // a host notice (/new confirmation, errors)
@@ -99,6 +103,10 @@ type Message struct {
 	// scheduled message's record in the transcript, so a reply continues with it as context.
 	Seed   string
 	Origin string // what produced it: "turn:in_…", "proc_…#12", "cron:…"
+	// Link, when set, is the group of an earlier message this one relates to: the draft of a
+	// streamed answer whose outcome is unknown, which this message completes, or the message
+	// /last sends again (Last).
+	Link string
 }
 
 // Row is one ledger entry (one part of a message).
@@ -121,12 +129,22 @@ type Row struct {
 	MessageIDs  []string            `json:"message_ids,omitempty"`
 	SessionID   string              `json:"session_id,omitempty"` // where it was delivered
 	Origin      string              `json:"origin,omitempty"`
+	Link        string              `json:"link,omitempty"` // see Message.Link
 	CreatedAt   time.Time           `json:"created_at"`
 	UpdatedAt   time.Time           `json:"updated_at"`
 	NextAttempt time.Time           `json:"next_attempt,omitempty"`
 	transcript  string
 	tRole       string
 	seed        string
+	// stored is the state and attempt count the database holds for the row as this host last
+	// read or wrote it: every later write of the row is a compare-and-set on it (see cas).
+	stored stored
+}
+
+// stored is a row's state and attempts as last seen in the database.
+type stored struct {
+	state    State
+	attempts int
 }
 
 var migrations = []string{`
@@ -173,6 +191,14 @@ CREATE TABLE chat_migrations (
 	`ALTER TABLE deliveries ADD COLUMN transcript_role TEXT NOT NULL DEFAULT '';`,
 	// A scheduled message's seed for the transcript ('' for none).
 	`ALTER TABLE deliveries ADD COLUMN seed TEXT NOT NULL DEFAULT '';`,
+	// The group of an earlier message this one relates to ('' for none; Message.Link).
+	`ALTER TABLE deliveries ADD COLUMN link TEXT NOT NULL DEFAULT '';`,
+	// Lanes are per session key (a thread that is a conversation of its own no longer waits
+	// behind another thread's slow send); what applies to a whole chat (a platform's flood
+	// control, a chat migration) finds the chat's rows by plugin, profile and chat_id. Open rows
+	// written before get both at Open (backfill).
+	`ALTER TABLE deliveries ADD COLUMN chat_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX deliveries_chat ON deliveries (plugin, profile, chat_id, state);`,
 }
 
 // Transport sends messages through the platform plugins.
@@ -224,6 +250,13 @@ type Options struct {
 	// the sweeper once its lease expired. Without it every host's lane for a chat would race
 	// for each row (claim keeps that correct, but each row would cost every host a boundary).
 	Leases *lease.Manager
+	// UncertainDelay is how long after a message ends "outcome unknown" the chat's notice about
+	// it is due; UncertainHold how long at most the notice then waits for the platform to
+	// answer again (uncertain.go). Defaults 2s and 30s.
+	UncertainDelay, UncertainHold time.Duration
+	// UndeliveredAfter bounds how long a message waits for its plugin to be connected to the
+	// platform (sends answered abi.SendNotConnected) before it fails. Default 10m.
+	UndeliveredAfter time.Duration
 }
 
 // Ledger is the delivery ledger and its senders.
@@ -233,22 +266,32 @@ type Ledger struct {
 	tr       Transport
 	opt      Options
 	log      *slog.Logger
-	pg       bool   // the database is PostgreSQL (lane ids and one query differ; see laneOf)
+	pg       bool   // the database is PostgreSQL (qNextDue differs)
 	qNextDue string // qNextDue in the database's dialect (PostgreSQL has no INDEXED BY)
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // prepared once: parsing SQL costs more than running it here
 
 	migMu sync.RWMutex
-	moved map[string]string // lane → new chat id (chat_migrations, loaded at Open)
+	moved map[string]string // chatKey → new chat id (chat_migrations, loaded at Open)
 
 	mu      sync.Mutex
 	lanes   map[string]*lane
 	sem     chan struct{}
 	waiters map[string][]chan Row // group → waiters for its final state
-	running bool
-	ctx     context.Context
-	wg      sync.WaitGroup
+	// lastAnswer is when each plugin's profile last gave a certain answer to a send
+	// ("plugin\x00profile" → time): uncertain-outcome notices wait for it (uncertain.go).
+	lastAnswer map[string]time.Time
+	// chatBlocked is when each chat's flood control (a platform's retry_after, met by any of
+	// its lanes) ends (chatKey → time).
+	chatBlocked map[string]time.Time
+	// editGap and editNext pace the drafts and edits of each bot ("plugin\x00profile" → the
+	// earliest time its next one may go; PaceEdits, pace).
+	editGap  time.Duration
+	editNext map[string]time.Time
+	running  bool
+	ctx      context.Context
+	wg       sync.WaitGroup
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
@@ -274,10 +317,22 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 	if opt.Lanes <= 0 {
 		opt.Lanes = 64
 	}
+	if opt.UncertainDelay <= 0 {
+		opt.UncertainDelay = defaultUncertainDelay
+	}
+	if opt.UncertainHold <= 0 {
+		opt.UncertainHold = defaultUncertainHold
+	}
+	if opt.UndeliveredAfter <= 0 {
+		opt.UndeliveredAfter = 10 * time.Minute
+	}
 	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, pg: store.DialectOf(db) == store.Postgres, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, qNextDue: qNextDue}
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, editNext: map[string]time.Time{}, qNextDue: qNextDue}
 	if l.pg {
 		l.qNextDue = strings.Replace(qNextDue, " INDEXED BY deliveries_lane", "", 1)
+	}
+	if err := l.backfill(ctx); err != nil {
+		return nil, err
 	}
 	rows, err := db.QueryContext(ctx, `SELECT plugin, profile, chat_id, new_chat_id FROM chat_migrations`)
 	if err != nil {
@@ -289,16 +344,52 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		if err := rows.Scan(&plugin, &profile, &chat, &to); err != nil {
 			return nil, err
 		}
-		l.moved[l.laneOf(plugin, profile, chat)] = to
+		l.moved[chatKey(plugin, profile, chat)] = to
 	}
 	return l, rows.Err()
+}
+
+// backfill gives the open rows written before lanes were per session key their chat_id and
+// their session key as lane (a no-op once done).
+func (l *Ledger) backfill(ctx context.Context) error {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, target FROM deliveries WHERE state IN ('pending', 'sending') AND chat_id = ''`)
+	if err != nil {
+		return err
+	}
+	type fill struct{ id, chat string }
+	var fills []fill
+	for rows.Next() {
+		var id, target string
+		if err := rows.Scan(&id, &target); err != nil {
+			rows.Close()
+			return err
+		}
+		var t abi.OutboundMessage
+		if err := json.Unmarshal([]byte(target), &t); err != nil {
+			rows.Close()
+			return fmt.Errorf("delivery: row %s: corrupt target: %w", id, err)
+		}
+		fills = append(fills, fill{id, t.ChatID})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		for _, f := range fills {
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET chat_id = ?, lane = session_key WHERE id = ?`, f.chat, f.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // migrated returns the chat id a migrated chat moved to.
 func (l *Ledger) migrated(plugin, profile, chat string) (string, bool) {
 	l.migMu.RLock()
 	defer l.migMu.RUnlock()
-	to, ok := l.moved[l.laneOf(plugin, profile, chat)]
+	to, ok := l.moved[chatKey(plugin, profile, chat)]
 	return to, ok
 }
 
@@ -326,7 +417,9 @@ func (l *Ledger) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (s
 	if tx != nil {
 		s = tx.StmtContext(ctx, s)
 	}
-	return s.ExecContext(ctx, args...)
+	res, err := s.ExecContext(ctx, args...)
+	store.Report(l.db, store.PathLedger, err)
+	return res, err
 }
 
 func newID(prefix string) string {
@@ -335,19 +428,17 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// laneOf is the id of a chat's lane, as the deliveries table stores it. On SQLite it is the three
-// names joined by NUL bytes, which no name holds. PostgreSQL's text cannot hold a NUL byte, so
-// there it is the names as a JSON array, as unambiguous.
-func (l *Ledger) laneOf(plugin, profile, chatID string) string {
-	if l.pg {
-		b, _ := json.Marshal([]string{plugin, profile, chatID}) // strings always encode
-		return string(b)
-	}
-	return plugin + "\x00" + profile + "\x00" + chatID
-}
+// A lane is one session key's: its messages go out in order, one at a time, and lanes run side
+// by side. The lane id is the session key itself, the same text on every backend.
 
 // laneID is the id of r's lane.
-func (l *Ledger) laneID(r Row) string { return l.laneOf(r.Plugin, r.Profile, r.Target.ChatID) }
+func laneID(r Row) string { return r.Key }
+
+// chatKey names a chat in memory (flood control, migrations): the names joined by NUL bytes,
+// which no name holds. It is never stored: the table has the three columns.
+func chatKey(plugin, profile, chatID string) string {
+	return plugin + "\x00" + profile + "\x00" + chatID
+}
 
 // Enqueue splits m by the plugin's message limit and records the parts as pending, in one
 // transaction, then wakes the chat's lane. It returns the message's group id.
@@ -402,6 +493,7 @@ func (l *Ledger) Update(ctx context.Context, fn func(t *Tx) error) error {
 		t = l.In(tx)
 		return fn(t)
 	})
+	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		return err
 	}
@@ -421,12 +513,17 @@ func (t *Tx) Enqueue(ctx context.Context, m Message) (string, error) {
 			parts = t.l.Split(m.Plugin, m.Text)
 		}
 	}
-	return t.insert(ctx, m, parts, Pending, "")
+	return t.insert(ctx, m, parts, Pending, "", time.Time{})
+}
+
+// insertDue is Enqueue of m's parts, due at due.
+func (t *Tx) insertDue(ctx context.Context, m Message, parts []string, due time.Time) (string, error) {
+	return t.insert(ctx, m, parts, Pending, "", due)
 }
 
 // Record is Ledger.Record inside the transaction.
 func (t *Tx) Record(ctx context.Context, m Message, state State, reason string) (string, error) {
-	return t.insert(ctx, m, []string{m.Text}, state, reason)
+	return t.insert(ctx, m, []string{m.Text}, state, reason, time.Time{})
 }
 
 // Committed publishes the rows written through t: pending ones wake their lane, final ones
@@ -439,9 +536,9 @@ func (t *Tx) Committed() {
 	woken := map[string]bool{}
 	for _, r := range t.rows {
 		switch {
-		case r.State == Pending && !woken[l.laneID(r)]:
-			woken[l.laneID(r)] = true
-			l.wake(l.laneID(r))
+		case r.State == Pending && !woken[laneID(r)]:
+			woken[laneID(r)] = true
+			l.wake(laneID(r))
 		case r.State.Final() && r.Part == r.Parts:
 			l.finish(r)
 		}
@@ -449,7 +546,7 @@ func (t *Tx) Committed() {
 	t.rows = nil
 }
 
-func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State, reason string) (string, error) {
+func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State, reason string, due time.Time) (string, error) {
 	l := t.l
 	if m.Target.ChatID == "" {
 		return "", fmt.Errorf("delivery: message has no chat id")
@@ -470,6 +567,10 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 	// A chat that migrated (Telegram group → supergroup) is re-addressed before sending.
 	if moved, ok := l.migrated(m.Plugin, m.Profile, m.Target.ChatID); ok {
 		m.Target.ChatID = moved
+	}
+	var nextAt int64
+	if !due.IsZero() {
+		nextAt = due.UnixMilli()
 	}
 	var rows []Row
 	write := func(tx *sql.Tx) error {
@@ -496,14 +597,15 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 				seed = m.Seed
 			}
 			if _, err := l.exec(ctx, tx, qInsert,
-				id, group, i+1, len(parts), m.Plugin, m.Profile, l.laneOf(m.Plugin, m.Profile, m.Target.ChatID),
+				id, group, i+1, len(parts), m.Plugin, m.Profile, m.Key, m.Target.ChatID,
 				m.Key, string(tb), m.Kind, string(m.Guard), stamp, m.Generation, transcript, string(state), reason,
-				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed); err != nil {
+				m.Origin, now.UnixMilli(), now.UnixMilli(), m.TranscriptRole, seed, m.Link, nextAt); err != nil {
 				return err
 			}
 			rows = append(rows, Row{ID: id, Group: group, Part: i + 1, Parts: len(parts), Plugin: m.Plugin, Profile: m.Profile,
 				Key: m.Key, Target: tg, Kind: m.Kind, Guard: m.Guard, Stamp: m.Stamp, Generation: m.Generation,
-				State: state, Reason: reason, Origin: m.Origin, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed})
+				State: state, Reason: reason, Origin: m.Origin, Link: m.Link, NextAttempt: due, CreatedAt: now, UpdatedAt: now, transcript: transcript, tRole: m.TranscriptRole, seed: seed,
+				stored: stored{state, 0}})
 		}
 		return nil
 	}
@@ -516,6 +618,7 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 	default:
 		err = store.WithTx(ctx, l.db, write) // all parts or none
 	}
+	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		return "", fmt.Errorf("delivery: record: %w", err)
 	}
@@ -524,9 +627,9 @@ func (t *Tx) insert(ctx context.Context, m Message, parts []string, state State,
 }
 
 const (
-	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane,
-		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsert = `INSERT INTO deliveries (id, grp, part, parts, plugin, profile, lane, chat_id,
+		session_key, target, kind, guard, stamp, generation, transcript, state, reason, origin, created_at, updated_at, transcript_role, seed, link, next_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// qNextDue is the lane's next row to send. SQLite is told to use the lane index (its
 	// planner would otherwise pick the partial deliveries_open index and sort); PostgreSQL has
 	// no INDEXED BY, and plans it from statistics (nextDueQuery drops the clause).
@@ -534,8 +637,11 @@ const (
 		AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.grp = d.grp AND p.part < d.part AND p.state IN ('pending', 'sending'))
 		ORDER BY d.rowid LIMIT 1`
 	qNextAt = `SELECT MIN(next_at) FROM deliveries WHERE lane = ? AND state = 'pending'`
-	qClaim  = `UPDATE deliveries SET state = 'sending', reason = '', attempts = ?, updated_at = ? WHERE id = ? AND state = 'pending'`
-	qSettle = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ?`
+	// Every write of an existing row is a compare-and-set on the state and attempt count this
+	// host last saw (Row.stored): see cas.
+	qClaim  = `UPDATE deliveries SET state = 'sending', reason = '', attempts = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
+	qSettle = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, message_ids = ?, session_id = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
+	qRetry  = `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, next_at = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`
 )
 
 // Wait blocks until every part of group is final (or ctx ends) and returns the last part's row.
@@ -573,17 +679,27 @@ func (l *Ledger) dropWaiter(group string, ch chan Row) {
 	}
 }
 
+// ErrNoMessage is Outcome's (and Wait's) answer for a group the ledger does not hold.
+var ErrNoMessage = errors.New("delivery: no such message")
+
+// Outcome returns group's outcome now, without waiting: done with its worst part once every
+// part is final (as Wait returns it), else not done with a part still under way. A scheduler
+// that was answered "pending" learns the final outcome this way (hermes_send with delivery_id).
+func (l *Ledger) Outcome(ctx context.Context, group string) (Row, bool, error) {
+	return l.groupDone(ctx, group)
+}
+
 func (l *Ledger) groupDone(ctx context.Context, group string) (Row, bool, error) {
 	rows, err := l.query(ctx, `WHERE grp = ? ORDER BY part`, group)
 	if err != nil {
 		return Row{}, false, err
 	}
 	if len(rows) == 0 {
-		return Row{}, false, fmt.Errorf("delivery: no message %s", group)
+		return Row{}, false, fmt.Errorf("%w: %s", ErrNoMessage, group)
 	}
 	for _, r := range rows {
 		if !r.State.Final() {
-			return Row{}, false, nil
+			return r, false, nil
 		}
 	}
 	// The group's outcome is its worst part.
@@ -687,7 +803,7 @@ func (l *Ledger) query(ctx context.Context, tail string, args ...any) ([]Row, er
 }
 
 const rowColumns = `id, grp, part, parts, plugin, profile, session_key, target, kind, guard, stamp, generation,
-	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed`
+	transcript, state, reason, attempts, message_ids, session_id, origin, created_at, updated_at, next_at, transcript_role, seed, link`
 
 func queryRows(ctx context.Context, db *sql.DB, tail string, args ...any) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+rowColumns+` FROM deliveries `+tail, args...)
@@ -716,7 +832,7 @@ func scanRow(s scanner) (Row, error) {
 		created, updated, nextAt  int64
 	)
 	if err := s.Scan(&r.ID, &r.Group, &r.Part, &r.Parts, &r.Plugin, &r.Profile, &r.Key, &target, &r.Kind, &guard, &stamp,
-		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed); err != nil {
+		&r.Generation, &r.transcript, &state, &r.Reason, &r.Attempts, &ids, &r.SessionID, &r.Origin, &created, &updated, &nextAt, &r.tRole, &r.seed, &r.Link); err != nil {
 		return r, err
 	}
 	r.Guard, r.State = GuardMode(guard), State(state)
@@ -733,6 +849,7 @@ func scanRow(s scanner) (Row, error) {
 			return r, fmt.Errorf("delivery: row %s: corrupt message ids: %w", r.ID, err)
 		}
 	}
+	r.stored = stored{r.State, r.Attempts}
 	r.CreatedAt, r.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
 	if nextAt > 0 {
 		r.NextAttempt = time.UnixMilli(nextAt)

@@ -374,7 +374,7 @@ func TestSendingRowsAreReconciledNotResent(t *testing.T) {
 	f.cancel()
 	f.l.Stop()
 	m := f.msg(st, "in flight", GuardNone)
-	id, err := (&Tx{l: f.l}).insert(context.Background(), m, []string{m.Text}, Sending, "")
+	id, err := (&Tx{l: f.l}).insert(context.Background(), m, []string{m.Text}, Sending, "", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -916,6 +916,58 @@ func TestStoreSuite(t *testing.T) {
 		}
 		if got := p2.texts(); !slices.Equal(got, []string{"pending at start"}) {
 			t.Fatalf("second ledger sent %q", got)
+		}
+	})
+}
+
+// Lanes are per session key: a send that hangs in one thread of a chat (a conversation of its
+// own) does not hold back another thread's; a platform's flood control, though, is the chat's,
+// and holds every thread of it.
+func TestLanesPerSessionFloodPerChat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &platform{block: make(chan chan struct{}, 4)}
+		f := newFixture(t, p, Options{})
+		msg := func(thread, text string) Message {
+			return Message{Plugin: "echo", Profile: "main", Key: "echo:main:group:G:" + thread,
+				Target: abi.OutboundMessage{ChatType: abi.ChatGroup, ChatID: "G", ThreadID: thread}, Text: text, Kind: KindReply}
+		}
+		a, _ := f.l.Enqueue(context.Background(), msg("A", "slow"))
+		releaseA := <-p.block // thread A's send is in flight, and hangs
+		b, _ := f.l.Enqueue(context.Background(), msg("B", "quick"))
+		select {
+		case release := <-p.block:
+			close(release) // thread B's send went out while A's hangs
+		case <-time.After(time.Minute):
+			t.Fatal("thread B waited behind thread A's send")
+		}
+		if r := f.waitFinal(b); r.State != Delivered {
+			t.Fatalf("%+v", r)
+		}
+		close(releaseA)
+		f.waitFinal(a)
+
+		// A 429 with retry_after in thread A holds thread B too.
+		p.mu.Lock()
+		p.block = nil
+		p.answers = append(p.answers, func(abi.OutboundMessage) (*abi.SendResult, error) {
+			return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendRetryable, Code: "rate_limited", RetryAfterMs: 5000}}, nil
+		})
+		p.mu.Unlock()
+		start := time.Now()
+		c, _ := f.l.Enqueue(context.Background(), msg("A", "flooded"))
+		for { // until the 429 is recorded
+			if rows, _ := f.l.List(context.Background(), Filter{State: Pending}); len(rows) == 1 && rows[0].Attempts == 1 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		d, _ := f.l.Enqueue(context.Background(), msg("B", "after the flood"))
+		rc, rd := f.waitFinal(c), f.waitFinal(d)
+		p.mu.Lock()
+		at := p.at[len(p.at)-1]
+		p.mu.Unlock()
+		if rc.State != Delivered || rd.State != Delivered || at.Sub(start) < 5*time.Second || rd.Attempts != 1 {
+			t.Fatalf("thread B's message went out %v after thread A's 429 with retry_after 5s: %+v", at.Sub(start), rd)
 		}
 	})
 }

@@ -31,10 +31,12 @@ const (
 
 // lane serializes the messages of one chat. Fields are guarded by Ledger.mu.
 type lane struct {
-	id           string
-	running      bool
-	kick         chan struct{} // buffered(1): new work or a state change
-	blockedUntil time.Time     // the platform's retry_after for this chat
+	id      string
+	running bool
+	kick    chan struct{} // buffered(1): new work or a state change
+	// hold is the lane's lease while runLane runs it with several hosts (nil otherwise). Only
+	// the lane's running goroutine reads or writes it.
+	hold *laneHold
 }
 
 // Start reconciles rows a previous run left "sending" (they become failed, never resent) and
@@ -73,8 +75,8 @@ func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error
 	for _, r := range stale {
 		var moved bool
 		err := l.kernel.WithBoundary(ctx, r.Key, func(b *session.Boundary) error {
-			res, err := l.db.ExecContext(b.Context(), `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE id = ? AND state = ?`,
-				string(Failed), ReasonInterrupted, l.opt.Now().UnixMilli(), r.ID, string(Sending))
+			res, err := l.db.ExecContext(b.Context(), `UPDATE deliveries SET state = ?, reason = ?, updated_at = ? WHERE id = ? AND state = ? AND attempts = ?`,
+				string(Failed), ReasonInterrupted, l.opt.Now().UnixMilli(), r.ID, string(Sending), r.Attempts)
 			if err != nil {
 				return err
 			}
@@ -93,6 +95,7 @@ func (l *Ledger) reconcile(ctx context.Context, age time.Duration) ([]Row, error
 			"id", r.ID, "key", r.Key, "chat", r.Target.ChatID)
 		l.observe(r)
 		l.finish(r)
+		l.oweNotice(ctx, r, noticeUncertain)
 		out = append(out, r)
 	}
 	return out, nil
@@ -210,10 +213,10 @@ func (l *Ledger) runLane(ln *lane) {
 		l.exitLane(ln, true)
 		return
 	}
+	ln.hold = hold // a later runLane of this lane starts after this one retired it (exitLane)
 	for {
 		l.mu.Lock()
 		stopping := !l.running || ctx.Err() != nil
-		blocked := ln.blockedUntil
 		l.mu.Unlock()
 		if stopping {
 			l.exitLane(ln, true)
@@ -236,11 +239,7 @@ func (l *Ledger) runLane(ln *lane) {
 			ok   bool
 			err  error
 		)
-		if now.Before(blocked) {
-			wait, ok = blocked.Sub(now), false
-		} else {
-			r, wait, ok, err = l.nextDue(ctx, ln.id, now)
-		}
+		r, wait, ok, err = l.nextDue(ctx, ln.id, now)
 		switch {
 		case err != nil:
 			l.log.Error("delivery: reading the ledger failed", "lane", ln.id, "error", err)
@@ -272,6 +271,24 @@ func (l *Ledger) runLane(ln *lane) {
 		}
 		timer.Stop()
 	}
+}
+
+// floodWait is how long r's chat is still under a platform's flood control (retry_after) that
+// another lane of the chat met.
+func (l *Ledger) floodWait(r Row) time.Duration {
+	c := chatKey(r.Plugin, r.Profile, r.Target.ChatID)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until, ok := l.chatBlocked[c]
+	if !ok {
+		return 0
+	}
+	now := l.opt.Now()
+	if !now.Before(until) {
+		delete(l.chatBlocked, c)
+		return 0
+	}
+	return until.Sub(now)
 }
 
 // laneHold is a lane's lease while this host runs the lane (several hosts on one database).
@@ -343,12 +360,9 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 			return false
 		default:
 		}
-		if ln.blockedUntil.After(l.opt.Now()) {
-			return false
-		}
 	}
 	ln.running = false
-	if l.lanes[ln.id] == ln && !ln.blockedUntil.After(l.opt.Now()) {
+	if l.lanes[ln.id] == ln {
 		delete(l.lanes, ln.id)
 	}
 	return true
@@ -393,6 +407,15 @@ func (l *Ledger) backoff(attempts int) time.Duration {
 
 // attempt makes one delivery attempt of r inside its key's boundary.
 func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
+	if d := l.holdNotice(r); d > 0 {
+		l.postpone(ctx, ln, r, d, false, "waiting for the platform to answer again") // not an attempt
+		return
+	}
+	if d := l.floodWait(r); d > 0 {
+		// Another lane of this chat met the platform's flood control after r was written.
+		l.postpone(ctx, ln, r, d, false, "the chat is under the platform's flood control") // not an attempt
+		return
+	}
 	if _, err := l.tr.Limit(r.Plugin); err != nil {
 		if errors.Is(err, ErrPluginStarting) {
 			l.retry(ctx, ln, r, time.Second, err.Error()) // not an attempt: nothing was tried
@@ -434,13 +457,19 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 			return err
 		}
 		r.Attempts++
-		if claimed, err := l.claim(b.Context(), r); err != nil || !claimed {
+		if claimed, err := l.claim(b.Context(), &r); err != nil || !claimed {
 			return err // !claimed: another sender (another host on a shared database) took it
 		}
+		l.pace(b.Context(), r)
 		res, err := sender.Send(b.Context(), r.Profile, r.Target)
+		if err == nil && (res.Error == nil || res.Error.Kind != abi.SendUncertain && res.Error.Code != abi.SendNotConnected) {
+			l.answered(r.Plugin, r.Profile) // the platform answered: notices waiting for it may go
+		}
 		switch {
 		case err != nil && errors.Is(err, ErrOutcomeUnknown):
-			l.settle(ctx, r, Failed, err.Error(), nil, "")
+			if l.settle(ctx, r, Failed, err.Error(), nil, "") {
+				l.oweNotice(ctx, r, noticeUncertain)
+			}
 		case err != nil:
 			l.retry(ctx, ln, r, 0, "plugin error: "+err.Error())
 		case res.Error == nil:
@@ -466,7 +495,11 @@ func (l *Ledger) attempt(ctx context.Context, ln *lane, r Row) {
 		case res.Error.MigrateToChatID != "":
 			l.migrate(b.Context(), r, res.Error.MigrateToChatID)
 		case res.Error.Kind == abi.SendUncertain:
-			l.settle(ctx, r, Failed, "outcome unknown (not resent to avoid a duplicate): "+sendErr(res.Error), res.Error.Accepted, "")
+			if l.settle(ctx, r, Failed, "outcome unknown (not resent to avoid a duplicate): "+sendErr(res.Error), res.Error.Accepted, "") {
+				l.oweNotice(ctx, r, noticeUncertain)
+			}
+		case res.Error.Kind == abi.SendRetryable && res.Error.Code == abi.SendNotConnected:
+			l.waitConnected(ctx, ln, r, res.Error)
 		case res.Error.Kind == abi.SendRetryable:
 			l.retry(ctx, ln, r, time.Duration(res.Error.RetryAfterMs)*time.Millisecond, sendErr(res.Error))
 		default:
@@ -548,7 +581,9 @@ func (l *Ledger) check(b *session.Boundary, r Row) session.Verdict {
 }
 
 // retry puts r back to pending after retryAfter (or the backoff), or fails it when it has used
-// its attempts. A platform's retry_after blocks the whole chat.
+// its attempts. A platform's retry_after blocks the whole chat. The row's write is a
+// compare-and-set on what this host last saw of it; the chat-wide block is written only while
+// this host still holds the lane's lease (with several hosts), checked in the same transaction.
 func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Duration, why string) {
 	if r.Attempts >= l.opt.MaxAttempts {
 		l.settle(ctx, r, Failed, fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, why), nil, "")
@@ -558,36 +593,65 @@ func (l *Ledger) retry(ctx context.Context, ln *lane, r Row, retryAfter time.Dur
 	if wait <= 0 {
 		wait = l.backoff(max(r.Attempts, 1))
 	}
+	l.postpone(ctx, ln, r, wait, retryAfter > 0, why)
+}
+
+// postpone puts r back to pending, due after wait; block makes the whole chat wait as long (a
+// platform's retry_after). It reports whether the row was still as this host last saw it.
+func (l *Ledger) postpone(ctx context.Context, ln *lane, r Row, wait time.Duration, block bool, why string) bool {
 	next := l.opt.Now().Add(wait)
-	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = ?, reason = ?, attempts = ?, next_at = ?, updated_at = ? WHERE id = ?`,
-			string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID); err != nil {
+	var ok bool
+	err := l.durably(func() error {
+		return store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+			res, err := l.exec(ctx, tx, qRetry, string(Pending), why, r.Attempts, next.UnixMilli(), l.opt.Now().UnixMilli(), r.ID,
+				string(r.stored.state), r.stored.attempts)
+			if err != nil {
+				return err
+			}
+			if ok = applied(res); !ok {
+				return nil
+			}
+			if !block {
+				return nil
+			}
+			if h := ln.hold; h != nil {
+				fence, held, err := l.opt.Leases.Fence(ctx, tx, h.name)
+				if err != nil {
+					return err
+				}
+				if !held || fence != h.fence {
+					return nil // the lane is another host's now: its sender meets the platform's limit itself
+				}
+			}
+			// Flood control is per chat: nothing else goes to this chat before then, from any lane.
+			_, err = tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE plugin = ? AND profile = ? AND chat_id = ? AND state = ? AND next_at < ?`,
+				next.UnixMilli(), r.Plugin, r.Profile, r.Target.ChatID, string(Pending), next.UnixMilli())
 			return err
-		}
-		if retryAfter > 0 {
-			// Flood control is per chat: nothing else goes to this chat before then.
-			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE lane = ? AND state = ? AND next_at < ?`,
-				next.UnixMilli(), l.laneID(r), string(Pending), next.UnixMilli())
-			return err
-		}
-		return nil
+		})
 	})
+	store.Report(l.db, store.PathLedger, err)
 	if err != nil {
 		l.log.Error("delivery: recording a retry failed", "id", r.ID, "error", err)
-		return
+		return false
 	}
-	if retryAfter > 0 {
+	if !ok {
+		l.overtaken(r, "the retry")
+		return false
+	}
+	if block {
 		l.mu.Lock()
-		if next.After(ln.blockedUntil) {
-			ln.blockedUntil = next
+		c := chatKey(r.Plugin, r.Profile, r.Target.ChatID)
+		if next.After(l.chatBlocked[c]) {
+			l.chatBlocked[c] = next
 		}
 		l.mu.Unlock()
 	}
-	r.State, r.Reason, r.NextAttempt = Pending, why, next
+	r.State, r.Reason, r.NextAttempt, r.stored = Pending, why, next, stored{Pending, r.Attempts}
 	l.observe(r)
 	// Every failed attempt is visible to the operator as it happens, not only the final outcome.
 	l.log.Warn("delivery attempt failed; will retry", "id", r.ID, "key", r.Key, "plugin", r.Plugin,
 		"attempt", r.Attempts, "of", l.opt.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "reason", why)
+	return true
 }
 
 func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v session.Verdict) {
@@ -599,56 +663,162 @@ func (l *Ledger) retryUnverifiable(ctx context.Context, ln *lane, r Row, v sessi
 	l.retry(ctx, ln, r, 0, "unverifiable: "+v.Reason)
 }
 
+// PaceEdits bounds the drafts and edits (streamed answers) one bot, a plugin's profile, sends
+// over all its chats to perSecond (0: unbounded). The streamer spaces them already when it
+// starts each one (turn.Options.EditsPerSecond); the ledger keeps the spacing at the moment of
+// the send, which the store's writes in between (a claim that waited for a lock) would
+// otherwise squeeze.
+func (l *Ledger) PaceEdits(perSecond float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.editGap = 0
+	if perSecond > 0 {
+		l.editGap = time.Duration(float64(time.Second) / perSecond)
+	}
+}
+
+// pace waits, right before r is sent, until its bot may send a draft or an edit again
+// (PaceEdits); other messages go at once. Each waiting send takes the next free slot, so
+// concurrent lanes of one bot are spaced too. The wait is short (the streamer spaced the
+// sends already) and happens with r claimed: a crash during it leaves a draft "outcome
+// unknown", which the draft rule handles.
+func (l *Ledger) pace(ctx context.Context, r Row) {
+	if r.Kind != KindDraft && r.Target.EditMessageID == "" {
+		return
+	}
+	bot := r.Plugin + "\x00" + r.Profile
+	l.mu.Lock()
+	if l.editGap <= 0 {
+		l.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	slot := now
+	if next := l.editNext[bot]; next.After(slot) {
+		slot = next
+	}
+	l.editNext[bot] = slot.Add(l.editGap)
+	l.mu.Unlock()
+	if d := slot.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
 // claim moves r from pending to sending, inside its key's boundary, right before the send. It
-// reports false, changing nothing, when r is no longer pending: with several hosts on one
-// database another host's lane may have sent it since this lane read it. The boundary makes the
-// claim and the send one critical section, so a row is sent at most once.
-func (l *Ledger) claim(ctx context.Context, r Row) (bool, error) {
-	res, err := l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID)
+// reports false, changing nothing, when r is no longer as this lane read it: with several hosts
+// on one database another host's lane may have sent it since. The boundary makes the claim and
+// the send one critical section, so a row is sent at most once.
+func (l *Ledger) claim(ctx context.Context, r *Row) (bool, error) {
+	res, err := l.exec(ctx, nil, qClaim, r.Attempts, l.opt.Now().UnixMilli(), r.ID, string(r.stored.state), r.stored.attempts)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return false, err
 	}
-	r.State, r.Reason = Sending, ""
-	l.observe(r)
+	r.State, r.Reason, r.stored = Sending, "", stored{Sending, r.Attempts}
+	l.observe(*r)
 	return true, nil
 }
 
-// settle moves r to a final state.
-func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids []string, sessionID string) {
+// durably runs write, a write recording what happened to a row this host holds ("sending": the
+// platform's answer to a send, or that it was not sent), again and again with backoff while the
+// store refuses writes (a lock held, a full disk: store.Refused), until it takes it or the ledger
+// stops. Given up, the row would stay "sending" until a restart reconciled it as "outcome
+// unknown": a reply certainly not sent would then never be sent, and a delivered one reported
+// uncertain. It runs inside the key's boundary, which waits meanwhile; nothing else of that chat
+// could be written anyway.
+func (l *Ledger) durably(write func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !store.Refused(err) {
+			return err
+		}
+		store.Report(l.db, store.PathLedger, err)
+		l.mu.Lock()
+		stopping := !l.running || l.ctx == nil || l.ctx.Err() != nil
+		l.mu.Unlock()
+		if stopping {
+			return err
+		}
+		l.log.Warn("delivery: the store refuses writes; recording an outcome again", "retry_in", wait, "error", err)
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// applied reports whether a compare-and-set write of one row applied. When it did not, the row
+// was no longer as this host last saw it: another host's lane took the lane over after this
+// one's lease lapsed, and sent or settled the row. This host then records nothing over what the
+// new owner did (overtaken says so in the log).
+func applied(res sql.Result) bool {
+	n, err := res.RowsAffected()
+	return err == nil && n == 1
+}
+
+// overtaken logs a write of r that did not apply because another host changed the row.
+func (l *Ledger) overtaken(r Row, what string) {
+	l.log.Warn("delivery: the row changed under this host (another host took its lane over); "+what+" not recorded",
+		"id", r.ID, "key", r.Key, "expected_state", r.stored.state, "expected_attempts", r.stored.attempts)
+}
+
+// settle moves r to a final state (compare-and-set on r.stored). It reports whether it did.
+func (l *Ledger) settle(ctx context.Context, r Row, s State, reason string, ids []string, sessionID string) bool {
 	idsJSON := ""
 	if len(ids) > 0 {
 		b, _ := json.Marshal(ids) // a []string always encodes
 		idsJSON = string(b)
 	}
 	ctx = context.WithoutCancel(ctx) // an outcome that happened is recorded even while stopping
-	if _, err := l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID); err != nil {
+	var res sql.Result
+	err := l.durably(func() (err error) {
+		res, err = l.exec(ctx, nil, qSettle, string(s), reason, r.Attempts, idsJSON, sessionID, l.opt.Now().UnixMilli(), r.ID,
+			string(r.stored.state), r.stored.attempts)
+		return err
+	})
+	if err != nil {
 		l.log.Error("delivery: recording an outcome failed", "id", r.ID, "state", s, "error", err)
-		return
+		return false
+	}
+	if !applied(res) {
+		l.overtaken(r, "the outcome "+string(s))
+		return false
 	}
 	if s == Dropped || s == Failed {
 		l.log.Info("delivery "+string(s), "id", r.ID, "key", r.Key, "kind", r.Kind, "reason", reason)
 	}
-	r.State, r.Reason, r.MessageIDs, r.SessionID = s, reason, ids, sessionID
+	r.State, r.Reason, r.MessageIDs, r.SessionID, r.stored = s, reason, ids, sessionID, stored{s, r.Attempts}
 	l.observe(r)
 	l.finish(r)
+	return true
 }
 
-// setTarget records r's target (after the plugin reported where the message really went).
+// setTarget records r's target (after the plugin reported where the message really went); r is
+// the row this host is sending.
 func (l *Ledger) setTarget(ctx context.Context, r Row) {
 	b, _ := json.Marshal(r.Target)
-	if _, err := l.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET target = ? WHERE id = ?`, string(b), r.ID); err != nil {
+	res, err := l.db.ExecContext(context.WithoutCancel(ctx), `UPDATE deliveries SET target = ? WHERE id = ? AND state = ? AND attempts = ?`,
+		string(b), r.ID, string(r.stored.state), r.stored.attempts)
+	if err != nil {
 		l.log.Error("delivery: recording the thread a message went to failed", "id", r.ID, "error", err)
+		return
+	}
+	if !applied(res) {
+		l.overtaken(r, "the thread it went to")
 	}
 }
 
 // migrate handles a send refused because its chat moved (a Telegram group upgraded to a
-// supergroup): the chat is re-addressed (MigrateChat, which puts r back to pending with the
-// rest of its lane), and the session kernel is told that the new chat continues the old one's
-// conversations, so that the supergroup's messages carry on where the group left off. It runs
-// inside r's boundary (the alias takes no key lock).
+// supergroup): the chat is re-addressed (r, which this host is sending, and the rest of its
+// lane go back to pending for the new chat), and the session kernel is told that the new chat
+// continues the old one's conversations, so that the supergroup's messages carry on where the
+// group left off. It runs inside r's boundary (the alias takes no key lock).
 func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 	old := r.Target.ChatID
 	if k, err := l.kernel.ParseKey(r.Key); err == nil {
@@ -658,34 +828,52 @@ func (l *Ledger) migrate(ctx context.Context, r Row, newChat string) {
 			l.log.Info("chat migrated; its conversations continue in the new chat", "key", r.Key, "from", old, "to", newChat)
 		}
 	}
-	l.MigrateChat(ctx, r.Plugin, r.Profile, old, newChat)
+	l.moveChat(ctx, &r, r.Plugin, r.Profile, old, newChat)
 }
 
 // MigrateChat re-addresses a chat that moved (a Telegram group upgraded to a supergroup): every
-// open row for the old chat goes to the new id, due at once (a flood wait was the old chat's),
-// as will future messages. Recording the same
-// migration again is harmless.
+// pending row for the old chat goes to the new id, due at once (a flood wait was the old chat's),
+// as will future messages. Recording the same migration again is harmless.
 func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat string) {
+	l.moveChat(ctx, nil, plugin, profile, old, newChat)
+}
+
+// moveChat is MigrateChat, and also puts sending (the row whose send was refused because the
+// chat moved; nil for none) back to pending for the new chat. Rows another sender holds
+// ("sending") are not touched: their sender settles them.
+func (l *Ledger) moveChat(ctx context.Context, sending *Row, plugin, profile, old, newChat string) {
 	ctx = context.WithoutCancel(ctx)
-	oldLane := l.laneOf(plugin, profile, old)
-	newLane := l.laneOf(plugin, profile, newChat)
+	oldChat := chatKey(plugin, profile, old)
+	var lanes []string // the lanes of the rows moved: due at once now
 	err := store.WithTx(ctx, l.db, func(tx *sql.Tx) error {
+		lanes = lanes[:0]
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chat_migrations (plugin, profile, chat_id, new_chat_id) VALUES (?, ?, ?, ?)
 			ON CONFLICT (plugin, profile, chat_id) DO UPDATE SET new_chat_id = excluded.new_chat_id`,
 			plugin, profile, old, newChat); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, target FROM deliveries WHERE lane = ? AND state IN ('pending', 'sending')`, oldLane)
+		rows, err := tx.QueryContext(ctx, `SELECT id, target, state, attempts, lane FROM deliveries
+			WHERE plugin = ? AND profile = ? AND chat_id = ? AND state IN ('pending', 'sending')`, plugin, profile, old)
 		if err != nil {
 			return err
 		}
-		type upd struct{ id, target string }
+		type upd struct {
+			id, target, lane string
+			was              stored
+		}
 		var ups []upd
 		for rows.Next() {
-			var u upd
-			if err := rows.Scan(&u.id, &u.target); err != nil {
+			var (
+				u     upd
+				state string
+			)
+			if err := rows.Scan(&u.id, &u.target, &state, &u.was.attempts, &u.lane); err != nil {
 				rows.Close()
 				return err
+			}
+			u.was.state = State(state)
+			if u.was.state == Sending && (sending == nil || u.id != sending.ID || u.was != sending.stored) {
+				continue // another sender's: it settles the row, and a refusal brings it here again
 			}
 			ups = append(ups, u)
 		}
@@ -703,10 +891,12 @@ func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat 
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, lane = ?, state = ?, reason = ?, next_at = 0, updated_at = ? WHERE id = ?`,
-				string(b), newLane, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET target = ?, chat_id = ?, state = ?, reason = ?, next_at = 0, updated_at = ?
+				WHERE id = ? AND state = ? AND attempts = ?`,
+				string(b), newChat, string(Pending), "chat migrated from "+old, l.opt.Now().UnixMilli(), u.id, string(u.was.state), u.was.attempts); err != nil {
 				return err
 			}
+			lanes = append(lanes, u.lane)
 		}
 		return nil
 	})
@@ -715,11 +905,16 @@ func (l *Ledger) MigrateChat(ctx context.Context, plugin, profile, old, newChat 
 		return
 	}
 	l.migMu.Lock()
-	known := l.moved[oldLane] == newChat
-	l.moved[oldLane] = newChat
+	known := l.moved[oldChat] == newChat
+	l.moved[oldChat] = newChat
 	l.migMu.Unlock()
 	if !known {
 		l.log.Info("chat migrated; re-addressing its messages", "plugin", plugin, "from", old, "to", newChat)
 	}
-	l.wake(newLane)
+	l.mu.Lock()
+	delete(l.chatBlocked, oldChat) // a flood wait was the old chat's
+	l.mu.Unlock()
+	for _, ln := range lanes {
+		l.wake(ln)
+	}
 }

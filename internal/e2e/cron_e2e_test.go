@@ -38,7 +38,21 @@ type cronHost struct {
 	admin string // the admin listener, for the cron CLI
 }
 
+// cronUTC is the cron plugin's configuration in most of the tests: profile main in UTC, with
+// limits of its own.
+const cronUTC = `  cron:
+    limits: {memory_mib: 64, call_timeout: 60s, pool_size: 4, max_payload_kib: 4096}
+    profiles:
+      main: {timezone: UTC}
+`
+
 func startCronHost(t *testing.T, setup func(*telegramtest.Server)) *cronHost {
+	return startCronHostWith(t, setup, "", cronUTC)
+}
+
+// startCronHostWith starts the host with top (top-level YAML, e.g. the agent) and cron (the
+// cron plugin's part under plugins:) in its configuration.
+func startCronHostWith(t *testing.T, setup func(*telegramtest.Server), top, cron string) *cronHost {
 	t.Helper()
 	h := &cronHost{t: t, tg: telegramtest.New(t), data: t.TempDir(), now: cronT0}
 	setup(h.tg)
@@ -46,7 +60,16 @@ func startCronHost(t *testing.T, setup func(*telegramtest.Server)) *cronHost {
 	h.bin, h.plugs = buildHost(t)
 	h.cfg = filepath.Join(h.data, "hermes.yaml")
 	h.clock = filepath.Join(h.data, "clock")
-	os.WriteFile(h.cfg, []byte(fmt.Sprintf(`
+	h.configure(top, cron)
+	h.set(cronT0)
+	h.start()
+	return h
+}
+
+// configure writes the host's configuration file (read at the next start).
+func (h *cronHost) configure(top, cron string) {
+	h.t.Helper()
+	if err := os.WriteFile(h.cfg, []byte(fmt.Sprintf(`%s
 plugins:
   telegram:
     egress_extra: ["127.0.0.1"]
@@ -55,14 +78,9 @@ plugins:
     access:
       # Ann may talk to the agent in her DM and in the forum, and manage her chats' jobs.
       main: {users: ["111"], groups: {"-1001234": {require_mention: false}}, tools: [cron]}
-  cron:
-    limits: {memory_mib: 64, call_timeout: 60s, pool_size: 4, max_payload_kib: 4096}
-    profiles:
-      main: {timezone: UTC}
-`, h.bot.Token(), h.tg.URL())), 0o600)
-	h.set(cronT0)
-	h.start()
-	return h
+%s`, top, h.bot.Token(), h.tg.URL(), cron)), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func (h *cronHost) start() {

@@ -28,6 +28,20 @@ type slackHost struct {
 
 func startSlackHost(t *testing.T, extraYAML string, opts ...st.Option) *slackHost {
 	t.Helper()
+	return startSlackHostWith(t, "", extraYAML, opts...)
+}
+
+// startSlackHostWith is startSlackHost with topYAML (top-level configuration, e.g. the agent)
+// in the host's configuration file too.
+func startSlackHostWith(t *testing.T, topYAML, extraYAML string, opts ...st.Option) *slackHost {
+	t.Helper()
+	return startSlackHostAccess(t, topYAML, extraYAML, openAccess, opts...)
+}
+
+// startSlackHostAccess is startSlackHostWith with access (a YAML flow mapping) as the main
+// profile's authorization.
+func startSlackHostAccess(t *testing.T, topYAML, extraYAML, access string, opts ...st.Option) *slackHost {
+	t.Helper()
 	s := st.New(t, opts...)
 	s.Team().AddChannel(slackGeneral, "general")
 	s.Team().AddUser(slackAnn, "ann")
@@ -36,7 +50,7 @@ func startSlackHost(t *testing.T, extraYAML string, opts ...st.Option) *slackHos
 	bin, plugins := buildHost(t)
 	data := t.TempDir()
 	cfg := filepath.Join(data, "hermes.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+	os.WriteFile(cfg, []byte(topYAML+fmt.Sprintf(`
 plugins:
   slack:
     egress_extra: ["127.0.0.1"]
@@ -48,7 +62,7 @@ plugins:
         workspaces: {%s: {bot_token: "%s"}}
     access:
       main: %s
-`, extraYAML, st.DefaultBotToken, s.SigningSecret(), s.APIURL(), secondTeam, secondToken, openAccess)), 0o600)
+`, extraYAML, st.DefaultBotToken, s.SigningSecret(), s.APIURL(), secondTeam, secondToken, access)), 0o600)
 	addr, stop := startServe(t, bin, plugins, data, "--config", cfg)
 	t.Cleanup(stop)
 	s.SetRequestURL("http://" + addr + "/hooks/slack/main")
@@ -249,4 +263,62 @@ func TestSlackAckWhileSendsAreSlow(t *testing.T) {
 		// held send delays the acknowledgement to the plugin's 8 s request timeout.
 		t.Fatalf("acknowledged in %v (same thread) and %v (pool busy); Slack retries after 3 s", same, busy)
 	}
+}
+
+// TestSlackFollowedThreadWithTheDoorsDefaults: with access as the README writes it (channels
+// admitted, the door's require_mention at its default, true) and the plugin following threads,
+// a plain reply in a thread the bot was mentioned in is answered, and !new typed there without a
+// mention starts a new conversation: the old job's completion is then dropped, not posted.
+func TestSlackFollowedThreadWithTheDoorsDefaults(t *testing.T) {
+	h := startSlackHostAccess(t, "", "", `{allow_all: true, tools: [shell, processes], groups: {"*": {allow_all: true}}}`)
+	team := h.s.Team()
+	a := team.Mention(slackGeneral, slackAnn, "help")
+	h.waitFor(t, "the reply to the mention", h.threadHas(team.ID, a.TS, "built-in agent"))
+	team.Reply(slackGeneral, a.TS, slackAnn, "ps")
+	h.waitFor(t, "the plain reply in the followed thread answered", h.threadHas(team.ID, a.TS, "No processes"))
+	team.Reply(slackGeneral, a.TS, slackAnn, "run sleep 2; echo followed-stale-output")
+	h.waitFor(t, "the job's start", h.threadHas(team.ID, a.TS, "Started"))
+	team.Reply(slackGeneral, a.TS, slackAnn, "!new")
+	h.waitFor(t, "!new honoured without a mention", h.threadHas(team.ID, a.TS, "New conversation"))
+	eventually(t, "the old job's completion recorded as dropped", func() bool {
+		out, err := runCLI(h.bin, h.data, "deliveries", "ls", "--dropped")
+		return err == nil && strings.Contains(out, "stale: user_boundary")
+	})
+	for _, s := range h.s.PostedTexts(team.ID, slackGeneral, a.TS) {
+		if strings.Contains(s, "followed-stale-output") && !strings.HasPrefix(s, "Started") {
+			t.Fatalf("the old job's completion reached the new conversation: %q", s)
+		}
+	}
+}
+
+// TestSlackSlowSendHoldsOnlyItsThread: ten mentions in ten threads of one channel, with Slack
+// holding its answer to each chat.postMessage (posted at once, answered only when the test says).
+// Threads are conversations of their own, each with its own delivery lane: all ten replies are
+// posted while every answer is still held, not one after another. (With a lane per channel the
+// second reply waits for the first answer; the issue measured the last one 30 s late with 3 s
+// answers.)
+func TestSlackSlowSendHoldsOnlyItsThread(t *testing.T) {
+	h := startSlackHostWith(t, "", "    limits: {pool_size: 12}\n")
+	team := h.s.Team()
+	for range 10 {
+		h.s.InjectFault("chat.postMessage", st.Hold())
+	}
+	var threads []string
+	for i := range 10 {
+		threads = append(threads, team.Mention(slackGeneral, slackAnn, fmt.Sprintf("help %d", i)).TS)
+	}
+	all := func() bool {
+		for _, th := range threads {
+			if !h.threadHas(team.ID, th, "built-in agent")() {
+				return false
+			}
+		}
+		return true
+	}
+	h.waitFor(t, "all ten replies posted while every answer is held", func() bool { return all() && h.s.Held() == 10 })
+	h.s.Release()
+	eventually(t, "the ten deliveries recorded", func() bool {
+		out, err := runCLI(h.bin, h.data, "deliveries", "ls")
+		return err == nil && strings.Count(out, "delivered") == 10
+	})
 }

@@ -62,26 +62,37 @@ func count(texts []string, sub string) int {
 	return n
 }
 
-// TestTelegramSlowSends: five sendMessage calls, each answered only after 12 s (the call
-// deadline is 10 s; the message is posted at once), come back as typed uncertain results: no
-// crash, no breaker, each message posted once and recorded "outcome unknown". Meanwhile another
-// chat's messages keep being fetched and answered.
+// TestTelegramSlowSends: five sendMessage calls to one chat, each answered only after 12 s (the
+// call deadline is 10 s; the message is posted at once), come back as typed uncertain results: no
+// crash, no breaker, each answer posted once and recorded "outcome unknown", and the chat told
+// that its answer may not have arrived. Meanwhile another chat's messages keep being fetched and
+// answered.
 func TestTelegramSlowSends(t *testing.T) {
 	slowUser := telegramtest.Person(301, "Slow")
 	other := telegramtest.Person(302, "Other")
 	th := startTelegram(t, func(tg *telegramtest.Server) {
 		tg.AddPrivate(slowUser)
 		tg.AddPrivate(other)
-		for range 5 {
+		for range 10 { // the answers, and the notices about them, are all slow
 			tg.InjectFault("sendMessage", telegramtest.Slow(12*time.Second).ForChat(slowUser.ID))
 		}
 	})
 	tg, bot := th.tg, th.bot
+	// answers are the sendMessage requests to the slow chat that carry an answer (not a notice).
+	answers := func() int {
+		n := 0
+		for _, r := range tg.Requests("sendMessage", slowUser.ID) {
+			if strings.Contains(r.Params["text"], "I understood") {
+				n++
+			}
+		}
+		return n
+	}
 	start := time.Now()
 	for i := range 5 {
 		// One at a time: each answer is its own slow send (messages sent together would merge).
 		bot.PrivateText(slowUser, fmt.Sprintf("slow %d", i))
-		if err := tg.Wait(time.Minute, func() bool { return len(tg.Requests("sendMessage", slowUser.ID)) == i+1 }); err != nil {
+		if err := tg.Wait(time.Minute, func() bool { return answers() == i+1 }); err != nil {
 			t.Fatalf("send %d never reached Telegram: %v", i+1, err)
 		}
 		// Inbound keeps flowing while the slow chat's send is in flight.
@@ -91,8 +102,13 @@ func TestTelegramSlowSends(t *testing.T) {
 		}
 	}
 	var rows []deliveryRow
-	eventually(t, "five outcome-unknown deliveries", func() bool {
-		rows = th.deliveries(t, "failed")
+	eventually(t, "five outcome-unknown answers", func() bool {
+		rows = nil
+		for _, r := range th.deliveries(t, "failed") {
+			if r.Kind == "reply" {
+				rows = append(rows, r)
+			}
+		}
 		return len(rows) == 5
 	})
 	took := time.Since(start).Round(time.Second)
@@ -107,13 +123,15 @@ func TestTelegramSlowSends(t *testing.T) {
 	if c := crashes(t, th); c != "" && !strings.HasSuffix(c, " 0") {
 		t.Fatalf("crashes: %s", c)
 	}
-	// Each slow message was posted once (the fake posted it before holding the answer back).
-	if got := tg.SentTexts(slowUser.ID, 0); len(got) != 5 {
-		t.Fatalf("slow chat holds %d messages, want 5: %q", len(got), got)
+	// Each slow answer was posted once (the fake posted it before holding the answer back), never
+	// resent; and the chat was told, in at least one notice.
+	if got := count(tg.SentTexts(slowUser.ID, 0), "I understood"); got != 5 {
+		t.Fatalf("slow chat holds %d answers, want 5: %q", got, tg.SentTexts(slowUser.ID, 0))
 	}
-	if n := len(tg.Requests("sendMessage", slowUser.ID)); n != 5 {
-		t.Fatalf("%d sendMessage requests to the slow chat, want 5 (none resent)", n)
+	if n := answers(); n != 5 {
+		t.Fatalf("%d answers sent to the slow chat, want 5 (none resent)", n)
 	}
+	eventually(t, "the slow chat to be told", func() bool { return count(tg.SentTexts(slowUser.ID, 0), "may not have arrived") > 0 })
 	t.Logf("5 slow sends (answers after 12 s) recorded outcome unknown in %v; plugin active, no crash; the other chat answered 5 times meanwhile", took)
 }
 

@@ -72,7 +72,10 @@ type Gateway struct {
 	loops    *loop.Supervisor
 	console  *console.Console
 	// running is set by Run: from then on, each plugin load reconciles the loops at once.
-	running  atomic.Bool
+	running atomic.Bool
+	// scanned is set once the plugins directory has been scanned (every file present at start
+	// loaded or rejected); see pluginsLoading.
+	scanned  atomic.Bool
 	refusals *httpguard.Refusals
 	// demoSecret is the demo platform's secret (empty: no demo).
 	demoSecret string
@@ -81,6 +84,8 @@ type Gateway struct {
 
 	warnMu sync.Mutex
 	warned map[string]bool // configuration warnings already logged
+
+	bg sync.WaitGroup // the goroutines Run starts beside the core's: they end with Run's context
 }
 
 // Files the host keeps in its data directory besides the database.
@@ -89,9 +94,22 @@ const (
 	DemoSecretFile = "demo.secret" // the demo platform's secret
 )
 
+// Options are what a gateway takes beside its configuration.
+type Options struct {
+	// Agent answers turns instead of the agent cfg.Agent names (the public host package's
+	// Options.Agent); nil: that one.
+	Agent agent.Agent
+}
+
 // Open prepares a gateway from cfg: the data directory, the database and the plugin runtime.
-// Plugins are loaded by Run (or by LoadPlugins, for commands that only inspect them).
+// Plugins are loaded by Run (or by LoadPlugins, for commands that only inspect them). When Open
+// fails it has released whatever it had acquired: nothing it started keeps running.
 func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	return OpenWith(ctx, cfg, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (_ *Gateway, err error) {
 	if err := privateDir(cfg.DataDir, log); err != nil {
 		return nil, err
 	}
@@ -103,11 +121,16 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{}}
+	g := &Gateway{cfg: cfg, log: log, db: db, registry: prometheus.NewRegistry(), demo: &demo.Outbox{}, clock: clock.Real{}, warned: map[string]bool{},
+		agent: opt.Agent}
+	defer func() {
+		if err != nil {
+			g.Close() // what was opened so far: Close skips the parts still nil
+		}
+	}()
 	if cfg.TestClock != "" {
 		fc, err := clock.NewFile(cfg.TestClock)
 		if err != nil {
-			db.Close()
 			return nil, err
 		}
 		g.clock = fc
@@ -116,23 +139,24 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 	g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.refusals = httpguard.NewRefusals(g.registry)
 	if g.demoSecret, err = demoSecret(cfg); err != nil {
-		db.Close()
 		return nil, err
 	}
 	g.demo.Secret = g.demoSecret
 	if g.kv, err = kv.Open(ctx, db); err != nil {
-		db.Close()
 		return nil, err
 	}
 	if g.shared, err = openShared(ctx, g); err != nil {
-		db.Close()
 		return nil, err
 	}
 	g.egress = egress.NewClient(egress.Limits{})
 	g.env = &plugin.Env{Logger: log, KV: g.kv, Egress: g.egress, Now: g.clock.Now}
+	cache := cfg.CompilationCache
+	if cache == "" {
+		cache = filepath.Join(cfg.DataDir, "cache", "wazero")
+	}
 	g.runtime, err = plugin.New(plugin.Config{
 		Dir:          cfg.PluginsDir,
-		CacheDir:     filepath.Join(cfg.DataDir, "cache", "wazero"),
+		CacheDir:     cache,
 		Defaults:     limits(cfg.Limits),
 		Plugins:      pluginSettings(cfg, g.demoSecret),
 		Env:          g.env,
@@ -147,18 +171,15 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, 
 		},
 	})
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	if err := g.openCore(ctx); err != nil {
-		g.runtime.Close()
-		db.Close()
 		return nil, err
 	}
 	g.door = &inbound.Door{Engine: g.engine, Gate: g.gate, Log: log}
 	g.env.Sessions = hostcall.Sessions{Kernel: g.kernel, Gate: g.gate}
 	g.env.Dispatcher = g.door
-	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor}
+	g.env.Sender = hostcall.Sender{Kernel: g.kernel, Ledger: g.ledger, Route: g.runtime.PluginFor, Loading: g.pluginsLoading}
 	g.env.Agents = hostcall.Agents{Agent: g.agent, Log: log}
 	g.loops = loop.New(g.runtime, g.door, log)
 	g.loops.Clock = g.clock
@@ -240,8 +261,12 @@ func policies(cfg *config.Config) map[string]map[string]auth.Policy {
 func (g *Gateway) openCore(ctx context.Context) error {
 	cfg := g.cfg
 	var err error
-	g.procs, err = process.New(ctx, g.db, process.Options{DataDir: cfg.DataDir, MaxAge: time.Duration(cfg.Processes.MaxAge),
-		Env: childEnv(os.Environ(), cfg.EnvRefs), Logger: g.log})
+	popt := process.Options{DataDir: cfg.DataDir, MaxAge: time.Duration(cfg.Processes.MaxAge),
+		Env: childEnv(os.Environ(), cfg.EnvRefs), Logger: g.log}
+	if g.shared != nil {
+		popt.Host = g.shared.id // the processes' rows name the host that runs them
+	}
+	g.procs, err = process.New(ctx, g.db, popt)
 	if err != nil {
 		return err
 	}
@@ -262,7 +287,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lopt := delivery.Options{Logger: g.log, Suppressed: g.consumed}
+	lopt := delivery.Options{Logger: g.log, Suppressed: g.consumed, UndeliveredAfter: time.Duration(cfg.Deliveries.UndeliveredAfter)}
 	if g.shared != nil {
 		lopt.Sweep, lopt.Leases = sweepEach, g.shared.leases
 	}
@@ -274,9 +299,12 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.agent, err = agent.New(cfg.Agent.Kind, agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry)))
-	if err != nil {
-		return err
+	if g.agent == nil { // else the embedding program's own (Options.Agent)
+		acfg := agentConfig(cfg.Agent, g.log, agent.NewMetrics(g.registry))
+		acfg.Secrets = envValues(cfg.EnvRefs) // ${NAME} values: kept out of what the agent returns
+		if g.agent, err = agent.New(cfg.Agent.Kind, acfg); err != nil {
+			return err
+		}
 	}
 	// /cron is kept apart from the engine's own commands: it reaches the scheduler plugin (the
 	// loops are created after the engine, hence the indirection), and only for senders of the
@@ -284,7 +312,16 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	g.sched = scheduler.New(g.runtime, func(plugin, profile string) { g.loops.Kick(plugin, profile) })
 	commands := map[string]turn.Command{"cron": g.sched.Command(g.gate)}
 	stream := cfg.Agent.Stream == nil || *cfg.Agent.Stream
-	topt := turn.Options{Logger: g.log,
+	compressAt := 0.8
+	if cfg.Agent.CompressAt != nil {
+		compressAt = *cfg.Agent.CompressAt
+	}
+	topt := turn.Options{Logger: g.log, CompressAt: compressAt,
+		EditInterval: time.Duration(cfg.Agent.EditInterval), EditsPerSecond: cfg.Agent.EditsPerSecond,
+		Model: cfg.Agent.Model, Models: cfg.Agent.Models,
+		CommandAllowed: func(ctx context.Context, name, plugin, profile string, src abi.Source) bool {
+			return name != "cron" || g.gate.MayManageJobs(ctx, plugin, profile, src)
+		},
 		Notifications: cfg.Notifications, MaxAnswerMessages: cfg.Agent.MaxMessages, Commands: commands,
 		CanEdit: func(name string) bool {
 			p := g.runtime.Get(name)
@@ -349,26 +386,60 @@ func (l liveProcesses) HasLiveProcess(ctx context.Context, key string) (bool, er
 // Runtime is the plugin runtime.
 func (g *Gateway) Runtime() *plugin.Runtime { return g.runtime }
 
-// Close releases everything Open acquired.
+// Close releases everything Open acquired. It also releases a gateway Open built only in part
+// (Open calls it on its error paths): each part still nil is skipped.
 func (g *Gateway) Close() {
-	g.loops.Stop()
-	g.ledger.Stop()
-	g.engine.Wait()
-	g.procs.Close()
-	g.kernel.Close()
-	g.runtime.Close()
-	g.egress.Close()
+	if g.loops != nil {
+		g.loops.Stop()
+	}
+	if g.ledger != nil {
+		g.ledger.Stop()
+	}
+	if g.engine != nil {
+		g.engine.Wait()
+	}
+	g.bg.Wait()
+	if g.procs != nil {
+		g.procs.Close()
+	}
+	if g.kernel != nil {
+		g.kernel.Close()
+	}
+	if g.runtime != nil {
+		g.runtime.Close()
+	}
+	if g.egress != nil {
+		g.egress.Close()
+	}
 	g.db.Close()
 }
 
 // LoadPlugins scans the plugins directory once and starts loops for what loaded.
 func (g *Gateway) LoadPlugins(ctx context.Context) []plugin.Rejection {
 	rej := g.runtime.Scan(ctx)
+	g.scanned.Store(true)
 	g.loops.Reconcile(ctx)
 	for _, w := range unmatchedConfig(g.cfg, g.runtime.Plugins()) {
 		g.warnOnce(w)
 	}
 	return rej
+}
+
+// pluginsLoading lists the plugin files not loaded yet. The listeners serve before the first scan
+// of the plugins directory (Run), and until it has finished the runtime knows of no file at all:
+// then every *.wasm file in the directory is still to load (the directory itself stands for
+// them when it holds none yet), so /healthz says "loading", not "ok" with no plugins, a webhook
+// answers 503 with Retry-After instead of 404, and a delivery waits for its plugin without
+// using up an attempt. Afterwards it is the files being (re)loaded.
+func (g *Gateway) pluginsLoading() []string {
+	if g.scanned.Load() {
+		return g.runtime.Loading()
+	}
+	files, _ := filepath.Glob(filepath.Join(g.cfg.PluginsDir, "*.wasm"))
+	if len(files) == 0 {
+		files = []string{g.cfg.PluginsDir}
+	}
+	return files
 }
 
 // unmatchedConfig lists configuration that matches nothing loaded: settings the file gives for
@@ -422,9 +493,12 @@ func (g *Gateway) warnOnce(msg string) {
 // starts the core (process recovery, ledger, turn engine), then loads the plugins in parallel:
 // each plugin serves, and its loops start, as soon as it has loaded, whatever the other files
 // do. Then it watches the plugins directory for changes. ready, if not nil, is called with both
-// addresses once the servers accept connections.
+// addresses once the servers accept connections. Whatever Run starts ends by the time it
+// returns, on an error as when ctx ends (Close waits for what is still winding down).
 func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
 	token, err := httpguard.Secret(tokenFile)
 	if err != nil {
@@ -458,7 +532,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	}
 	g.running.Store(true)
 	g.LoadPlugins(ctx)
-	go plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
+	g.bg.Go(func() { plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) }) })
 	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
 	g.log.Info("console: open http://"+aln.Addr().String()+"/ and log in with the admin token", "token_file", tokenFile)
@@ -470,11 +544,13 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 			runErr = err
 		}
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	shutdown, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
 	public.Shutdown(shutdown)
 	admin.Shutdown(shutdown)
 	g.loops.Stop()
+	cancel()
+	g.bg.Wait()
 	g.log.Info("hermes-host stopped")
 	return runErr
 }
@@ -497,14 +573,14 @@ func (g *Gateway) startCore(ctx context.Context) error {
 	}
 	if len(rep.Adopted)+rep.Exited+rep.Lost+rep.Killed > 0 {
 		g.log.Info("background processes recovered", "adopted", len(rep.Adopted), "ended_while_down", rep.Exited,
-			"lost", rep.Lost, "killed", rep.Killed, "reclaimed_events", rep.Reclaimed)
+			"lost", rep.Lost, "killed", rep.Killed, "reclaimed_events", rep.Reclaimed, "recorded_lost_by_another_host", len(rep.Retaken))
 	}
 	if len(rep.Corrupt) > 0 {
 		g.log.Error("background-process checkpoints that cannot be decoded were left untouched", "ids", rep.Corrupt)
 	}
 	if g.shared != nil {
 		// Alive before taking anything over: the others must not take this host's work.
-		if err := g.shared.keepAlive(ctx); err != nil {
+		if err := g.shared.keepAlive(ctx, g); err != nil {
 			return err
 		}
 	}
@@ -522,8 +598,11 @@ func (g *Gateway) startCore(ctx context.Context) error {
 		return err
 	}
 	if g.shared != nil {
-		go g.shared.reap(ctx, g)
+		g.bg.Go(func() { g.shared.reap(ctx, g) })
 	}
+	// /healthz's view of the store's writes: probed while a write path is refused and while
+	// the host is idle (store.Health).
+	g.bg.Go(func() { store.HealthOf(g.db).Watch(ctx, g.log) })
 	return nil
 }
 
@@ -531,8 +610,21 @@ func (g *Gateway) startCore(ctx context.Context) error {
 func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Config {
 	return agent.Config{BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey, SystemPrompt: c.SystemPrompt,
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
-		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers,
-		NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream, Logger: log, Metrics: m}
+		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers, ContextTokens: c.ContextTokens,
+		ShowReasoning: c.ShowReasoning, NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream,
+		Logger: log, Metrics: m}
+}
+
+// envValues returns the values of the environment variables names (the configuration's ${NAME}
+// references), skipping unset ones.
+func envValues(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // checkAgent asks the model server whether it serves the configured model (agent.check).
@@ -559,7 +651,7 @@ func (g *Gateway) checkAgent(ctx context.Context) error {
 // refused, and the demo profile is not served here.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Hidden: g.isDemo})
+	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Hidden: g.isDemo, Loading: g.pluginsLoading})
 	return httpguard.NoBrowsers(mux, g.refusals)
 }
 
@@ -569,13 +661,13 @@ func (g *Gateway) Handler() http.Handler {
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
-		Metrics: g.registry, Ping: g.db.PingContext, Jobs: g.sched}
+		Metrics: g.registry, Ping: g.db.PingContext, Writes: store.HealthOf(g.db), Loading: g.pluginsLoading, Jobs: g.sched}
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
 		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
-		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log}
+		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Loading: g.pluginsLoading}
 		inbox := &demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}
 		inbox.Register(mux)
 		g.demoChat(inbox)

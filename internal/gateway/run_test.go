@@ -26,6 +26,7 @@ func TestListenerAnswersWhilePluginsSpinAtLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.DataDir, cfg.PluginsDir, cfg.Listen, cfg.AdminListen = dir, filepath.Join(dir, "plugins"), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t)
 	cfg.Demo.Plugin = ""
 	cfg.Limits.CallTimeout = config.Duration(8 * time.Second)
 	wasmbuild.CopyTo(t, "../../plugins/echo", filepath.Join(cfg.PluginsDir, "zz-echo.wasm"))

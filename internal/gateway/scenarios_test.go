@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ type world struct {
 	fake *echotest.Server
 	srv  *httptest.Server
 	n    atomic.Int64
+	stop func() // stops the host (as at its end, idempotent); its processes go on running
 }
 
 func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
@@ -45,14 +47,22 @@ func newWorldWith(t *testing.T, extra map[string]extraPlugin) *world {
 // world's data directory, or a postgres:// URL).
 func newWorldOn(t *testing.T, source string, extra map[string]extraPlugin) *world {
 	t.Helper()
-	dir := t.TempDir()
 	fake := echotest.New()
 	t.Cleanup(fake.Close)
+	return newWorldFake(t, source, fake, extra)
+}
+
+// newWorldFake is newWorldOn with echo's platform given: several hosts of one deployment talk to
+// the same platform.
+func newWorldFake(t *testing.T, source string, fake *echotest.Server, extra map[string]extraPlugin) *world {
+	t.Helper()
+	dir := t.TempDir()
 	cfg, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.DataDir, cfg.PluginsDir, cfg.Store = dir, filepath.Join(dir, "plugins"), source
+	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t) // compiled once for every test, not once per world
 	cfg.Plugins = map[string]config.Plugin{"echo": {EgressExtra: []string{"127.0.0.1"},
 		Profiles: map[string]map[string]any{"main": {"outbox_url": fake.URL() + "/outbox"}},
 		Access:   map[string]config.Access{"main": {AllowAll: true, Tools: []string{config.ToolShell, config.ToolProcesses}}}}}
@@ -75,7 +85,9 @@ func newWorldOn(t *testing.T, source string, extra map[string]extraPlugin) *worl
 		t.Fatal(err)
 	}
 	w := &world{t: t, g: g, fake: fake, srv: httptest.NewServer(g.Handler())}
-	t.Cleanup(func() { w.srv.Close(); cancel(); g.Close() })
+	var once sync.Once
+	w.stop = func() { once.Do(func() { w.srv.Close(); cancel(); g.Close() }) }
+	t.Cleanup(w.stop)
 	return w
 }
 

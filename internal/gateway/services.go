@@ -46,7 +46,7 @@ func (s reservedSend) Release() { s.r.Release() }
 func (t transport) Limit(name string) (abi.MessageLimit, error) {
 	p := t.g.runtime.Get(name)
 	switch {
-	case p == nil && len(t.g.runtime.Loading()) > 0:
+	case p == nil && len(t.g.pluginsLoading()) > 0:
 		return abi.MessageLimit{}, fmt.Errorf("plugin %s is not loaded yet: %w", name, delivery.ErrPluginStarting)
 	case p == nil:
 		return abi.MessageLimit{}, fmt.Errorf("plugin %s is not loaded", name)

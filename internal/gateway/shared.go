@@ -27,7 +27,11 @@ import (
 // The boundary lock is a PostgreSQL advisory lock (session.Open picks it for a PostgreSQL
 // database), so the in-lock checks of every host exclude each other. Background processes stay
 // with the host that spawned them (it watches their pids); their completions are queued in the
-// database and delivered by whichever host claims them.
+// database and delivered by whichever host claims them. When a survivor takes a stopped host
+// over it records that host's running processes as lost (process.Registry.TakeOver: "the host
+// running it stopped; its outcome is unknown", once, to their chats); a host that comes back
+// (it was only paused, or it restarts with its data directory) reconciles what it knows of them
+// (process.Registry.Reassert, Recover): see internal/process, "Takeover by another host".
 const (
 	hostTTL   = 5 * time.Second // a dead host's work waits this long before another takes it
 	sweepEach = 2 * time.Second // how often a host looks for a dead host's deliveries
@@ -63,37 +67,68 @@ func (s *shared) reap(ctx context.Context, g *Gateway) {
 			return
 		case <-t.C:
 		}
-		claims, err := s.leases.ClaimExpired(ctx, "host:", 4)
+		s.sweep(ctx, g)
+	}
+}
+
+// sweep claims the leases of hosts that are gone (expired or released) and takes their work
+// over: their open turns (turn.Engine.Adopt) and their running processes, recorded as lost
+// (process.Registry.TakeOver). A claim whose takeover failed is left to expire, so this host or
+// another tries again; a finished one is deleted.
+func (s *shared) sweep(ctx context.Context, g *Gateway) {
+	claims, err := s.leases.ClaimExpired(ctx, "host:", 4)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("looking for hosts that stopped failed", "error", err)
+		}
+		return
+	}
+	for _, c := range claims {
+		dead := strings.TrimPrefix(c.Name, "host:")
+		if dead == s.id {
+			continue // this host's own lease lapsed (a database outage): keepAlive takes it again
+		}
+		n, err := g.engine.Adopt(ctx, dead)
 		if err != nil {
-			if ctx.Err() == nil {
-				g.log.Warn("looking for hosts that stopped failed", "error", err)
-			}
+			g.log.Error("taking over the turns of a host that stopped failed; retried when the claim expires", "host", dead, "error", err)
 			continue
 		}
-		for _, c := range claims {
-			dead := strings.TrimPrefix(c.Name, "host:")
-			if dead == s.id {
-				continue // this host's own lease lapsed (a database outage): keepAlive takes it again
-			}
-			n, err := g.engine.Adopt(ctx, dead)
-			if err != nil {
-				g.log.Error("taking over the turns of a host that stopped failed; retried when the claim expires", "host", dead, "error", err)
-				continue
-			}
-			if err := s.leases.Delete(ctx, c.Name, c.Fence); err != nil {
-				g.log.Warn("deleting the lease of a host that stopped failed", "host", dead, "error", err)
-			}
-			g.log.Info("took over the work of a host that stopped", "host", dead, "turns", n)
+		procs, err := g.procs.TakeOver(ctx, dead)
+		if err != nil {
+			g.log.Error("recording the processes of a host that stopped as lost failed; retried when the claim expires", "host", dead, "error", err)
+			continue
 		}
+		if err := s.leases.Delete(ctx, c.Name, c.Fence); err != nil {
+			g.log.Warn("deleting the lease of a host that stopped failed", "host", dead, "error", err)
+		}
+		g.log.Info("took over the work of a host that stopped", "host", dead, "turns", n, "lost_processes", procs)
 	}
 }
 
 // keepAlive takes this host's lease, before the host records anything as its own, and holds it
-// until ctx ends, taking it again if it was lost (a database outage longer than the lease).
-func (s *shared) keepAlive(ctx context.Context) error {
+// until ctx ends, taking it again if it was lost (a database outage or a pause longer than the
+// lease). Holding it again after losing it, the host re-records its running processes: a
+// survivor may have taken it over and recorded them as lost meanwhile (process.Registry.Reassert
+// reconciles them).
+func (s *shared) keepAlive(ctx context.Context, g *Gateway) error {
 	if _, _, err := s.leases.TryAcquire(ctx, "host:"+s.id); err != nil {
 		return fmt.Errorf("taking this host's lease: %w", err)
 	}
-	go s.leases.Campaign(ctx, "host:"+s.id, func(ctx context.Context) { <-ctx.Done() })
+	g.bg.Go(func() { s.campaign(ctx, g) })
 	return nil
+}
+
+// campaign holds this host's lease until ctx ends (keepAlive).
+func (s *shared) campaign(ctx context.Context, g *Gateway) {
+	held := 0 // runs of fn: each after the first follows a loss of the lease
+	s.leases.Campaign(ctx, "host:"+s.id, func(ctx context.Context) {
+		if held++; held > 1 {
+			if n, err := g.procs.Reassert(ctx); err != nil && ctx.Err() == nil {
+				g.log.Error("re-recording this host's processes after its lease was lost failed", "error", err)
+			} else if n > 0 {
+				g.log.Warn("this host's lease was taken over while it was away; its processes recorded as lost were reconciled", "processes", n)
+			}
+		}
+		<-ctx.Done()
+	})
 }

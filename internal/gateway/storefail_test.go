@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/conformance/echotest"
+	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/store"
 )
 
@@ -46,7 +48,7 @@ func TestStoreOutageAtProcessEnd(t *testing.T) {
 	var body string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		code, b := w.get("/healthz")
-		if code == http.StatusServiceUnavailable && strings.Contains(b, "process checkpoints failing") {
+		if code == http.StatusServiceUnavailable && strings.Contains(b, `"path": "processes"`) {
 			body = b
 			break
 		}
@@ -77,9 +79,44 @@ func TestStoreOutageAtProcessEnd(t *testing.T) {
 			t.Fatal("/healthz did not recover")
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // a duplicate would have been sent by now
+	w.settle() // nothing left that could still send a duplicate
 	if n := w.fake.Count("outage-output"); n != 2 {
 		t.Fatalf("start plus completion expected, the platform got %d: %+v", n, w.fake.Messages())
+	}
+}
+
+// settle waits until nothing the world holds can still be sent: every queued process event is
+// acknowledged (done or suppressed) and every ledger row is in a final state. What the platform
+// got by then is all it will get, so a test can count it instead of sleeping first.
+func (w *world) settle() {
+	w.t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		open := ""
+		events, err := w.g.procs.Queue().Events(ctx, "")
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, e := range events {
+			if e.QueueState != "done" && e.QueueState != "suppressed" {
+				open = fmt.Sprintf("process event %d is %s", e.Seq, e.QueueState)
+			}
+		}
+		rows, err := w.g.ledger.List(ctx, delivery.Filter{})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, r := range rows {
+			if !r.State.Final() {
+				open = fmt.Sprintf("delivery %s is %s", r.ID, r.State)
+			}
+		}
+		if open == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("never settled: %s", open)
+		}
 	}
 }
 

@@ -138,6 +138,32 @@ type Sender struct {
 	// Wait bounds how long HostSend waits for the outcome before answering "pending"
 	// (default 5 s).
 	Wait time.Duration
+	// Loading, if set, lists the plugin files the host is still loading. While it lists any, a
+	// target whose platform no plugin serves yet waits for them (within the call's deadline)
+	// instead of failing: at start-up the scheduler may load, and tick a catch-up, before the
+	// platform plugins do.
+	Loading func() []string
+}
+
+// loadingPoll is how often a send waiting for the plugins to load looks again.
+const loadingPoll = 50 * time.Millisecond
+
+// route finds the plugin serving platform for profile, waiting while the host is loading
+// plugins (see Loading).
+func (s Sender) route(ctx context.Context, platform, profile string) (string, error) {
+	for {
+		if name, ok := s.Route(platform, profile); ok {
+			return name, nil
+		}
+		if s.Loading == nil || len(s.Loading()) == 0 {
+			return "", abi.Errorf(abi.CodeNotFound, "no plugin serves platform %q for profile %q", platform, profile)
+		}
+		select {
+		case <-ctx.Done():
+			return "", abi.Errorf(abi.CodeUnavailable, "no plugin serves platform %q for profile %q yet: the host was still loading its plugins (%v)", platform, profile, ctx.Err())
+		case <-time.After(loadingPoll):
+		}
+	}
 }
 
 // complete fills in what a target written as platform:chat[:thread] (a job's explicit target or
@@ -193,8 +219,12 @@ func (s Sender) complete(ctx context.Context, target abi.Source) (abi.Source, er
 	return target, nil
 }
 
-// HostSend records and delivers one message from a scheduler.
+// HostSend records and delivers one message from a scheduler, or, with req.DeliveryID, answers
+// the outcome of one it sent before.
 func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+	if req.DeliveryID != "" {
+		return s.outcome(ctx, c, req)
+	}
 	target := req.Target
 	target.Profile = c.Profile
 	if target.ChatID == "" {
@@ -204,9 +234,9 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 	if err != nil {
 		return abi.HostSendReply{}, err
 	}
-	name, ok := s.Route(target.Platform, c.Profile)
-	if !ok {
-		return abi.HostSendReply{}, abi.Errorf(abi.CodeNotFound, "no plugin serves platform %q for profile %q", target.Platform, c.Profile)
+	name, err := s.route(ctx, target.Platform, c.Profile)
+	if err != nil {
+		return abi.HostSendReply{}, err
 	}
 	key, err := s.Kernel.Key(target)
 	if err != nil {
@@ -238,10 +268,37 @@ func (s Sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendR
 	if err != nil {
 		return abi.HostSendReply{DeliveryID: group, State: string(delivery.Pending)}, nil
 	}
+	return reply(row)
+}
+
+// reply is the answer to a send whose every part is final: the worst part's state, or stale for
+// a message the guard dropped.
+func reply(row delivery.Row) (abi.HostSendReply, error) {
 	if row.State == delivery.Dropped {
 		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: row.Reason}
 	}
-	return abi.HostSendReply{DeliveryID: group, State: string(row.State), MessageIDs: row.MessageIDs, Reason: row.Reason}, nil
+	return abi.HostSendReply{DeliveryID: row.Group, State: string(row.State), MessageIDs: row.MessageIDs, Reason: row.Reason}, nil
+}
+
+// outcome answers what became of an earlier send of the caller's (req.DeliveryID), without
+// waiting: still pending, or its final outcome as HostSend would have answered it. A delivery
+// another plugin or profile made is not found, as is one the ledger does not hold.
+func (s Sender) outcome(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
+	if req.Text != "" || req.Target.ChatID != "" {
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "delivery_id asks about an earlier send: give no text and no target chat (it sends nothing)")
+	}
+	row, done, err := s.Ledger.Outcome(ctx, req.DeliveryID)
+	switch {
+	case errors.Is(err, delivery.ErrNoMessage):
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeNotFound, "no delivery %s", req.DeliveryID)
+	case err != nil:
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeIO, "%v", err)
+	case row.Kind != delivery.KindScheduled || row.Origin != c.Plugin || row.Profile != c.Profile:
+		return abi.HostSendReply{}, abi.Errorf(abi.CodeNotFound, "no delivery %s", req.DeliveryID)
+	case !done:
+		return abi.HostSendReply{DeliveryID: req.DeliveryID, State: string(delivery.Pending)}, nil
+	}
+	return reply(row)
 }
 
 // Agents implements a scheduler plugin's hermes_agent: one turn of the configured agent with the

@@ -96,6 +96,7 @@ func (s *Store) Set(ctx context.Context, plugin, profile, key string, value []by
 			plugin, profile, key, value, time.Now().UnixMilli())
 		return err
 	})
+	store.Report(s.db, store.PathKV, err)
 	if err != nil {
 		if abi.CodeOf(err) != "" {
 			return err
@@ -110,8 +111,9 @@ func (s *Store) Delete(ctx context.Context, plugin, profile, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx,
-		`DELETE FROM plugin_kv WHERE plugin = ? AND profile = ? AND key = ?`, plugin, profile, key); err != nil {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM plugin_kv WHERE plugin = ? AND profile = ? AND key = ?`, plugin, profile, key)
+	store.Report(s.db, store.PathKV, err)
+	if err != nil {
 		return abi.Errorf(abi.CodeIO, "kv delete: %v", err)
 	}
 	return nil

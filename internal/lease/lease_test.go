@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/lease"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
@@ -52,7 +53,7 @@ func refused(t *testing.T, m *lease.Manager, name string) {
 // Two instances (two pools) trying for the same names at once: each name goes to one.
 func TestTryAcquireMutualExclusion(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
-		clk := clock.NewManual(t0)
+		clk := fakeclock.New(t0)
 		a, _ := manager(t, b, "A", clk)
 		bm, _ := manager(t, b, "B", clk)
 		const names = 32
@@ -98,7 +99,7 @@ func TestTryAcquireMutualExclusion(t *testing.T) {
 func TestExpiryTakeoverBumpsFence(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
-		clk := clock.NewManual(t0)
+		clk := fakeclock.New(t0)
 		a, _ := manager(t, b, "A", clk)
 		bm, _ := manager(t, b, "B", clk)
 		fa := acquire(t, a, "turn:1")
@@ -140,7 +141,7 @@ func TestExpiryTakeoverBumpsFence(t *testing.T) {
 func TestClaimExpiredConcurrent(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
-		clk := clock.NewManual(t0)
+		clk := fakeclock.New(t0)
 		dead, _ := manager(t, b, "dead", clk)
 		const work = 120
 		want := map[string]bool{}
@@ -213,7 +214,7 @@ func TestClaimExpiredConcurrent(t *testing.T) {
 func TestClaimExpiredSkipsLockedRows(t *testing.T) {
 	b := storetest.Postgres(t)
 	ctx := context.Background()
-	clk := clock.NewManual(t0)
+	clk := fakeclock.New(t0)
 	dead, db := manager(t, b, "dead", clk)
 	for _, n := range []string{"lane:a", "lane:b", "lane:c"} {
 		acquire(t, dead, n)
@@ -247,7 +248,7 @@ func TestClaimExpiredSkipsLockedRows(t *testing.T) {
 
 // settle waits until n goroutines wait on clk for a time still ahead: everything due at the
 // clock's time has run.
-func settle(t *testing.T, clk *clock.Manual, n int) {
+func settle(t *testing.T, clk *fakeclock.Clock, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); clk.Waiting() != n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -269,7 +270,7 @@ func expiresAt(t *testing.T, db *sql.DB, name string) (exp, fence int64, holder 
 func TestHold(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
-		clk := clock.NewManual(t0)
+		clk := fakeclock.New(t0)
 		a, db := manager(t, b, "A", clk)
 		bm, _ := manager(t, b, "B", clk)
 
@@ -328,7 +329,7 @@ func TestHold(t *testing.T) {
 // two run at once.
 func TestCampaignTakeoverAfterHolderDies(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
-		clk := clock.NewManual(t0)
+		clk := fakeclock.New(t0)
 		a, dbA := manager(t, b, "A", clk)
 		bm, dbB := manager(t, b, "B", clk)
 		var running, most atomic.Int32

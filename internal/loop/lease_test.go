@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/conformance/fakeclock"
 	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/inbound"
 	"github.com/hermes-host/hermes-host/internal/lease"
@@ -92,7 +93,7 @@ const leaseTTL = 30 * time.Second
 
 // settle waits until n goroutines wait on clk for a time ahead: every renewal or attempt due
 // at the clock's time has been made.
-func settle(t *testing.T, clk *clock.Manual, n int) {
+func settle(t *testing.T, clk *fakeclock.Clock, n int) {
 	t.Helper()
 	waitFor(t, "the lease holders and campaigners to wait on the clock", func() bool { return clk.Waiting() == n })
 }
@@ -123,7 +124,7 @@ func TestLeasedPollLoopsRunInOneInstance(t *testing.T) {
 	}
 	cache := t.TempDir()
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
-		clk := clock.NewManual(time.UnixMilli(1_800_000_000_000))
+		clk := fakeclock.New(time.UnixMilli(1_800_000_000_000))
 		tp := &tape{}
 		profiles := []string{"main", "second"}
 		polledBy := func(who string, n int) func() bool {

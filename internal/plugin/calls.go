@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -178,9 +179,28 @@ func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.
 		return nil, err
 	}
 	defer unlock()
-	return typedCall[abi.TickResult](ctx, p, profile, abi.ExportTick, 0, func(c abi.Call) any {
-		return abi.TickRequest{Call: c, UnixMs: now.UnixMilli()}
+	p.schedMu.Lock()
+	interrupted := p.tickCrash[profile]
+	p.schedMu.Unlock()
+	res, err := typedCall[abi.TickResult](ctx, p, profile, abi.ExportTick, 0, func(c abi.Call) any {
+		return abi.TickRequest{Call: c, UnixMs: now.UnixMilli(), Interrupted: interrupted}
 	})
+	// The next tick is told how this one ended if it crashed, so the scheduler can tell a run
+	// its deadline stopped from one a host stop cut short; a tick that returned clears it, and a
+	// tick that failed otherwise leaves it for the next.
+	var crash *CrashError
+	p.schedMu.Lock()
+	switch {
+	case errors.As(err, &crash):
+		if p.tickCrash == nil {
+			p.tickCrash = map[string]string{}
+		}
+		p.tickCrash[profile] = crash.Reason
+	case err == nil:
+		delete(p.tickCrash, profile)
+	}
+	p.schedMu.Unlock()
+	return res, err
 }
 
 // Jobs lists or changes a scheduler's jobs (capability "jobs", ABI 1.1). A call that changes

@@ -695,8 +695,9 @@ type Plugin struct {
 	statusMu sync.Mutex                   // guards status
 	status   map[string]abi.ProfileStatus // by profile: what the last poll reported (ABI 1.1)
 
-	schedMu sync.Mutex               // guards sched
-	sched   map[string]chan struct{} // scheduler profile → its one-call lock (see exclusive)
+	schedMu   sync.Mutex               // guards sched and tickCrash
+	sched     map[string]chan struct{} // scheduler profile → its one-call lock (see exclusive)
+	tickCrash map[string]string        // scheduler profile → how its last tick crashed (CrashError.Reason), until a tick returns
 }
 
 // Name is the plugin's manifest name.
@@ -898,17 +899,36 @@ func (e *CrashError) Error() string {
 	return msg
 }
 
+// Unwrap returns the cause of the crash (a deadline's context.DeadlineExceeded, the trap).
 func (e *CrashError) Unwrap() error { return e.Err }
+
+// Is reports ErrCrashed: every crash is one, whatever its cause.
+func (e *CrashError) Is(target error) bool { return target == ErrCrashed }
+
+// ErrCrashed is what errors.Is finds in the error of a call whose instance died (a
+// *CrashError), for callers that need no details (the public host package).
+var ErrCrashed = errors.New("plugin instance crashed")
+
+// ErrFailed is what errors.Is finds in the error of a call refused because the plugin's
+// breaker tripped (a *FailedError).
+var ErrFailed = errors.New("plugin failed after repeated crashes")
 
 // FailedError is returned by calls to a plugin whose breaker tripped.
 type FailedError struct {
 	Plugin string
-	Last   error
+	Last   error // the last crash (a *CrashError)
 }
 
 func (e *FailedError) Error() string {
 	return fmt.Sprintf("plugin %s is failed after repeated crashes (last: %v)", e.Plugin, e.Last)
 }
+
+// Unwrap returns the last crash, so errors.As finds the *CrashError (its reason, the guest's
+// last words) behind a failed plugin's refusal.
+func (e *FailedError) Unwrap() error { return e.Last }
+
+// Is reports ErrFailed.
+func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 
 func (v *version) call(ctx context.Context, c Caller, export string, input []byte, timeout time.Duration) ([]byte, error) {
 	return v.callOn(ctx, nil, c, export, input, timeout)

@@ -218,6 +218,9 @@ func TestHostileContained(t *testing.T) {
 	if !errors.As(err, &crash) || crash.Reason != "deadline" || !strings.Contains(err.Error(), "call deadline of 300ms exceeded") {
 		t.Fatalf("loop: %v", err)
 	}
+	if !errors.Is(err, ErrCrashed) || errors.Is(err, ErrFailed) {
+		t.Fatalf("a crash is not ErrCrashed (or is ErrFailed): %v", err)
+	}
 
 	// The memory bomb dies at its cap; the Go runtime's last words explain why.
 	_, err = r.Get("membomb").Send(ctx, "main", abi.OutboundMessage{ChatID: "1"})
@@ -241,6 +244,13 @@ func TestHostileContained(t *testing.T) {
 	var failed *FailedError
 	if !errors.As(err, &failed) {
 		t.Fatalf("after 3 crashes: %v", err)
+	}
+	// The refusal unwraps to the last crash: its reason and its cause stay reachable.
+	if crash = nil; !errors.As(err, &crash) || crash.Reason != "deadline" || crash.Plugin != "loop" {
+		t.Fatalf("the failed plugin's error does not unwrap to its last crash: %v (crash %+v)", err, crash)
+	}
+	if !errors.Is(err, ErrFailed) || !errors.Is(err, ErrCrashed) {
+		t.Fatalf("errors.Is finds neither ErrFailed nor the last crash's ErrCrashed in %v", err)
 	}
 	if info := r.Get("loop").Info(); info.State != "failed" || !strings.Contains(info.LastError, "deadline") {
 		t.Fatalf("loop info %+v", info)

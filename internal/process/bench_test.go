@@ -108,7 +108,7 @@ func BenchmarkRecover10k(b *testing.B) {
 					tx := newStmtTx(sqlTx)
 					for j := 0; j < n; j++ {
 						in := storedInfo(fmt.Sprintf("proc_%012x", j), c.pid(j), c.ticks)
-						if _, err := writeRow(ctx, tx, &in, time.Now()); err != nil {
+						if _, err := writeRow(ctx, tx, &in, in.Host, time.Now()); err != nil {
 							return err
 						}
 					}

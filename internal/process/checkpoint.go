@@ -63,6 +63,11 @@ var migrations = []string{
 	CREATE UNIQUE INDEX process_events_one_completion ON process_events(proc_id) WHERE kind = 'completion';
 	CREATE INDEX process_events_ready ON process_events(state, seq);
 	CREATE INDEX process_events_proc ON process_events(proc_id);`,
+	// Which host runs a process (several hosts on one database), and at most one correction of a
+	// "lost" notice per process.
+	`ALTER TABLE processes ADD COLUMN host TEXT NOT NULL DEFAULT '';
+	CREATE INDEX processes_host ON processes(host, state);
+	CREATE UNIQUE INDEX process_events_one_correction ON process_events(proc_id) WHERE kind = 'correction';`,
 }
 
 // Migrate creates or upgrades this package's tables. New and the CLI helpers call it; it is
@@ -81,15 +86,19 @@ const (
 
 const rowColumns = `id, gen, command, dir, pid, start_ticks, state, exit_code, signal, reason,
 	session_key, session_id, stamp, notify, watch, watch_disabled, watch_matches, output_chars,
-	output_bytes, max_age_ms, consumed, adopted, owner, started_at, ended_at, updated_at`
+	output_bytes, max_age_ms, consumed, adopted, owner, started_at, ended_at, updated_at, host`
 
 // upsertRow is the checkpoint compare-and-set: the first write inserts the row; any later write
 // replaces it only when its generation is newer than the stored one, so a snapshot that lands
-// late can never overwrite a newer one.
+// late can never overwrite a newer one, and only when the stored row still names the host the
+// writer expects (the last parameter; normally the writer itself), so a host whose process was
+// taken over by another host (recorded as lost when this host's lease expired) cannot overwrite
+// what the survivor recorded by writing it as its own. Such a host reconciles instead
+// (reconcileRow).
 var upsertRow = `INSERT INTO processes (` + rowColumns + `)
-	VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 	ON CONFLICT(id) DO UPDATE SET ` + setExcluded(rowColumns) + `
-	WHERE excluded.gen > processes.gen`
+	WHERE excluded.gen > processes.gen AND processes.host = ?`
 
 func setExcluded(cols string) string {
 	var b strings.Builder
@@ -130,7 +139,7 @@ func rowArgs(in *Info, now time.Time) ([]any, error) {
 		exit, in.Signal, in.Reason, in.Stamp.Key, in.Stamp.SessionID, string(stamp), flag(in.NotifyOnComplete),
 		watch, flag(in.WatchDisabled), in.WatchMatches, in.OutputChars, in.OutputBytes,
 		in.MaxAge.Milliseconds(), flag(in.Consumed), flag(in.Adopted), in.Owner, in.StartedAt.UnixMilli(), ended,
-		now.UnixMilli()}, nil
+		now.UnixMilli(), in.Host}, nil
 }
 
 // flag is a boolean as the INTEGER columns hold it, 1 or 0: what SQLite's driver writes for a
@@ -142,13 +151,14 @@ func flag(b bool) int64 {
 	return 0
 }
 
-// writeRow applies one checkpoint in tx. applied is false when the stored row is as new or newer.
-func writeRow(ctx context.Context, tx *stmtTx, in *Info, now time.Time) (applied bool, err error) {
+// writeRow applies one checkpoint in tx, provided the stored row (if any) names host from.
+// applied is false when the stored row is as new or newer, or names another host.
+func writeRow(ctx context.Context, tx *stmtTx, in *Info, from string, now time.Time) (applied bool, err error) {
 	args, err := rowArgs(in, now)
 	if err != nil {
 		return false, err
 	}
-	res, err := tx.exec(ctx, upsertRow, args...)
+	res, err := tx.exec(ctx, upsertRow, append(args, from)...)
 	if err != nil {
 		return false, fmt.Errorf("process: checkpoint %s gen %d: %w", in.ID, in.Gen, err)
 	}
@@ -227,7 +237,7 @@ func scanRow(s scanner) (Info, error) {
 	err := s.Scan(&in.ID, &in.Gen, &in.Command, &in.Dir, &in.PID, &ticks, &state, &exit, &in.Signal,
 		&in.Reason, &in.Stamp.Key, &in.Stamp.SessionID, &stamp, &in.NotifyOnComplete, &watch,
 		&in.WatchDisabled, &in.WatchMatches, &in.OutputChars, &in.OutputBytes, &maxAge, &in.Consumed,
-		&in.Adopted, &in.Owner, &started, &ended, &updated)
+		&in.Adopted, &in.Owner, &started, &ended, &updated, &in.Host)
 	if err != nil {
 		return in, err
 	}
@@ -287,12 +297,12 @@ func insertEvent(ctx context.Context, tx *stmtTx, ev *Event, state string, now t
 	return n > 0, err
 }
 
-// suppressCompletion marks the process's undelivered completion as suppressed because the agent
-// consumed the result. A claimed one is suppressed too: Confirm and Ack then tell the delivery
-// layer not to (or that it should not have) delivered it.
+// suppressCompletion marks the process's undelivered completion (or correction) as suppressed
+// because the agent consumed the result. A claimed one is suppressed too: Confirm and Ack then
+// tell the delivery layer not to (or that it should not have) delivered it.
 func suppressCompletion(ctx context.Context, tx *stmtTx, id string, now time.Time) error {
 	_, err := tx.exec(ctx, `UPDATE process_events SET state = ?, outcome = 'consumed', updated_at = ?
-		WHERE proc_id = ? AND kind = ? AND state IN (?, ?)`,
-		qSuppressed, now.UnixMilli(), id, string(EventCompletion), qPending, qClaimed)
+		WHERE proc_id = ? AND kind IN (?, ?) AND state IN (?, ?)`,
+		qSuppressed, now.UnixMilli(), id, string(EventCompletion), string(EventCorrection), qPending, qClaimed)
 	return err
 }

@@ -38,8 +38,10 @@ func inspect(ctx context.Context, db *sql.DB, dataDir, id string) ([]Info, error
 		return nil, err
 	}
 	cols := "p." + strings.ReplaceAll(strings.Join(strings.Fields(rowColumns), " "), ", ", ", p.")
-	rows, err := db.QueryContext(ctx, `SELECT `+cols+`, COALESCE(e.state, ''), COALESCE(e.outcome, '')
+	rows, err := db.QueryContext(ctx, `SELECT `+cols+`, COALESCE(e.state, ''), COALESCE(e.outcome, ''),
+		COALESCE(c.state, ''), COALESCE(c.outcome, '')
 		FROM processes p LEFT JOIN process_events e ON e.proc_id = p.id AND e.kind = 'completion'
+		LEFT JOIN process_events c ON c.proc_id = p.id AND c.kind = 'correction'
 		WHERE ? = '' OR p.id = ?
 		ORDER BY p.started_at DESC, p.id`, id, id)
 	if err != nil {
@@ -48,12 +50,13 @@ func inspect(ctx context.Context, db *sql.DB, dataDir, id string) ([]Info, error
 	defer rows.Close()
 	var out []Info
 	for rows.Next() {
-		var notice, outcome string
-		in, err := scanRow(rowWith{rows, &notice, &outcome})
+		var notice, outcome, corr, corrOutcome string
+		in, err := scanRow(rowWith{rows, []any{&notice, &outcome, &corr, &corrOutcome}})
 		if err != nil {
 			return nil, err
 		}
 		in.Notice, in.NoticeOutcome = notice, outcome
+		in.Correction, in.CorrectionOutcome = corr, corrOutcome
 		if !in.State.Final() {
 			if fi, err := os.Stat(filepath.Join(dataDir, "proc", in.ID+".log")); err == nil {
 				in.OutputBytes = fi.Size()
@@ -67,12 +70,11 @@ func inspect(ctx context.Context, db *sql.DB, dataDir, id string) ([]Info, error
 // rowWith scans a process row followed by extra columns.
 type rowWith struct {
 	s     scanner
-	extra *string
-	more  *string
+	extra []any
 }
 
-// Scan scans the row's columns into dst and the extra columns into the extra fields.
-func (r rowWith) Scan(dst ...any) error { return r.s.Scan(append(dst, r.extra, r.more)...) }
+// Scan scans the row's columns into dst and the extra columns into extra.
+func (r rowWith) Scan(dst ...any) error { return r.s.Scan(append(dst, r.extra...)...) }
 
 // List is ListProcesses on this registry's database and data directory.
 func (r *Registry) List(ctx context.Context) ([]Info, error) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +43,7 @@ func (r *Registry) drainLocked(p *proc, match bool) (more bool) {
 	buf := *bp
 	var events []queuedEvent
 	for read := 0; read < maxDrainStep; {
-		n, err := p.logf.ReadAt(buf, p.readOff)
+		n, err := readLog(p.logf, p.logPath, buf, p.readOff)
 		if n > 0 {
 			chunk := buf[:n]
 			base := p.readOff
@@ -55,7 +56,12 @@ func (r *Registry) drainLocked(p *proc, match bool) (more bool) {
 		}
 		if err != nil || n < len(buf) {
 			if err != nil && !errors.Is(err, io.EOF) {
-				r.log.Warn("process: read output", "id", p.id, "err", err)
+				if p.readErr == nil {
+					r.log.Warn("process: read output; retried", "id", p.id, "err", err)
+				}
+				p.readErr = err
+			} else {
+				p.readErr = nil
 			}
 			more = false
 			break
@@ -191,25 +197,90 @@ func (r *Registry) disableWatchLocked(p *proc, now time.Time, why string) queued
 }
 
 // fileTail returns the line-safe tail of a log file of an ended or foreign process, and its size.
-func fileTail(path string, chars int) (string, bool, int64) {
+// A log file that does not exist has no output; err is any other failure to read it (the tail
+// then lacks what the file holds).
+func fileTail(path string, chars int) (tail string, cut bool, size int64, err error) {
 	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, 0, nil
+	}
 	if err != nil {
-		return "", false, 0
+		return "", false, 0, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", false, 0
+		return "", false, 0, err
 	}
-	size := fi.Size()
+	size = fi.Size()
 	from := max(size-int64(chars+1)*4, 0)
 	if start := dataStart(f, size); from < start {
 		from = start
 	}
 	b := make([]byte, size-from)
-	n, _ := f.ReadAt(b, from)
-	s, cut := cutTail(b[:n], from > 0, chars, 0)
-	return s, cut, size
+	n, err := readLog(f, path, b, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false, size, err
+	}
+	tail, cut = cutTail(b[:n], from > 0, chars, 0)
+	return tail, cut, size, nil
+}
+
+// readLog reads a log file at off: f.ReadAt, through the tests' fault hook.
+func readLog(f *os.File, path string, b []byte, off int64) (int, error) {
+	if hook := testHookReadLog.Load(); hook != nil {
+		if err := (*hook)(path); err != nil {
+			return 0, err
+		}
+	}
+	return f.ReadAt(b, off)
+}
+
+// testHookReadLog, when set by a test, runs before every read of a log file; an error it returns
+// is the read's error (an I/O error of the disk). Atomic: goroutines of earlier tests' processes
+// may still read a log file while a test sets it.
+var testHookReadLog atomic.Pointer[func(path string) error]
+
+// restoreLocked reads into p's ring what its log file holds beyond what the ring got, after a read
+// of the log file failed (p.readErr): the file is opened again by its path, so it works after the
+// end too, when the host's own handle is closed. On success p.readErr is cleared. p.mu must be
+// held.
+func (r *Registry) restoreLocked(p *proc) {
+	if p.readErr == nil {
+		return
+	}
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		p.readErr = err
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		p.readErr = err
+		return
+	}
+	size := fi.Size()
+	from := p.readOff
+	if size-from > int64(p.ring.max) { // more than the ring holds: keep its last part
+		from = size - int64(p.ring.max)
+		if start := dataStart(f, size); from < start {
+			from = start
+		}
+		p.ring = newRing(p.ring.max)
+		p.ring.total = from
+		p.partial = nil // the lines in between are not matched
+	}
+	b := make([]byte, max(size-from, 0))
+	n, err := readLog(f, p.logPath, b, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		p.readErr = err
+		return
+	}
+	p.ring.write(b[:n])
+	p.readOff = from + int64(n)
+	p.readErr = nil
+	r.log.Info("process: output read again from the log file after a read error", "id", p.id, "bytes", n)
 }
 
 // readLogFile reads up to limit bytes of a log file from offset (negative: the last limit bytes).

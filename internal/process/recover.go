@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 )
 
@@ -17,6 +16,10 @@ type RecoverReport struct {
 	Skipped   int      // tracked already, or checkpointed by another live host
 	Reclaimed int64    // event claims of the previous host returned to pending
 	Corrupt   []string // checkpoints that could not be decoded (left untouched, logged)
+	// Retaken are processes of this data directory that another host recorded as lost while
+	// this directory's host was away; they are adopted or ended above like any open process,
+	// reconciling the lost record (see "Takeover by another host").
+	Retaken []string
 }
 
 // Recover runs once at host start. For every checkpoint still starting or running:
@@ -39,12 +42,16 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 	if rep.Reclaimed, err = r.q.releaseAll(ctx); err != nil {
 		return rep, fmt.Errorf("process: recover: %w", err)
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE state IN (?, ?)`,
-		string(StateStarting), string(StateRunning))
+	// Open checkpoints, and processes another host recorded as lost because it took this data
+	// directory's previous host over (host_lost): if they are this directory's, their truth is
+	// here (see "Takeover by another host").
+	rows, err := r.db.QueryContext(ctx, `SELECT `+rowColumns+` FROM processes WHERE state IN (?, ?) OR (state = ? AND reason = ?)`,
+		string(StateStarting), string(StateRunning), string(StateLost), ReasonHostLost)
 	if err != nil {
 		return rep, fmt.Errorf("process: recover: %w", err)
 	}
 	var open []Info
+	lostRows := map[string]bool{} // recorded as lost by a takeover
 	for rows.Next() {
 		in, err := scanRow(rows)
 		if errors.Is(err, ErrCorrupt) {
@@ -57,6 +64,15 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 		if err != nil {
 			rows.Close()
 			return rep, fmt.Errorf("process: recover: %w", err)
+		}
+		if in.State == StateLost {
+			// Taken over while it was this directory's (below: only if its log file is here):
+			// to the survivor it vanished; what it really is, is found out as for any open row.
+			in.State, in.Reason, in.EndedAt, in.ExitCode, in.Signal = StateRunning, "", time.Time{}, nil, ""
+			if in.PID == 0 {
+				in.State = StateStarting
+			}
+			lostRows[in.ID] = true
 		}
 		open = append(open, in)
 	}
@@ -82,16 +98,36 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 	now := r.now()
 	foreign := map[string]bool{} // writer identity → alive elsewhere; usually one previous host
 	for _, in := range open {
-		elsewhere, ok := foreign[in.Owner]
-		if !ok {
-			elsewhere = ownerAliveElsewhere(in.Owner)
-			foreign[in.Owner] = elsewhere
+		taken := lostRows[in.ID]
+		if (taken || (r.host != "" && in.Host != "" && in.Host != r.host)) && !r.ownsLog(in.ID) {
+			// Another host's process (several hosts on one database): its log file is in that
+			// host's data directory, its pid on that host's machine. That host, or a survivor
+			// taking it over when it stops, records its end. (A lost row of another host's is
+			// not open: not counted.)
+			if !taken {
+				rep.Skipped++
+			}
+			continue
 		}
-		if elsewhere || r.lookup(in.ID) != nil {
+		if !taken { // a taken-over row names the survivor, which does not run it
+			elsewhere, ok := foreign[in.Owner]
+			if !ok {
+				elsewhere = ownerAliveElsewhere(in.Owner)
+				foreign[in.Owner] = elsewhere
+			}
+			if elsewhere {
+				rep.Skipped++
+				continue
+			}
+		}
+		if r.lookup(in.ID) != nil {
 			rep.Skipped++
 			continue
 		}
-		exitPath := filepath.Join(r.logDir, in.ID+".exit")
+		if taken {
+			rep.Retaken = append(rep.Retaken, in.ID)
+		}
+		exitPath := r.exitPath(in.ID)
 		st := endStatus{state: StateLost, reason: ReasonSpawnCrash}
 		if o, ok := orphans[in.ID]; ok {
 			in.State, in.PID, in.StartTicks = StateRunning, o.pid, o.startTicks
@@ -140,13 +176,15 @@ func (r *Registry) Recover(ctx context.Context) (RecoverReport, error) {
 	return rep, firstErr
 }
 
-// adopt takes over a live process checkpointed by a previous host.
+// adopt takes over a live process checkpointed by a previous host (or recorded as lost by a host
+// that took the previous one over: the write expects the host the row names, either way).
 func (r *Registry) adopt(in Info) *op {
 	p := &proc{
-		id: in.ID, logPath: filepath.Join(r.logDir, in.ID+".log"), exitPath: filepath.Join(r.logDir, in.ID+".exit"),
+		id: in.ID, logPath: r.logPath(in.ID), exitPath: r.exitPath(in.ID),
 		done: make(chan struct{}), ring: newRing(r.opt.BufferBytes), info: in, killWhy: in.Reason,
 	}
-	p.info.Adopted = true
+	from := in.Host
+	p.info.Adopted, p.info.Host = true, r.host
 	p.watch.delivered = in.WatchMatches
 	f, off, err := refill(p.logPath, &p.ring)
 	if err != nil {
@@ -162,18 +200,23 @@ func (r *Registry) adopt(in Info) *op {
 	r.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return r.checkpointLocked(p, nil)
+	o := r.snapshotLocked(p, nil)
+	o.from, o.takeover = from, true
+	return r.w.submit(o)
 }
 
-// endStored records the end of a process that is only in the checkpoint, with its completion.
+// endStored records the end of a process that is only in the checkpoint, with its completion. If
+// another host recorded it as lost, this end replaces or corrects that notice (supersedeLost).
 func (r *Registry) endStored(in Info, st endStatus, now time.Time) *op {
+	from := in.Host
+	in.Host = r.host
 	in.State, in.ExitCode, in.Signal, in.Reason, in.EndedAt = st.state, st.code, st.signal, st.reason, now
 	if in.OutputChars <= 0 {
 		in.OutputChars = r.opt.TailChars
 	}
-	var tail string
-	var cut bool
-	tail, cut, in.OutputBytes = fileTail(filepath.Join(r.logDir, in.ID+".log"), in.OutputChars)
+	logPath := r.logPath(in.ID)
+	tail, cut, size, rerr := fileTail(logPath, in.OutputChars)
+	in.OutputBytes = size
 	in.Gen++
 	in.Owner = selfIdentity()
 	ev := Event{
@@ -181,9 +224,13 @@ func (r *Registry) endStored(in Info, st endStatus, now time.Time) *op {
 		At: now, State: in.State, ExitCode: in.ExitCode, Reason: in.Reason, Notify: in.NotifyOnComplete,
 		Output: tail, OutputCut: cut,
 	}
-	state := qPending
+	qe := queuedEvent{ev: ev, state: qPending}
 	if in.Consumed {
-		state = qSuppressed
+		qe.state = qSuppressed
 	}
-	return r.w.submit(&op{row: &in, events: []queuedEvent{{ev: ev, state: state}}})
+	if rerr != nil {
+		qe.ev.Output = withUnread(tail, rerr)
+		qe.tailFrom, qe.tailChars = logPath, in.OutputChars
+	}
+	return r.w.submit(&op{row: &in, events: []queuedEvent{qe}, from: from, truth: true, takeover: true})
 }

@@ -21,7 +21,7 @@ func putRow(t testing.TB, db *sql.DB, in Info) bool {
 	var applied bool
 	err := store.WithTx(context.Background(), db, func(tx *sql.Tx) error {
 		var err error
-		applied, err = writeRow(context.Background(), newStmtTx(tx), &in, time.Now())
+		applied, err = writeRow(context.Background(), newStmtTx(tx), &in, in.Host, time.Now())
 		return err
 	})
 	if err != nil {

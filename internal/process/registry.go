@@ -61,6 +61,11 @@ type Options struct {
 	// completion) is written again after the store failed; it doubles up to StoreRetryMax.
 	// Defaults 100ms and 5s.
 	StoreRetry, StoreRetryMax time.Duration
+	// Host is this host's identity when several hosts share the database (the lease instance id,
+	// lease.InstanceID): every process row names the host that runs it, and another host that
+	// takes a stopped host's work over records that host's processes as lost (TakeOver). Empty
+	// on a single host.
+	Host string
 }
 
 func (o *Options) defaults() error {
@@ -122,6 +127,7 @@ func setDefault[T int | int64 | time.Duration](v *T, d T) {
 type Registry struct {
 	db     *sql.DB
 	opt    Options
+	host   string // Options.Host
 	logDir string
 	now    func() time.Time
 	log    *slog.Logger
@@ -154,6 +160,7 @@ type proc struct {
 	readOff int64    // next byte of the log file to read
 	punched int64    // bytes at the start of the log file given back to the disk; -1: cannot
 	partial []byte   // an incomplete last line, for watch matching
+	readErr error    // the last read of the log file failed: the ring may lack output (restoreLocked)
 	watch   watchLimiter
 	waiters int    // Wait calls blocked on done
 	killWhy string // set once a kill was requested: the reason
@@ -175,7 +182,7 @@ func New(ctx context.Context, db *sql.DB, opt Options) (*Registry, error) {
 		return nil, fmt.Errorf("process: %w", err)
 	}
 	r := &Registry{
-		db: db, opt: opt, logDir: logDir, now: opt.Now, log: opt.Logger,
+		db: db, opt: opt, host: opt.Host, logDir: logDir, now: opt.Now, log: opt.Logger,
 		procs: map[string]*proc{}, stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	r.q = newQueue(db, opt.Now)
@@ -355,12 +362,12 @@ func (r *Registry) newProc(req SpawnRequest) (p *proc, wf *os.File, err error) {
 		chars = r.opt.TailChars
 	}
 	p = &proc{
-		id: id, logPath: filepath.Join(r.logDir, id+".log"), exitPath: filepath.Join(r.logDir, id+".exit"),
+		id: id, logPath: r.logPath(id), exitPath: r.exitPath(id),
 		done: make(chan struct{}), ring: newRing(r.opt.BufferBytes),
 		info: Info{
 			ID: id, Command: req.Command, Dir: req.Dir, State: StateStarting, Stamp: req.Stamp,
 			StartedAt: now, MaxAge: maxAge, NotifyOnComplete: req.NotifyOnComplete,
-			WatchPatterns: append([]string(nil), req.WatchPatterns...), OutputChars: chars,
+			WatchPatterns: append([]string(nil), req.WatchPatterns...), OutputChars: chars, Host: r.host,
 		},
 	}
 	wf, err = os.OpenFile(p.logPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -390,6 +397,10 @@ func (r *Registry) env(id string, req SpawnRequest) []string {
 	)
 }
 
+// logPath and exitPath are the files of process id in this host's data directory.
+func (r *Registry) logPath(id string) string  { return filepath.Join(r.logDir, id+".log") }
+func (r *Registry) exitPath(id string) string { return filepath.Join(r.logDir, id+".exit") }
+
 func newID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -399,11 +410,18 @@ func newID() string {
 // checkpointLocked bumps p's generation and submits a checkpoint of its current state with
 // events. p.mu must be held: that is what orders one process's writes.
 func (r *Registry) checkpointLocked(p *proc, events []queuedEvent) *op {
+	return r.w.submit(r.snapshotLocked(p, events))
+}
+
+// snapshotLocked bumps p's generation and returns the op of a checkpoint of its current state:
+// this host runs p, so the row must name this host (from), and if another host recorded it as
+// lost meanwhile this host's truth is written over that record (truth). p.mu must be held.
+func (r *Registry) snapshotLocked(p *proc, events []queuedEvent) *op {
 	p.info.Gen++
 	p.info.OutputBytes = p.ring.total
 	p.info.Owner = selfIdentity()
 	row := p.info
-	return r.w.submit(&op{row: &row, events: events})
+	return &op{row: &row, events: events, from: r.host, truth: true}
 }
 
 // reap waits for a child to end and records the end.
@@ -447,6 +465,7 @@ func (r *Registry) finish(p *proc, st endStatus) {
 	}
 	for r.drainLocked(p, false) { // all of it: the completion's tail is the real end
 	}
+	r.restoreLocked(p) // a read that failed is tried once more, from a fresh handle
 	if p.killWhy != "" && st.state == StateExited {
 		st.state, st.reason = StateKilled, p.killWhy
 		if st.signal == "" && st.code != nil && *st.code > 128 && *st.code < 128+65 {
@@ -483,19 +502,37 @@ func (r *Registry) finish(p *proc, st endStatus) {
 }
 
 // completionLocked builds p's completion event. p.mu must be held.
+//
+// If the log file could not be read to its end (an I/O error), the tail says so, and the writer
+// reads the tail from the log file again right before each attempt to commit the event (see
+// queuedEvent.tailFrom): an end that waits for a failing store is reported with the output the
+// file holds once it can be read, not with what the ring happened to get.
 func (r *Registry) completionLocked(p *proc, now time.Time) queuedEvent {
 	tail, cut := p.ring.tail(p.ring.total, p.info.OutputChars, 0)
-	ev := Event{
+	qe := queuedEvent{state: qPending}
+	if p.readErr != nil {
+		tail = withUnread(tail, p.readErr)
+		qe.tailFrom, qe.tailChars = p.logPath, p.info.OutputChars
+	}
+	qe.ev = Event{
 		Kind: EventCompletion, ProcID: p.id, Command: p.info.Command, Stamp: p.info.Stamp,
 		StartedAt: p.info.StartedAt, At: now, State: p.info.State, ExitCode: p.info.ExitCode,
 		Signal: p.info.Signal, Reason: p.info.Reason, Notify: p.info.NotifyOnComplete,
 		Output: tail, OutputCut: cut,
 	}
-	state := qPending
 	if p.info.Consumed {
-		state = qSuppressed
+		qe.state = qSuppressed
 	}
-	return queuedEvent{ev: ev, state: state}
+	return qe
+}
+
+// withUnread marks a tail that lacks output because the log file could not be read.
+func withUnread(tail string, err error) string {
+	note := "[… the rest of the output could not be read (" + err.Error() + "); `hermes-host ps log` reads the log file …]"
+	if tail == "" {
+		return note
+	}
+	return tail + "\n" + note
 }
 
 // lookup returns the in-memory proc of id, or nil.
@@ -528,9 +565,13 @@ func (r *Registry) Poll(ctx context.Context, id string) (Status, error) {
 	if p := r.lookup(id); p != nil {
 		p.mu.Lock()
 		r.drainLocked(p, true)
+		r.restoreLocked(p) // the ring lacks what a failed read missed: the file has it
 		st := Status{Info: p.info}
 		st.OutputBytes = p.ring.total
 		st.Output, st.OutputCut = p.ring.tail(p.ring.total, p.info.OutputChars, 0)
+		if p.readErr != nil {
+			st.Output = withUnread(st.Output, p.readErr)
+		}
 		p.mu.Unlock()
 		return st, nil
 	}
@@ -542,7 +583,11 @@ func (r *Registry) Poll(ctx context.Context, id string) (Status, error) {
 		in.OutputChars = r.opt.TailChars
 	}
 	st := Status{Info: in}
-	st.Output, st.OutputCut, st.OutputBytes = fileTail(filepath.Join(r.logDir, id+".log"), in.OutputChars)
+	var rerr error
+	st.Output, st.OutputCut, st.OutputBytes, rerr = fileTail(r.logPath(id), in.OutputChars)
+	if rerr != nil {
+		st.Output = withUnread(st.Output, rerr)
+	}
 	return st, nil
 }
 
@@ -564,6 +609,7 @@ func (r *Registry) Log(ctx context.Context, id string, offset int64, limit int) 
 	if p := r.lookup(id); p != nil {
 		p.mu.Lock()
 		r.drainLocked(p, true)
+		r.restoreLocked(p)
 		total := p.ring.total
 		ended := p.info.State.Final()
 		var (
@@ -592,7 +638,7 @@ func (r *Registry) Log(ctx context.Context, id string, offset int64, limit int) 
 	if err != nil {
 		return LogChunk{}, err
 	}
-	ch, err := readLogFile(filepath.Join(r.logDir, id+".log"), offset, limit)
+	ch, err := readLogFile(r.logPath(id), offset, limit)
 	if err != nil {
 		return ch, err
 	}
@@ -629,11 +675,9 @@ func (r *Registry) consumeLocked(p *proc) *op {
 		return nil
 	}
 	p.info.Consumed = true
-	p.info.Gen++
-	p.info.OutputBytes = p.ring.total
-	p.info.Owner = selfIdentity()
-	row := p.info
-	return r.w.submit(&op{row: &row, suppress: p.id})
+	o := r.snapshotLocked(p, nil)
+	o.suppress = p.id
+	return r.w.submit(o)
 }
 
 // consumeStored consumes a process that is only in the checkpoint (ended before this host
@@ -645,7 +689,10 @@ func (r *Registry) consumeStored(ctx context.Context, in Info) error {
 	in.Consumed = true
 	in.Gen++
 	in.Owner = selfIdentity()
-	return r.w.submit(&op{row: &in, suppress: in.ID}).wait()
+	// The row keeps its host: consuming is not running it. If that host writes meanwhile, this
+	// write does not apply (the generation) and the agent's read is not recorded; the
+	// suppression below still is.
+	return r.w.submit(&op{row: &in, suppress: in.ID, from: in.Host}).wait()
 }
 
 // Wait blocks until the process ends, timeout passes or ctx is done, and returns its state. A

@@ -3,8 +3,11 @@ package process
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,5 +124,46 @@ func TestCorruptCheckpointIsReported(t *testing.T) {
 	}
 	if len(e.completions(res.ID)) != 0 {
 		t.Fatal("a completion was produced for a checkpoint whose owner is unknown")
+	}
+}
+
+// TestOutputAfterAnIOErrorAtTheEnd: at a process's end the disk fails: the store refuses writes
+// and reads of the log file fail with EIO, so the ring never gets what the process printed last.
+// Once the disk is back, the completion (its end checkpoint was retried meanwhile) and a later
+// poll carry the output the log file holds, not "(no output)".
+func TestOutputAfterAnIOErrorAtTheEnd(t *testing.T) {
+	t.Cleanup(func() { testHookReadLog.Store(nil) })
+	e := newEnvStore(t, Options{StoreRetry: 20 * time.Millisecond, StoreRetryMax: 100 * time.Millisecond},
+		store.Options{BusyTimeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	var eio atomic.Bool
+	eioHook := func(path string) error {
+		if eio.Load() {
+			return &os.PathError{Op: "read", Path: path, Err: syscall.EIO}
+		}
+		return nil
+	}
+	testHookReadLog.Store(&eioHook)
+	gate, open := e.gate("end")
+	res := e.spawn(SpawnRequest{Command: waitGate(gate) + "echo printed-at-the-end", NotifyOnComplete: true})
+	release := lockStore(t, e.dir)
+	eio.Store(true)
+	open()
+	waitFor(t, "the end to wait for the failing store", func() bool {
+		st, err := e.r.Poll(ctx, res.ID)
+		return err == nil && st.State.Final() && e.r.Health() != nil
+	})
+	if st, _ := e.r.Poll(ctx, res.ID); !strings.Contains(st.Output, "could not be read") {
+		t.Fatalf("poll while the log file cannot be read says %q; want it to say the output could not be read", st.Output)
+	}
+	eio.Store(false)
+	release()
+	waitFor(t, "the completion", func() bool { return len(e.completions(res.ID)) == 1 })
+	if c := e.completions(res.ID); !strings.Contains(c[0].Output, "printed-at-the-end") || strings.Contains(c[0].Output, "could not be read") {
+		t.Fatalf("completion output %q; want what the process printed", c[0].Output)
+	}
+	st, err := e.r.Poll(ctx, res.ID)
+	if err != nil || !strings.Contains(st.Output, "printed-at-the-end") || st.OutputBytes != int64(len("printed-at-the-end\n")) {
+		t.Fatalf("poll after the disk came back: %q (%d bytes), %v", st.Output, st.OutputBytes, err)
 	}
 }

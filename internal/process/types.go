@@ -18,7 +18,7 @@ const (
 	StateRunning     State = "running"      // started and not yet seen to end
 	StateExited      State = "exited"       // ended on its own; ExitCode may be unknown (nil)
 	StateKilled      State = "killed"       // ended after the registry signalled it (Reason says why)
-	StateLost        State = "lost"         // vanished while the host was down; exit status unknown
+	StateLost        State = "lost"         // vanished while the host was down, or its host stopped; exit status unknown
 	StateFailedStart State = "failed_start" // could not be started (Reason holds the error)
 )
 
@@ -37,6 +37,11 @@ const (
 	ReasonSpawnCrash    = "host_down_during_spawn"
 	ReasonKill          = "process.kill" // the default reason of Kill
 	ReasonMaxAge        = "max_age"      // killed because it outlived its maximum age
+	// ReasonHostLost: lost because the host running it stopped (its lease expired) and another
+	// host took its work over; the process may have gone on running, its outcome is unknown. If
+	// the host comes back and knows the real end, that end replaces the lost record (see
+	// "Takeover by another host" in takeover.go).
+	ReasonHostLost = "host_lost"
 )
 
 // Info is a snapshot of one process, as the registry and its checkpoint know it.
@@ -70,12 +75,21 @@ type Info struct {
 
 	Gen   int64  `json:"gen"`             // checkpoint generation of this snapshot
 	Owner string `json:"owner,omitempty"` // writer identity "pid:starttime" of the host that wrote it
+	// Host is the instance id (lease.InstanceID) of the host that runs the process when several
+	// hosts share the database; "" on a single host. When a host stops and another takes its work
+	// over, the survivor records the process as lost under its own id: writes of the host that
+	// stopped, made on the strength of owning the row, then no longer match (see upsertRow).
+	Host string `json:"host,omitempty"`
 
 	// Notice is the delivery state of the completion event, filled by List: "", pending, claimed,
 	// done, suppressed; NoticeOutcome is what the delivery layer recorded (e.g. "delivered",
 	// "dropped: session_reset").
 	Notice        string `json:"notice,omitempty"`
 	NoticeOutcome string `json:"notice_outcome,omitempty"`
+	// Correction and CorrectionOutcome are the same for the correction of a "lost" notice (an
+	// EventCorrection), filled by List when there is one.
+	Correction        string `json:"correction,omitempty"`
+	CorrectionOutcome string `json:"correction_outcome,omitempty"`
 }
 
 // Age is how long the process has existed at now (until its end, if it ended).
@@ -108,6 +122,7 @@ type EventKind string
 // Kinds of event the registry emits.
 const (
 	EventCompletion      EventKind = "completion"              // the process ended (once per process)
+	EventCorrection      EventKind = "correction"              // the real end of a process whose delivered completion said "lost" (host_lost); at most once
 	EventWatchMatch      EventKind = "watch_match"             // a watch pattern matched a line
 	EventWatchDisabled   EventKind = "watch_disabled"          // per-process watch limits hit; notify-on-complete takes over
 	EventOverflowTripped EventKind = "watch_overflow_tripped"  // global watch breaker tripped: matches are dropped
@@ -143,7 +158,7 @@ type Event struct {
 	// Watch fields.
 	Pattern    string `json:"pattern,omitempty"`
 	Suppressed int    `json:"suppressed,omitempty"` // matches suppressed since the previous delivered one
-	Message    string `json:"message,omitempty"`    // human text of watch_disabled / overflow events
+	Message    string `json:"message,omitempty"`    // human text of watch_disabled / overflow events, and of a host_lost completion
 }
 
 // Errors returned by the registry and the event queue.
@@ -160,4 +175,7 @@ var (
 	// ErrSuppressed means the agent consumed the result (Wait, Log, Kill) after the event was
 	// claimed: do not deliver it.
 	ErrSuppressed = errors.New("process: event suppressed (result consumed by the agent)")
+	// ErrTakenOver means a checkpoint was not written because another host recorded the process
+	// since this host last wrote it (and not as lost by a takeover, which this host reconciles).
+	ErrTakenOver = errors.New("process: the checkpoint was recorded by another host meanwhile")
 )

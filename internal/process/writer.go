@@ -16,6 +16,24 @@ import (
 type queuedEvent struct {
 	ev    Event
 	state string // qPending or qSuppressed
+
+	// tailFrom is set when ev.Output lacks output because the log file could not be read: the
+	// writer reads the tail (tailChars characters) from this log file again before each attempt
+	// to commit, and keeps it once a read succeeds.
+	tailFrom  string
+	tailChars int
+}
+
+// refreshTail reads qe's output tail from its log file if it lacked output; see tailFrom.
+func (qe *queuedEvent) refreshTail() {
+	if qe.tailFrom == "" {
+		return
+	}
+	tail, cut, _, err := fileTail(qe.tailFrom, qe.tailChars)
+	if err != nil {
+		return // the event keeps its marked tail; tried again at the next attempt
+	}
+	qe.ev.Output, qe.ev.OutputCut, qe.tailFrom = tail, cut, ""
 }
 
 // op is one unit of durable work: an optional checkpoint row, events that go with it, and an
@@ -25,10 +43,22 @@ type op struct {
 	row      *Info
 	events   []queuedEvent
 	suppress string // process id whose undelivered completion is suppressed
+	// from is the host the stored row must name for row to apply (upsertRow): the writer's own
+	// host, or, for a takeover at Recover, the host the row was read with.
+	from string
+	// truth marks a row this host observed itself (a process it runs, or found ended in its data
+	// directory): if another host recorded it as lost by a takeover meanwhile, it is written
+	// anyway (reconcileRow). A write of a row only read from the database (consumeStored) is not.
+	truth bool
+	// takeover marks a row that takes the process over from another host (Recover): a lost
+	// notice still queued is withdrawn when the row says the process runs.
+	takeover bool
 
-	done    chan struct{}
-	err     error
-	applied bool // the row's compare-and-set succeeded
+	done      chan struct{}
+	err       error
+	applied   bool   // the row's compare-and-set succeeded
+	reclaimed bool   // applied over another host's lost record (reconcileRow)
+	other     string // not applied: the row names this other host
 }
 
 // mustLand reports whether o carries events (a completion, a watch match): such an op is
@@ -249,6 +279,11 @@ func (w *writer) commit(batch []*op) ([]*op, error) {
 
 func (w *writer) commitTx(batch []*op) error {
 	ctx := context.Background()
+	for _, o := range batch { // file reads, outside the transaction
+		for i := range o.events {
+			o.events[i].refreshTail()
+		}
+	}
 	now := w.now()
 	notify := false
 	err := store.WithTx(ctx, w.db, func(sqlTx *sql.Tx) error {
@@ -263,6 +298,7 @@ func (w *writer) commitTx(batch []*op) error {
 		}
 		return nil
 	})
+	store.Report(w.db, store.PathProcesses, err)
 	if err == nil && notify && w.wake != nil {
 		w.wake()
 	}
@@ -275,6 +311,14 @@ func (w *writer) settle(batch []*op, err error) {
 		o.err = err
 		if err != nil {
 			o.applied = false
+		} else if o.other != "" {
+			o.err = fmt.Errorf("%w: %s is recorded by host %s", ErrTakenOver, o.row.ID, o.other)
+			kinds := make([]EventKind, len(o.events))
+			for i, qe := range o.events {
+				kinds[i] = qe.ev.Kind
+			}
+			w.log.Error("process: checkpoint not written: another host recorded the process meanwhile",
+				"id", o.row.ID, "host", o.other, "state", o.row.State, "events_not_queued", kinds)
 		}
 		close(o.done)
 	}
@@ -282,10 +326,21 @@ func (w *writer) settle(batch []*op, err error) {
 
 // apply runs o inside tx. It reports whether it queued a deliverable event.
 func (o *op) apply(ctx context.Context, tx *stmtTx, now time.Time) (deliverable bool, err error) {
-	o.applied = true
+	o.applied, o.reclaimed, o.other = true, false, ""
 	if o.row != nil {
-		if o.applied, err = writeRow(ctx, tx, o.row, now); err != nil {
+		if o.applied, err = writeRow(ctx, tx, o.row, o.from, now); err != nil {
 			return false, err
+		}
+		if !o.applied && o.truth {
+			if o.reclaimed, o.other, err = reconcileRow(ctx, tx, o.row, o.from, now); err != nil {
+				return false, err
+			}
+			o.applied = o.reclaimed
+		}
+		if o.applied && (o.reclaimed || o.takeover) && !o.row.State.Final() {
+			if err := withdrawLost(ctx, tx, o.row.ID, now); err != nil {
+				return false, err
+			}
 		}
 	}
 	if o.applied {
@@ -294,6 +349,13 @@ func (o *op) apply(ctx context.Context, tx *stmtTx, now time.Time) (deliverable 
 			ins, err := insertEvent(ctx, tx, &qe.ev, qe.state, now)
 			if err != nil {
 				return false, err
+			}
+			if !ins && qe.ev.Kind == EventCompletion {
+				// The process has a completion already: a lost notice of a takeover, which
+				// this real end replaces or corrects, or (any other) a repeat, ignored.
+				if ins, err = supersedeLost(ctx, tx, &qe.ev, qe.state, now); err != nil {
+					return false, err
+				}
 			}
 			deliverable = deliverable || (ins && qe.state == qPending)
 		}

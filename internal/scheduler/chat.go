@@ -24,7 +24,7 @@ const ChatHelp = `/cron manages this chat's scheduled jobs:
 /cron add --text [options] SCHEDULE | TEXT - post TEXT on SCHEDULE
 /cron pause ID, /cron resume ID, /cron run ID (now), /cron rm ID
 SCHEDULE: in 30m, 2026-12-01 09:00, every 2h, daily at 7am, weekdays at 9am, 0 9 * * MON-FRI
-Options: --to TARGET[,TARGET] (origin, home, telegram, telegram:CHAT[:THREAD]), --tz ZONE, --name NAME,
+Options: --to TARGET[,TARGET] (origin, another thread of this chat: telegram:CHAT:THREAD; other chats and home only where the operator allows), --tz ZONE, --name NAME,
 --seed (your reply continues from the message), --unpinned (keep posting here after /new), --skip-missed`
 
 // Command returns the /cron chat command for the turn engine. Only users auth allows may use

@@ -70,6 +70,8 @@ func (s *Service) Jobs(ctx context.Context, name, profile string, req abi.JobsRe
 	if err != nil {
 		return "", nil, err
 	}
+	served := s.platforms(profile)
+	req.Platforms = &served
 	res, err := p.Jobs(ctx, profile, req)
 	if err != nil {
 		return p.Name(), nil, err
@@ -78,6 +80,20 @@ func (s *Service) Jobs(ctx context.Context, name, profile string, req abi.JobsRe
 		s.kick(p.Name(), profile)
 	}
 	return p.Name(), res, nil
+}
+
+// platforms lists the platforms served for profile: those of the loaded platform plugins that
+// serve it, the ones a scheduler's hermes_send can reach: the scheduler refuses a target on any
+// other when the job is created.
+func (s *Service) platforms(profile string) []string {
+	out := []string{}
+	for _, p := range s.plugins.Plugins() {
+		if m := p.Manifest(); m.Kind == abi.KindPlatform && m.Platform != "" && slices.Contains(p.Profiles(), profile) {
+			out = append(out, m.Platform)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // errorText is an error as a chat user should read it.

@@ -37,6 +37,13 @@ type SessionInfo struct {
 	Title        string     `json:"title,omitempty"`
 	Origin       abi.Source `json:"origin"`
 	Messages     int        `json:"messages"`
+	// Model is the model the chat chose for this conversation (/model); "": the configured one.
+	Model string `json:"model,omitempty"`
+	// PromptTokens, CompletionTokens and ModelCalls add up the usage the model server
+	// reported for this session's turns (/usage).
+	PromptTokens     int64 `json:"prompt_tokens,omitempty"`
+	CompletionTokens int64 `json:"completion_tokens,omitempty"`
+	ModelCalls       int64 `json:"model_calls,omitempty"`
 }
 
 // Live reports whether the session has not ended.
@@ -105,22 +112,23 @@ func prefixEnd(p string) (string, bool) {
 // Session returns one session row.
 func (k *Kernel) Session(ctx context.Context, id string) (SessionInfo, error) {
 	var s SessionInfo
-	var parent, branched, reason, title sql.NullString
+	var parent, branched, reason, title, model sql.NullString
 	var started int64
 	var ended sql.NullInt64
 	var origin string
 	err := k.db.QueryRowContext(ctx, `SELECT id, session_key, parent_session_id, branched_from, created_by,
 		started_at, ended_at, end_reason, title, origin,
-		(SELECT COUNT(*) FROM session_messages m WHERE m.session_id = sessions.id)
+		(SELECT COUNT(*) FROM session_messages m WHERE m.session_id = sessions.id),
+		model, prompt_tokens, completion_tokens, model_calls
 		FROM sessions WHERE id = ?`, id).Scan(&s.ID, &s.Key, &parent, &branched, &s.CreatedBy,
-		&started, &ended, &reason, &title, &origin, &s.Messages)
+		&started, &ended, &reason, &title, &origin, &s.Messages, &model, &s.PromptTokens, &s.CompletionTokens, &s.ModelCalls)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return s, fmt.Errorf("session: load %s: %w", id, err)
 	}
-	s.ParentID, s.BranchedFrom, s.EndReason, s.Title = parent.String, branched.String, reason.String, title.String
+	s.ParentID, s.BranchedFrom, s.EndReason, s.Title, s.Model = parent.String, branched.String, reason.String, title.String, model.String
 	s.StartedAt = time.UnixMilli(started)
 	if ended.Valid {
 		t := time.UnixMilli(ended.Int64)

@@ -499,6 +499,7 @@ func (b *Boundary) load() (routeState, error) {
 // next reader under the lock goes to the store.
 func (b *Boundary) tx(fn func(tx *sql.Tx) error) error {
 	err := store.WithTx(b.ctx, b.k.db, fn)
+	store.Report(b.k.db, store.PathSessions, err)
 	if err != nil {
 		b.k.cache.drop(b.key)
 	}

@@ -60,4 +60,10 @@ var migrations = []string{
 	// created at generation g accounts for the bump from g-1 to g, which does not supersede work.
 	// NULL for rows written before this migration (treated as "not a compression bump").
 	`ALTER TABLE sessions ADD COLUMN created_gen INTEGER;`,
+	// 5: the conversation's settings (settings.go): the model the chat chose (NULL: the
+	// configured one) and the usage the model server reported.
+	`ALTER TABLE sessions ADD COLUMN model TEXT;
+	ALTER TABLE sessions ADD COLUMN prompt_tokens BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE sessions ADD COLUMN completion_tokens BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE sessions ADD COLUMN model_calls BIGINT NOT NULL DEFAULT 0;`,
 }

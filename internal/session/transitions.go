@@ -259,8 +259,16 @@ func (b *Boundary) Compress(expected, summary string) (Route, error) {
 			return Route{}, err
 		}
 		r, err := b.replace(tx, st, cur, EndCompression, createdCompression, "", title, false, now)
-		if err != nil || summary == "" {
+		if err != nil {
 			return r, err
+		}
+		// The continuation keeps the conversation's model (its usage is counted afresh).
+		if _, err := tx.ExecContext(b.ctx, `UPDATE sessions SET model = (SELECT model FROM sessions WHERE id = ?) WHERE id = ?`,
+			cur.id, r.SessionID); err != nil {
+			return r, err
+		}
+		if summary == "" {
+			return r, nil
 		}
 		_, err = tx.ExecContext(b.ctx, `INSERT INTO session_messages (session_id, role, text, created_at)
 			VALUES (?, 'system', ?, ?)`, r.SessionID, summary, now.UnixMilli())

@@ -36,7 +36,7 @@ func (d Dialect) String() string {
 
 // DialectOf reports which dialect db, opened by this package, speaks.
 func DialectOf(db *sql.DB) Dialect {
-	if _, ok := db.Driver().(pgDriver); ok {
+	if _, ok := db.Driver().(*pgDriver); ok {
 		return Postgres
 	}
 	return SQLite
@@ -80,7 +80,10 @@ func OpenPostgres(ctx context.Context, dsn string, opt Options) (*sql.DB, error)
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
-	db := sql.OpenDB(pgConnector{base: stdlib.GetConnector(*cfg)})
+	base := stdlib.GetConnector(*cfg)
+	health := newHealth()
+	db := sql.OpenDB(pgConnector{base: base, drv: &pgDriver{base: base.Driver(), h: health}})
+	health.db = db
 	max := opt.MaxConns
 	if max == 0 {
 		max = postgresMaxConns
@@ -101,11 +104,15 @@ func OpenPostgres(ctx context.Context, dsn string, opt Options) (*sql.DB, error)
 			version   BIGINT NOT NULL,
 			applied_at BIGINT NOT NULL,
 			PRIMARY KEY (component, version))`)
+		if err != nil {
+			return err
+		}
+		_, err = db.ExecContext(ctx, createProbe)
 		return err
 	})
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: create schema_migrations: %w", err)
+		return nil, fmt.Errorf("store: create schema_migrations and store_probe: %w", err)
 	}
 	return db, nil
 }
@@ -219,10 +226,16 @@ func Rebind(query string) string {
 	return b.String()
 }
 
-// pgDriver marks a database opened by OpenPostgres (DialectOf looks for it).
-type pgDriver struct{ base driver.Driver }
+// pgDriver marks a database opened by OpenPostgres (DialectOf looks for it) and carries its
+// write health (HealthOf).
+type pgDriver struct {
+	base driver.Driver
+	h    *Health
+}
 
-func (d pgDriver) Open(name string) (driver.Conn, error) {
+func (d *pgDriver) health() *Health { return d.h }
+
+func (d *pgDriver) Open(name string) (driver.Conn, error) {
 	c, err := d.base.Open(name)
 	if err != nil {
 		return nil, err
@@ -230,7 +243,10 @@ func (d pgDriver) Open(name string) (driver.Conn, error) {
 	return &pgConn{base: c}, nil
 }
 
-type pgConnector struct{ base driver.Connector }
+type pgConnector struct {
+	base driver.Connector
+	drv  *pgDriver
+}
 
 func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.base.Connect(ctx)
@@ -240,7 +256,7 @@ func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return &pgConn{base: conn}, nil
 }
 
-func (c pgConnector) Driver() driver.Driver { return pgDriver{base: c.base.Driver()} }
+func (c pgConnector) Driver() driver.Driver { return c.drv }
 
 // pgBase is what every connection of pgx's stdlib implements.
 type pgBase interface {

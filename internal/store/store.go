@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -79,12 +80,13 @@ func Open(path string, opt Options) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	var db *sql.DB
-	if opt.NoWriteGate {
-		db = sql.OpenDB(base)
-	} else {
-		db = sql.OpenDB(gatedConnector{Connector: base, gate: &gate{ch: make(chan struct{}, 1), timeout: opt.BusyTimeout}})
+	var conn driver.Connector = base
+	if !opt.NoWriteGate {
+		conn = gatedConnector{Connector: base, gate: &gate{ch: make(chan struct{}, 1), timeout: opt.BusyTimeout}}
 	}
+	health := newHealth()
+	db := sql.OpenDB(sqliteConnector{Connector: conn, drv: &sqliteDriver{Driver: base.Driver(), h: health}})
+	health.db = db
 	if path == ":memory:" {
 		db.SetMaxOpenConns(1)
 	} else {
@@ -107,8 +109,32 @@ func Open(path string, opt Options) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema_migrations: %w", err)
 	}
+	if _, err := db.Exec(createProbe); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: create store_probe: %w", err)
+	}
 	return db, nil
 }
+
+// createProbe creates the table of Health's probe write (health.go): one row.
+const createProbe = `CREATE TABLE IF NOT EXISTS store_probe (id INTEGER PRIMARY KEY, at BIGINT NOT NULL)`
+
+// sqliteConnector is the connector of a SQLite database opened by Open: its Driver carries the
+// database's write health (HealthOf).
+type sqliteConnector struct {
+	driver.Connector
+	drv *sqliteDriver
+}
+
+func (c sqliteConnector) Driver() driver.Driver { return c.drv }
+
+// sqliteDriver is modernc's driver and the write health of one database.
+type sqliteDriver struct {
+	driver.Driver
+	h *Health
+}
+
+func (d *sqliteDriver) health() *Health { return d.h }
 
 // private creates the database file with mode 0600 if it does not exist, and narrows the modes
 // of an existing one and its -wal and -shm files to 0600.

@@ -37,6 +37,15 @@ func (e *Engine) history(ctx context.Context, sessionID string, exclude []string
 
 // assemble orders and converts a transcript; see history.
 func assemble(msgs []session.Message, exclude []string, limit int) []agent.Message {
+	out, _ := assembleUndo(msgs, exclude, limit)
+	return out
+}
+
+// assembleUndo is assemble that also returns what each /undo or /retry of the transcript took
+// out of the history, by the command's turn (its inbox id). Each such command is the record of
+// its own effect: it takes the last exchange before it (the last user message and everything
+// that answers it) out of what the model sees; the transcript keeps all of it.
+func assembleUndo(msgs []session.Message, exclude []string, limit int) ([]agent.Message, map[string][]session.Message) {
 	skip := map[string]bool{}
 	for _, id := range exclude {
 		skip[id] = true
@@ -49,12 +58,24 @@ func assemble(msgs []session.Message, exclude []string, limit int) []agent.Messa
 		}
 	}
 	type keyed struct {
-		k int64
-		m session.Message
+		k    int64
+		m    session.Message
+		undo bool // an /undo or /retry: takes the exchange before it out
 	}
 	var kept []keyed
 	for _, m := range msgs {
-		if m.Redacted || (m.Turn != "" && skip[m.Turn]) {
+		if m.Redacted {
+			continue
+		}
+		if m.Role == agent.RoleUser {
+			if cmd, _ := parseCommand(m.Text); cmd == "undo" || cmd == "retry" {
+				// Applied even when its turn is excluded (the retried turn itself): what it
+				// took out stays out.
+				kept = append(kept, keyed{k: m.Seq, m: m, undo: true})
+				continue
+			}
+		}
+		if m.Turn != "" && skip[m.Turn] {
 			continue
 		}
 		if m.Role == agent.RoleUser {
@@ -66,7 +87,7 @@ func assemble(msgs []session.Message, exclude []string, limit int) []agent.Messa
 		if a, ok := anchor[m.Turn]; ok && m.Turn != "" && (m.Role == agent.RoleAssistant || m.Role == agent.RoleTool) {
 			k = a
 		}
-		kept = append(kept, keyed{k, m})
+		kept = append(kept, keyed{k: k, m: m})
 	}
 	sort.SliceStable(kept, func(i, j int) bool {
 		if kept[i].k != kept[j].k {
@@ -74,14 +95,41 @@ func assemble(msgs []session.Message, exclude []string, limit int) []agent.Messa
 		}
 		return kept[i].m.Seq < kept[j].m.Seq
 	})
-	if limit > 0 && len(kept) > limit {
-		kept = kept[len(kept)-limit:]
-	}
-	out := make([]agent.Message, 0, len(kept))
+	undone := map[string][]session.Message{}
+	var hist []keyed
 	for _, k := range kept {
+		if !k.undo {
+			hist = append(hist, k)
+			continue
+		}
+		last := -1
+		for i := len(hist) - 1; i >= 0; i-- {
+			if hist[i].m.Role == agent.RoleUser {
+				last = i
+				break
+			}
+		}
+		if last < 0 {
+			continue // nothing to take out
+		}
+		// User messages in a row (merged into one turn while the chat was busy) are one
+		// exchange with what answers them.
+		for last > 0 && hist[last-1].m.Role == agent.RoleUser {
+			last--
+		}
+		for _, d := range hist[last:] {
+			undone[k.m.Turn] = append(undone[k.m.Turn], d.m)
+		}
+		hist = hist[:last]
+	}
+	if limit > 0 && len(hist) > limit {
+		hist = hist[len(hist)-limit:]
+	}
+	out := make([]agent.Message, 0, len(hist))
+	for _, k := range hist {
 		out = append(out, fromSession(k.m))
 	}
-	return out
+	return out, undone
 }
 
 // meta is the agent's structured part of a transcript message.
@@ -89,6 +137,7 @@ type meta struct {
 	ToolCalls  []agent.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"`
 	Name       string           `json:"name,omitempty"`
+	Notices    []agent.Notice   `json:"notices,omitempty"`
 }
 
 func fromSession(m session.Message) agent.Message {
@@ -101,7 +150,7 @@ func fromSession(m session.Message) agent.Message {
 	if m.Meta != "" {
 		var md meta
 		if json.Unmarshal([]byte(m.Meta), &md) == nil {
-			out.ToolCalls, out.ToolCallID, out.Name = md.ToolCalls, md.ToolCallID, md.Name
+			out.ToolCalls, out.ToolCallID, out.Name, out.Notices = md.ToolCalls, md.ToolCallID, md.Name, md.Notices
 		}
 	}
 	return out
@@ -109,8 +158,8 @@ func fromSession(m session.Message) agent.Message {
 
 func toSession(m agent.Message, turn string) session.Message {
 	out := session.Message{Role: m.Role, Text: m.Text, Turn: turn}
-	if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" {
-		b, _ := json.Marshal(meta{ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name})
+	if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" || len(m.Notices) > 0 {
+		b, _ := json.Marshal(meta{ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name, Notices: m.Notices})
 		out.Meta = string(b)
 	}
 	return out
@@ -119,8 +168,9 @@ func toSession(m agent.Message, turn string) session.Message {
 // record appends what a turn produced (its tool calls and results, its answer) to the
 // transcript of sessionID, as part of turn. It runs when the turn ends, before its answer is
 // sent: the transcript is what the agent said, whether or not the chat got it.
-func (e *Engine) record(ctx context.Context, key, sessionID, turn string, msgs []agent.Message) {
-	if len(msgs) == 0 {
+// The turn's usage (the server's counts of its model calls) is added to the session's (/usage).
+func (e *Engine) record(ctx context.Context, key, sessionID, turn string, msgs []agent.Message, u agent.Usage) {
+	if len(msgs) == 0 && u.Calls == 0 {
 		return
 	}
 	err := e.k.WithBoundary(context.WithoutCancel(ctx), key, func(b *session.Boundary) error {
@@ -128,6 +178,9 @@ func (e *Engine) record(ctx context.Context, key, sessionID, turn string, msgs [
 			if _, err := b.Append(sessionID, toSession(m, turn)); err != nil {
 				return err
 			}
+		}
+		if u.Calls > 0 {
+			return b.AddUsage(sessionID, u.PromptTokens, u.CompletionTokens, u.Calls)
 		}
 		return nil
 	})

@@ -14,9 +14,21 @@ import (
 // command runs a queued slash command (/resume, /branch, /compress, /sessions) in its turn, so it
 // never overtakes the turn before it.
 func (e *Engine) command(ctx context.Context, key string, it *item) {
-	if it.cmd == "more" {
+	switch it.cmd {
+	case "more":
 		state, outcome := e.sendMore(ctx, key, it)
 		e.end(key, it, state, outcome, nil, stRunning)
+		return
+	case "last":
+		e.sendLast(ctx, key, it)
+		return
+	case "undo":
+		text, outcome := e.undo(ctx, key, it)
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, text)
+		e.end(key, it, stDone, outcome, &n, stRunning)
+		return
+	case "retry":
+		e.retryCommand(ctx, key, it)
 		return
 	}
 	var (
@@ -27,7 +39,7 @@ func (e *Engine) command(ctx context.Context, key string, it *item) {
 		// The summary is written outside the boundary (a model call may take a while and must
 		// not hold up /new); Compress then checks the session is still the one summarized.
 		var ok bool
-		if summary, summarized, count, note, ok = e.compressSummary(ctx, key); !ok {
+		if summary, summarized, count, note, ok = e.compressSummary(ctx, key, nil); !ok {
 			if ctx.Err() != nil {
 				return
 			}
@@ -82,13 +94,35 @@ func (e *Engine) command(ctx context.Context, key string, it *item) {
 	e.end(key, it, state, outcome, answer, stRunning)
 }
 
+// NothingLast answers /last when the chat has been sent nothing to send again.
+const NothingLast = "There is no earlier message to send again."
+
+// sendLast answers /last: the chat's last message (see delivery.Ledger.Last) is sent again as a
+// new message, with the command's outcome. It is how a user gets an answer whose outcome was
+// unknown (delivery.UncertainNotice): the host never resends one unasked.
+func (e *Engine) sendLast(ctx context.Context, key string, it *item) {
+	m, ok, err := e.ledger.Last(ctx, key)
+	switch {
+	case err != nil:
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ /last failed: "+err.Error())
+		e.end(key, it, stFailed, "command /last: "+err.Error(), &n, stRunning)
+	case !ok:
+		n := e.noticeMsg(it.plugin, it.profile, key, it.src, NothingLast)
+		e.end(key, it, stDone, "command /last: nothing to send", &n, stRunning)
+	default:
+		m.Origin = "last:" + it.ids[0]
+		e.end(key, it, stDone, "command /last", &m, stRunning)
+	}
+}
+
 // compressSummary writes the summary /compress continues from: by the agent when it can
 // (agent.Compressor; the model for the OpenAI agent), else, or when that fails, the
 // deterministic agent.Summary. The history is the current session's, without slash commands
-// (so not the /compress itself). It returns the summary, the session it summarizes, how many
-// messages it covers, a note for the user, and false when there is nothing to compress (the note
-// says why: no session, or the transcript could not be read; never an empty summary).
-func (e *Engine) compressSummary(ctx context.Context, key string) (string, string, int, string, bool) {
+// (so not the /compress itself), without the messages of the turns exclude (inbox ids). It
+// returns the summary, the session it summarizes, how many messages it covers, a note for the
+// user, and false when there is nothing to compress (the note says why: no session, or the
+// transcript could not be read; never an empty summary).
+func (e *Engine) compressSummary(ctx context.Context, key string, exclude []string) (string, string, int, string, bool) {
 	route, ok, err := e.k.Current(ctx, key)
 	switch {
 	case err != nil:
@@ -100,7 +134,7 @@ func (e *Engine) compressSummary(ctx context.Context, key string) (string, strin
 	if err != nil {
 		return "", "", 0, "reading the transcript failed: " + err.Error(), false
 	}
-	history := assemble(msgs, nil, 0)
+	history := assemble(msgs, exclude, 0)
 	c, ok := e.agent.(agent.Compressor)
 	if !ok {
 		return agent.Summary(history), route.SessionID, len(history), "", true

@@ -30,6 +30,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -76,6 +77,20 @@ type Options struct {
 	CanEdit func(plugin string) bool
 	// EditInterval is the least time between two edits in one chat. Default 1s.
 	EditInterval time.Duration
+	// EditsPerSecond bounds the streamed posts and edits of one bot (a plugin's profile) over
+	// all its chats: Telegram allows about 30 messages a second per bot. Default 20.
+	EditsPerSecond float64
+	// CompressAt is the share of the model's context window (agent.Windowed) past which a
+	// conversation is compressed between turns, as /compress does; 0: only a context-overflow
+	// error compresses (and the turn is tried again).
+	CompressAt float64
+	// Model is the configured model's name, and Models the ones a chat may choose for its
+	// conversation with /model (agent.models); empty: /model is off.
+	Model  string
+	Models []string
+	// CommandAllowed says whether src's sender may use the extension command name (/help lists
+	// only those); nil: all.
+	CommandAllowed func(ctx context.Context, name, plugin, profile string, src abi.Source) bool
 	// Commands are slash commands implemented outside the engine (/cron), by name.
 	Commands map[string]Command
 	// Grants says which tools a turn for src gets: shell (start commands) and processes
@@ -124,10 +139,11 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu       sync.Mutex // guards keys, every keyQueue, more, lastEdit and intake; a leaf (see the lock order above)
+	mu       sync.Mutex // guards keys, every keyQueue, more, lastEdit, botNext and intake; a leaf (see the lock order above)
 	keys     map[string]*keyQueue
 	more     map[string]*pending  // the rest of a key's last cut answer (/more)
 	lastEdit map[string]time.Time // a chat's last streamed post or edit
+	botNext  map[string]time.Time // when a bot (plugin and profile) may stream its next post or edit
 	intake   map[string]*intakeQueue
 	wg       sync.WaitGroup
 	ctx      context.Context
@@ -146,7 +162,7 @@ type keyQueue struct {
 
 // item is one queued turn: user messages (merged while the chat is busy), a queued slash
 // command, or a batch of notifications of one conversation. For notifications, ids, texts,
-// stamps and events are parallel: one inbox row per process event.
+// stamps, events and notices are parallel: one inbox row per process event.
 type item struct {
 	kind            string // kindMessage or kindNotification
 	ids             []string
@@ -157,6 +173,7 @@ type item struct {
 	cmd, arg        string          // a queued slash command
 	stamps          []session.Stamp // notifications
 	events          []string        // notifications: the process event, "proc_…#seq"
+	notices         []agent.Notice  // notifications: the process event as data
 	attempts        int
 }
 
@@ -199,6 +216,10 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	if opt.EditInterval <= 0 {
 		opt.EditInterval = time.Second
 	}
+	if opt.EditsPerSecond <= 0 {
+		opt.EditsPerSecond = 20
+	}
+	l.PaceEdits(opt.EditsPerSecond)
 	if opt.TypingAfter <= 0 {
 		opt.TypingAfter = time.Second
 	}
@@ -207,7 +228,7 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	}
 
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger,
-		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{},
+		keys: map[string]*keyQueue{}, more: map[string]*pending{}, lastEdit: map[string]time.Time{}, botNext: map[string]time.Time{},
 		intake: map[string]*intakeQueue{}, ctx: ctx, typingLast: map[string]time.Time{}}, nil
 }
 
@@ -379,6 +400,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		row.kind = kindRecord
 	}
 	fresh, err := e.insert(ctx, e.db, row, stReceived)
+	store.Report(e.db, store.PathInbox, err)
 	if err != nil {
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
 	}
@@ -504,6 +526,12 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				return nil
 			case "status":
 				confirm = e.status(b, key)
+			case "help":
+				confirm = e.helpText(b.Context(), row.plugin, row.profile, src)
+			case "model":
+				confirm = e.modelCommand(b, res.SessionID, arg)
+			case "usage":
+				confirm = e.usageCommand(b.Context(), res.SessionID)
 			default:
 				submit = &item{kind: kindMessage, ids: []string{row.id}, plugin: row.plugin, profile: row.profile, src: src,
 					texts: []string{row.text}, msgIDs: []string{src.MessageID}, cmd: cmd, arg: arg}
@@ -519,7 +547,7 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		case submit != nil:
 			state = stQueued
 		}
-		if _, err := setState(b.Context(), e.db, []string{row.id}, state, outcome, e.opt.Now(), stReceived); err != nil {
+		if _, err := e.setState(b.Context(), e.db, []string{row.id}, state, outcome, stReceived); err != nil {
 			return err
 		}
 		if submit != nil {
@@ -601,7 +629,8 @@ func splitCommand(text string) (string, string) {
 func parseCommand(text string) (string, string) {
 	word, arg := splitCommand(text)
 	switch word {
-	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more":
+	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
+		"help", "model", "usage", "retry", "undo":
 		return word, arg
 	}
 	return "", ""
@@ -640,7 +669,7 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 				return err
 			}
 		}
-		if _, err := setState(ctx, tx, []string{row.id}, stDone, "command "+by, e.opt.Now(), stReceived); err != nil {
+		if _, err := e.setState(ctx, tx, []string{row.id}, stDone, "command "+by, stReceived); err != nil {
 			return err
 		}
 		_, err := lt.Enqueue(ctx, e.noticeMsg(row.plugin, row.profile, key, row.src, confirm))
@@ -755,7 +784,7 @@ func (e *Engine) recall(key, msgID string) {
 		return
 	}
 	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
-		if _, err := setState(ctx, t.SQL(), dropped, stDropped, "recalled by the sender before its turn", e.opt.Now(), stQueued); err != nil {
+		if _, err := e.setState(ctx, t.SQL(), dropped, stDropped, "recalled by the sender before its turn", stQueued); err != nil {
 			return err
 		}
 		if running == nil {
@@ -788,6 +817,7 @@ func (e *Engine) enqueue(key string, it *item) {
 			last.msgIDs = append(last.msgIDs, it.msgIDs...)
 			last.stamps = append(last.stamps, it.stamps...)
 			last.events = append(last.events, it.events...)
+			last.notices = append(last.notices, it.notices...)
 			if it.kind == kindMessage {
 				last.src = it.src
 			}
@@ -860,7 +890,7 @@ func (e *Engine) begin(key string, it *item) bool {
 	var moved []string
 	err := e.write(func(ctx context.Context, t *delivery.Tx) error {
 		var err error
-		moved, err = setState(ctx, t.SQL(), it.ids, stRunning, "", e.opt.Now(), stQueued)
+		moved, err = e.setState(ctx, t.SQL(), it.ids, stRunning, "", stQueued)
 		return err
 	})
 	if err != nil {
@@ -888,13 +918,13 @@ func (it *item) keep(ids []string) {
 		}
 		it.ids[n] = id
 		if it.kind == kindNotification {
-			it.texts[n], it.stamps[n], it.events[n] = it.texts[i], it.stamps[i], it.events[i]
+			it.texts[n], it.stamps[n], it.events[n], it.notices[n] = it.texts[i], it.stamps[i], it.events[i], it.notices[i]
 		}
 		n++
 	}
 	it.ids = it.ids[:n]
 	if it.kind == kindNotification {
-		it.texts, it.stamps, it.events = it.texts[:n], it.stamps[:n], it.events[:n]
+		it.texts, it.stamps, it.events, it.notices = it.texts[:n], it.stamps[:n], it.events[:n], it.notices[:n]
 	}
 }
 
@@ -942,24 +972,65 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		target.ReplyTo = it.src.MessageID
 	}
 	turnID := it.ids[len(it.ids)-1]
-	t := &agent.Turn{
-		Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
-		History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
-	}
 	var stream *streamer
-	if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
-		stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
-		t.OnText = stream.update
-		defer stream.halt()
-	}
-	stopTyping := e.typing(ctx, it)
-	if onText := t.OnText; onText != nil {
-		t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
-	}
-	rep, err := e.agent.Turn(ctx, t)
-	stopTyping()
-	if ctx.Err() != nil {
-		return
+	defer func() {
+		if stream != nil {
+			stream.halt()
+		}
+	}()
+	var rep *agent.Reply
+	for attempt := 1; ; attempt++ {
+		t := &agent.Turn{
+			Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts, "\n"),
+			History: e.history(ctx, st.SessionID, it.ids), Tools: e.tools(ctx, it, key, st, false),
+			Model: e.sessionModel(ctx, st.SessionID),
+		}
+		if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
+			stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.ids[0]))
+			t.OnText = stream.update
+		}
+		stopTyping := e.typing(ctx, it)
+		if onText := t.OnText; onText != nil {
+			t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
+		}
+		rep, err = e.agent.Turn(ctx, t)
+		stopTyping()
+		if ctx.Err() != nil {
+			var by *interrupted
+			if stream != nil && errors.As(context.Cause(ctx), &by) {
+				stream.finishStopped() // the draft says so instead of looking unfinished
+			}
+			return
+		}
+		if attempt > 1 || !errors.Is(err, agent.ErrContextOverflow) || (stream != nil && stream.started()) {
+			break
+		}
+		// The conversation does not fit the model's context: compress it, as /compress does
+		// (this turn's message goes on in the continuation), and try once more there.
+		e.log.Info("turn: the model's context overflowed; compressing the conversation and trying again", "key", key, "error", err)
+		r, ok := e.compressNow(ctx, key, it, it.ids, func(count int, r session.Route) string {
+			return fmt.Sprintf(OverflowCompressed, count, r.SessionID)
+		})
+		if !ok {
+			break
+		}
+		if stream != nil {
+			stream.halt()
+			stream = nil
+		}
+		err = e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
+			var err error
+			st, err = b.Stamp(it.src)
+			return err
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || st.SessionID != r.SessionID {
+			n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ I could not continue this conversation after compressing it; please try again.")
+			e.end(key, it, stFailed, fmt.Sprintf("compressed after a context overflow; the continuation could not be stamped: %v", err), &n, stRunning)
+			return
+		}
 	}
 	state, outcome, text := stDone, "", ""
 	switch {
@@ -967,21 +1038,31 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		state, outcome, text = stFailed, "agent: "+err.Error(), "⚠️ "+agent.UserMessage(err)
 	case rep != nil:
 		text = rep.Text
-		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep))
+		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep), rep.Usage)
+		// Between this turn and the chat's next one: compress if the conversation is crowded.
+		defer e.afterTurn(ctx, key, it, rep)
 	}
 	if strings.TrimSpace(text) == "" {
 		e.end(key, it, state, "no answer", nil, stRunning)
 		return
 	}
 	parts, rest := e.capParts(it.plugin, text)
-	e.setMore(key, &pending{text: rest, plugin: it.plugin, profile: it.profile, target: outbound(it.src), stamp: st})
-	if stream != nil && stream.finish(parts) {
-		e.end(key, it, state, strings.TrimPrefix(outcome+"; answered (streamed)", "; "), nil, stRunning)
-		return
+	var link string
+	if stream != nil {
+		if stream.finish(parts) {
+			e.end(key, it, state, strings.TrimPrefix(outcome+"; answered (streamed)", "; "), nil, stRunning)
+			return
+		}
+		if link = stream.completes(); link != "" {
+			// The draft may be in the chat, cut off: the answer says it completes it.
+			parts, rest = e.capParts(it.plugin, DraftResumed+"\n"+text)
+			outcome = strings.TrimPrefix(outcome+"; the streamed draft "+link+" has an unknown outcome", "; ")
+		}
 	}
+	e.setMore(key, &pending{text: rest, plugin: it.plugin, profile: it.profile, target: outbound(it.src), stamp: st})
 	e.end(key, it, state, outcome, &delivery.Message{
 		Plugin: it.plugin, Profile: it.profile, Key: key, Target: target, Text: text, Parts: parts, Kind: delivery.KindReply,
-		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Origin: "turn:" + it.ids[0],
+		Guard: delivery.GuardWork, Stamp: st, Generation: st.Generation, Origin: "turn:" + it.ids[0], Link: link,
 	}, stRunning)
 }
 
@@ -1079,7 +1160,7 @@ func (e *Engine) end(key string, it *item, state, outcome string, answer *delive
 // settle moves it's inbox rows that are in one of the from states to state with outcome, and
 // writes a ledger drop record for each notification row it drops. It returns how many rows moved.
 func (e *Engine) settle(ctx context.Context, t *delivery.Tx, key string, it *item, state, outcome string, from ...string) (int, error) {
-	moved, err := setState(ctx, t.SQL(), it.ids, state, outcome, e.opt.Now(), from...)
+	moved, err := e.setState(ctx, t.SQL(), it.ids, state, outcome, from...)
 	if err != nil || state != stDropped || it.kind != kindNotification {
 		return len(moved), err
 	}

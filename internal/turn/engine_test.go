@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -27,6 +28,9 @@ type chatPlatform struct {
 	cond   *sync.Cond
 	flood  time.Duration // if set, the next send is refused with this retry_after
 	floods int           // sends refused so
+	// lies, if set, is asked after each message is posted whether to answer as a platform that
+	// applied it but whose answer was lost (an uncertain outcome).
+	lies func(abi.OutboundMessage) bool
 }
 
 // refused is how many sends the platform refused with retry_after.
@@ -54,6 +58,9 @@ func (c *chatPlatform) Send(_ context.Context, _, _ string, m abi.OutboundMessag
 	c.sent = append(c.sent, m)
 	c.at = append(c.at, time.Now())
 	c.cond.Broadcast()
+	if c.lies != nil && c.lies(m) {
+		return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendUncertain, Message: "500 after posting"}}, nil
+	}
 	if m.EditMessageID != "" { // an edit keeps the message's id
 		return &abi.SendResult{MessageIDs: []string{m.EditMessageID}}, nil
 	}
@@ -130,6 +137,7 @@ func (staticRouter) PluginFor(string, string) (string, bool) { return "echo", tr
 type harness struct {
 	t      *testing.T
 	dir    string
+	db     *sql.DB
 	k      *session.Kernel
 	procs  *process.Registry
 	ledger *delivery.Ledger
@@ -153,7 +161,7 @@ func newHarness(t *testing.T, a agent.Agent, opt Options, popts ...harnessOption
 	db := b.Open(t)
 	var err error
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, dir: dir, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
+	h := &harness{t: t, dir: dir, db: db, chat: newChat(), cancel: cancel, ctx: ctx, rows: map[string]delivery.Row{}}
 	quiet := slog.New(slog.DiscardHandler)
 	if h.k, err = session.Open(ctx, db, session.Options{}); err != nil {
 		t.Fatal(err)

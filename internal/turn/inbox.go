@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
@@ -40,6 +41,10 @@ CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'recei
 	// The host that received the event and runs its turn ('' for a single host). With several
 	// hosts on one database, a host that stops leaves its open rows to another (Engine.Adopt).
 	`ALTER TABLE turn_inbox ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
+	// A queued notification's process event as data (agent.Notice, JSON): what its turn hands
+	// the agent; text keeps its record for people. '' for rows of other kinds, and for
+	// notification rows an older version queued (their text is all there is).
+	`ALTER TABLE turn_inbox ADD COLUMN notice TEXT NOT NULL DEFAULT '';`,
 }
 
 // Inbox row states. An inbound event is received, then applied under its chat's boundary: it
@@ -69,6 +74,7 @@ type inboxRow struct {
 	eventKind                                     string // abi.Event* of an inbound event
 	src                                           abi.Source
 	stamp                                         session.Stamp
+	notice                                        *agent.Notice // a notification's event; nil for other kinds
 	state                                         string
 	created                                       time.Time
 }
@@ -78,7 +84,11 @@ func (e *Engine) itemOf(r inboxRow) *item {
 	it := &item{kind: r.kind, ids: []string{r.id}, plugin: r.plugin, profile: r.profile, src: r.src, texts: []string{r.text},
 		msgIDs: []string{r.src.MessageID}}
 	if r.kind == kindNotification {
-		it.stamps, it.events = []session.Stamp{r.stamp}, []string{r.eventID}
+		n := agent.Notice{Message: r.text} // a row queued by an older version holds text only
+		if r.notice != nil {
+			n = *r.notice
+		}
+		it.stamps, it.events, it.notices = []session.Stamp{r.stamp}, []string{r.eventID}, []agent.Notice{n}
 	} else {
 		it.cmd, it.arg = e.parseCommand(r.text)
 	}
@@ -105,15 +115,23 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 		}
 		stamp = string(b)
 	}
+	notice := ""
+	if r.notice != nil {
+		b, err := json.Marshal(r.notice)
+		if err != nil {
+			return false, fmt.Errorf("turn: notice: %w", err)
+		}
+		notice = string(b)
+	}
 	var eventID any
 	if r.eventID != "" {
 		eventID = r.eventID
 	}
 	now := e.opt.Now().UnixMilli()
 	res, err := db.ExecContext(ctx, `INSERT INTO turn_inbox
-		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind, owner)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind, e.opt.Instance)
+		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind, owner, notice)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind, e.opt.Instance, notice)
 	if err != nil {
 		return false, err
 	}
@@ -121,15 +139,18 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 	return n == 1, err
 }
 
-// setState moves the rows ids that are in one of the from states to state with outcome, in db
-// (usually the transaction that records what goes with the change), and returns the ids that
-// moved.
-func setState(ctx context.Context, db execer, ids []string, state, outcome string, now time.Time, from ...string) ([]string, error) {
+// setState moves the rows ids that this host owns and that are in one of the from states to
+// state with outcome, in db (usually the transaction that records what goes with the change),
+// and returns the ids that moved. The owner condition is the fence of a turn's rows: a host
+// that was paused past its host lease, and whose rows another host adopted meanwhile
+// (Engine.Adopt), moves none of them when it resumes.
+func (e *Engine) setState(ctx context.Context, db execer, ids []string, state, outcome string, from ...string) ([]string, error) {
 	var moved []string
-	q := `UPDATE turn_inbox SET state = ?, outcome = ?, updated_at = ? WHERE id = ? AND state IN (?` +
+	q := `UPDATE turn_inbox SET state = ?, outcome = ?, updated_at = ? WHERE id = ? AND owner = ? AND state IN (?` +
 		strings.Repeat(", ?", len(from)-1) + `)`
+	now := e.opt.Now()
 	for _, id := range ids {
-		args := []any{state, outcome, now.UnixMilli(), id}
+		args := []any{state, outcome, now.UnixMilli(), id, e.opt.Instance}
 		for _, f := range from {
 			args = append(args, f)
 		}
@@ -152,7 +173,7 @@ func setState(ctx context.Context, db execer, ids []string, state, outcome strin
 // its args), oldest first. A row that cannot be decoded is reported and marked failed, never
 // run with zero values.
 func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inboxRow, error) {
-	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, stamp, state, created_at
+	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, stamp, state, created_at, notice
 		FROM turn_inbox WHERE state IN ('queued', 'running') AND `+where+` ORDER BY rowid`, args...)
 	if err != nil {
 		return nil, err
@@ -163,11 +184,11 @@ func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inb
 	)
 	for rows.Next() {
 		var (
-			r          inboxRow
-			src, stamp string
-			created    int64
+			r                  inboxRow
+			src, stamp, notice string
+			created            int64
 		)
-		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &stamp, &r.state, &created); err != nil {
+		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &stamp, &r.state, &created, &notice); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("turn: reading the inbox: %w", err)
 		}
@@ -179,6 +200,13 @@ func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inb
 		if stamp != "" {
 			if err := json.Unmarshal([]byte(stamp), &r.stamp); err != nil {
 				corrupt[r.id] = "corrupt stamp: " + err.Error()
+				continue
+			}
+		}
+		if notice != "" {
+			r.notice = &agent.Notice{}
+			if err := json.Unmarshal([]byte(notice), r.notice); err != nil {
+				corrupt[r.id] = "corrupt notice: " + err.Error()
 				continue
 			}
 		}
@@ -203,7 +231,7 @@ func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inb
 func (e *Engine) failCorrupt(ctx context.Context, corrupt map[string]string, from ...string) error {
 	for id, why := range corrupt {
 		e.log.Error("turn: inbox row cannot be decoded; marked failed", "id", id, "error", why)
-		if _, err := setState(ctx, e.db, []string{id}, stFailed, why, e.opt.Now(), from...); err != nil {
+		if _, err := e.setState(ctx, e.db, []string{id}, stFailed, why, from...); err != nil {
 			return err
 		}
 	}

@@ -58,19 +58,20 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 		e.retry(ctx, c, "no plugin serves "+st.Route.Platform+" for profile "+st.Profile)
 		return
 	}
-	agentMode := ev.Kind == process.EventCompletion && ev.Notify
+	agentMode := (ev.Kind == process.EventCompletion || ev.Kind == process.EventCorrection) && ev.Notify
+	notice := noticeOf(ev)
 	msg := delivery.Message{Plugin: plugin, Profile: st.Profile, Key: st.Key, Target: outbound(st.Route),
 		Kind: delivery.KindNotification, Guard: delivery.GuardLineage, Stamp: st, Transcript: true,
 		TranscriptRole: agent.RoleNotification, Origin: ev.ProcID}
 	if agentMode {
-		msg.Text = syntheticText(ev)
+		msg.Text = notice.Describe() // the record; the turn hands the agent the notice itself
 	} else {
 		msg.Text = noticeText(ev, e.opt.Notifications)
 	}
 	// A drop is recorded with the full notification even when the mode would show nothing.
 	dropped := msg
 	if dropped.Text == "" {
-		dropped.Text = syntheticText(ev)
+		dropped.Text = notice.Describe()
 	}
 	// drop records the notification as dropped with reason and acks the event with outcome, in
 	// one transaction.
@@ -103,7 +104,7 @@ func (e *Engine) pickup(ctx context.Context, c process.Claimed) {
 	}
 	if agentMode {
 		row := &inboxRow{id: newID("in_"), plugin: plugin, profile: st.Profile, eventID: eventID, kind: kindNotification,
-			key: st.Key, src: st.Route, text: msg.Text, stamp: st}
+			key: st.Key, src: st.Route, text: msg.Text, stamp: st, notice: &notice}
 		fresh := false
 		if !e.acked(ctx, c, "queued notification turn "+row.id, func(ctx context.Context, t *delivery.Tx) error {
 			var err error
@@ -201,10 +202,11 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 	}
 	src := st.Route
 	src.MessageID = "" // never quote a stale message
-	input := batchText(it.texts)
+	record := agent.DescribeAll(it.notices)
 	rep, err := e.agent.Turn(ctx, &agent.Turn{
-		Key: key, SessionID: v.SessionID, Source: src, Text: input, Synthetic: true,
+		Key: key, SessionID: v.SessionID, Source: src, Text: record, Notices: it.notices, Synthetic: true,
 		History: e.history(ctx, v.SessionID, nil), Tools: e.tools(ctx, it, key, st, true),
+		Model: e.sessionModel(ctx, v.SessionID),
 	})
 	if ctx.Err() != nil {
 		return
@@ -216,7 +218,7 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 		// The job's result must not be lost with the model: the plain notice goes out instead,
 		// once, saying why; the transcript records it as a notification (program output).
 		e.log.Warn("notification turn: the model failed; sending the plain notice", "key", key, "error", err)
-		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), plainNotice(input))
+		msg.Text = fmt.Sprintf(ModelFailedNotice, agent.UserMessage(err), agent.Summarize(it.notices))
 		msg.Transcript, msg.TranscriptRole = true, agent.RoleNotification
 		state, outcome = stFailed, "model failed ("+err.Error()+"); plain notice"
 	} else {
@@ -226,7 +228,8 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 			return
 		}
 		turnID := it.ids[len(it.ids)-1]
-		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: input}}, turnMessages(rep)...))
+		e.record(ctx, key, v.SessionID, turnID, append([]agent.Message{{Role: agent.RoleNotification, Text: record, Notices: it.notices}}, turnMessages(rep)...), rep.Usage)
+		defer e.afterTurn(ctx, key, it, rep) // between this turn and the chat's next one
 	}
 	msg.Parts, _ = e.capParts(it.plugin, msg.Text)
 	e.end(key, it, state, outcome, &msg, stRunning)
@@ -235,13 +238,3 @@ func (e *Engine) synthetic(ctx context.Context, key string, it *item) {
 // ModelFailedNotice is what a notification turn sends when the model failed: %s is the model's
 // error for the user, then the plain notice.
 const ModelFailedNotice = "⚠️ The model could not write this update (%s) Here is the plain notice:\n%s"
-
-// plainNotice is the builtin agent's summary of a notification: what happened and the output
-// tail, without a model.
-func plainNotice(input string) string {
-	rep, err := agent.NewBuiltin(agent.Config{}).Turn(context.Background(), &agent.Turn{Text: input, Synthetic: true})
-	if err != nil || rep == nil {
-		return input
-	}
-	return rep.Text
-}

@@ -17,12 +17,12 @@ import (
 )
 
 var (
-	newRaceRuns     = flag.Int("newrace", 1000, "runs of TestNewRaceAccountsForEveryCompletion")
+	newRaceRuns     = flag.Int("newrace", 250, "runs of TestNewRaceAccountsForEveryCompletion (-newrace 1000 for a deeper run)")
 	newRaceParallel = flag.Int("newrace.parallel", 16, "runs of TestNewRaceAccountsForEveryCompletion at once")
 )
 
 // TestNewRaceAccountsForEveryCompletion races /new against a background process's completion,
-// newRaceRuns times (1,000 by default), each in a chat of its own so the runs overlap: the
+// newRaceRuns times (250 by default; make test runs them in about 30 s), each in a chat of its own so the runs overlap: the
 // process ends after a random delay (sometimes at once) and /new comes after another, so the
 // /new lands before the process ends, while its event is picked up, while its notification turn
 // is queued or running, while the answer waits in the ledger, or after delivery. Half of the

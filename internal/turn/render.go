@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/process"
 )
 
@@ -21,58 +22,23 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 
 func stripANSI(s string) string { return ansi.ReplaceAllString(s, "") }
 
-// syntheticText is what a notification turn receives as its input (the gateway's own words,
-// never the user's): the process, how it ended, the command and the output tail.
-func syntheticText(ev process.Event) string {
-	var b strings.Builder
-	switch ev.Kind {
-	case process.EventCompletion:
-		fmt.Fprintf(&b, "[IMPORTANT: Background process %s %s.\n", ev.ProcID, ending(ev))
-	case process.EventWatchMatch:
-		fmt.Fprintf(&b, "[IMPORTANT: Background process %s matched watch pattern %q.\n", ev.ProcID, ev.Pattern)
-	default:
-		fmt.Fprintf(&b, "[IMPORTANT: Background process %s: %s.\n", ev.ProcID, strings.TrimSuffix(ev.Message, "."))
-	}
-	fmt.Fprintf(&b, "Command: %s\n", ev.Command)
-	if out := strings.TrimSpace(stripANSI(ev.Output)); out != "" {
-		fmt.Fprintf(&b, "Output:\n%s\n", out)
-	}
-	b.WriteString("]")
-	return b.String()
-}
-
-// batchText merges several notifications of one conversation into one turn's input.
-func batchText(texts []string) string {
-	if len(texts) == 1 {
-		return texts[0]
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "[IMPORTANT: %d background processes completed; send at most one consolidated user-facing response.]\n", len(texts))
-	for i, t := range texts {
-		if i == 10 {
-			fmt.Fprintf(&b, "(%d more not shown)\n", len(texts)-10)
-			break
+// noticeOf is a process event as the agents receive it: data (agent.Notice), never text they
+// would have to read back. The output loses its terminal escapes; a watch match names the line
+// that matched (the last line of its output holding the pattern).
+func noticeOf(ev process.Event) agent.Notice {
+	n := agent.Notice{Kind: agent.NoticeKind(ev.Kind), ProcID: ev.ProcID, Command: ev.Command, State: string(ev.State),
+		ExitCode: ev.ExitCode, Signal: ev.Signal, Reason: ev.Reason, Output: strings.TrimSpace(stripANSI(ev.Output)),
+		OutputCut: ev.OutputCut, Pattern: ev.Pattern, Suppressed: ev.Suppressed, Message: ev.Message}
+	if ev.Kind == process.EventWatchMatch {
+		lines := strings.Split(n.Output, "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if strings.Contains(lines[i], ev.Pattern) {
+				n.Line = lines[i]
+				break
+			}
 		}
-		if len(t) > 800 {
-			t = t[:800] + "…"
-		}
-		fmt.Fprintf(&b, "%d. %s\n", i+1, strings.TrimPrefix(t, "[IMPORTANT: "))
 	}
-	return b.String()
-}
-
-func ending(ev process.Event) string {
-	switch {
-	case ev.ExitCode == nil && ev.State == process.StateLost:
-		return "was lost while the host was down (exit status unknown)"
-	case ev.ExitCode == nil:
-		return "ended (exit status unknown)"
-	case ev.Signal != "":
-		return fmt.Sprintf("was terminated by %s (exit code %d)", ev.Signal, *ev.ExitCode)
-	case *ev.ExitCode == 0:
-		return "completed normally (exit code 0)"
-	}
-	return fmt.Sprintf("exited with exit code %d", *ev.ExitCode)
+	return n
 }
 
 // noticeText is the text-mode message for an event, or "" when the mode says nothing. The
@@ -95,9 +61,12 @@ func noticeText(ev process.Event, mode string) string {
 				return "✅ Done."
 			}
 			msg := "❌ That job hit a problem"
-			if ev.ExitCode != nil {
+			switch {
+			case ev.ExitCode != nil:
 				msg += fmt.Sprintf(" (exit %d)", *ev.ExitCode)
-			} else {
+			case ev.Reason == process.ReasonHostLost:
+				msg = "❓ I lost track of that job: the host running it went down, so its outcome is unknown"
+			default:
 				msg += " (it ended while the host was down; exit status unknown)"
 			}
 			if tail != "" {
@@ -105,7 +74,33 @@ func noticeText(ev process.Event, mode string) string {
 			}
 			return msg
 		}
-		head := fmt.Sprintf("Background job %s %s.\n$ %s", ev.ProcID, ending(ev), ev.Command)
+		head := fmt.Sprintf("Background job %s %s.\n$ %s", ev.ProcID, noticeOf(ev).Ending(), ev.Command)
+		if tail != "" {
+			head += "\n" + tail
+		}
+		return head
+	case process.EventCorrection:
+		// The earlier notice said the job was lost; whatever the mode showed of it, the user
+		// hears what really became of it, once (off shows nothing, as for any completion).
+		switch mode {
+		case ModeOff:
+			return ""
+		case ModeConcise, ModeError:
+			msg := "↩️ Correction: the job I said I had lost track of "
+			switch {
+			case !failed:
+				return msg + "in fact finished fine."
+			case ev.ExitCode != nil:
+				msg += fmt.Sprintf("in fact failed (exit %d)", *ev.ExitCode)
+			default:
+				msg += "ended; its exit status is unknown"
+			}
+			if tail != "" {
+				msg += ":\n" + tail
+			}
+			return msg
+		}
+		head := fmt.Sprintf("↩️ Correction: the background job I reported as lost (%s) %s.\n$ %s", ev.ProcID, noticeOf(ev).Ending(), ev.Command)
 		if tail != "" {
 			head += "\n" + tail
 		}

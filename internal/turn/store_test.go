@@ -3,11 +3,14 @@ package turn
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
 )
@@ -50,14 +53,19 @@ func TestStoreSuite(t *testing.T) {
 			t.Fatalf("%d rows for u1, %v", n, err)
 		}
 
-		moved, err := setState(ctx, db, []string{"in_z", "in_u"}, stRunning, "", time.Now(), stQueued)
+		// Another host moves none of h1's rows: the owner is the rows' fence.
+		other := &Engine{db: db, opt: Options{Now: time.Now, Instance: "h2"}, log: slog.New(slog.DiscardHandler)}
+		if moved, err := other.setState(ctx, db, []string{"in_z", "in_u"}, stDone, "stale host", stQueued); err != nil || len(moved) != 0 {
+			t.Fatalf("another host moved %v, %v", moved, err)
+		}
+		moved, err := e.setState(ctx, db, []string{"in_z", "in_u"}, stRunning, "", stQueued)
 		if err != nil || !slices.Equal(moved, []string{"in_z", "in_u"}) {
 			t.Fatalf("moved %v, %v", moved, err)
 		}
-		if moved, err := setState(ctx, db, []string{"in_z"}, stRunning, "", time.Now(), stQueued); err != nil || len(moved) != 0 {
+		if moved, err := e.setState(ctx, db, []string{"in_z"}, stRunning, "", stQueued); err != nil || len(moved) != 0 {
 			t.Fatalf("moved again %v, %v", moved, err)
 		}
-		if moved, err := setState(ctx, db, []string{"in_u"}, stDone, "answered", time.Now(), stQueued, stRunning); err != nil || len(moved) != 1 {
+		if moved, err := e.setState(ctx, db, []string{"in_u"}, stDone, "answered", stQueued, stRunning); err != nil || len(moved) != 1 {
 			t.Fatalf("done: %v, %v", moved, err)
 		}
 
@@ -78,6 +86,34 @@ func TestStoreSuite(t *testing.T) {
 		}
 		if other, err := e.loadOpen(ctx, `owner = ?`, "h2"); err != nil || len(other) != 0 {
 			t.Fatalf("another host's open rows %+v %v", other, err)
+		}
+	})
+}
+
+// A queued notification keeps its process event as data through the inbox, on both backends.
+func TestNoticeRoundTrip(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		if err := store.Migrate(ctx, db, "turn", migrations); err != nil {
+			t.Fatal(err)
+		}
+		e := &Engine{db: db, opt: Options{Now: time.Now, Instance: "h1"}, log: slog.New(slog.DiscardHandler)}
+		three := 3
+		n := agent.Notice{Kind: agent.NoticeWatchMatch, ProcID: "proc_1", Command: "tail -f log", State: agent.StateRunning,
+			ExitCode: &three, Signal: "SIGTERM", Reason: "r", Output: "a\nERROR b", OutputCut: true, Pattern: "ERROR",
+			Line: "ERROR b", Suppressed: 2, Message: "m"}
+		row := &inboxRow{id: "in_n", plugin: "echo", profile: "main", eventID: "proc_1#7", kind: kindNotification, key: "k",
+			text: n.Describe(), src: abi.Source{ChatID: "42"}, stamp: session.Stamp{Key: "k", SessionID: "s"}, notice: &n}
+		if _, err := e.insert(ctx, db, row, stQueued); err != nil {
+			t.Fatal(err)
+		}
+		open, err := e.loadOpen(ctx, `owner = ?`, "h1")
+		if err != nil || len(open) != 1 {
+			t.Fatalf("open %+v, %v", open, err)
+		}
+		if it := e.itemOf(open[0]); len(it.notices) != 1 || !reflect.DeepEqual(it.notices[0], n) {
+			t.Fatalf("notice back %+v, want %+v", it.notices, n)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,8 +13,17 @@ import (
 
 // streamer shows an answer while the agent writes it, on a platform that can edit messages: the
 // first text is posted at once, later text replaces it in place, at most once per
-// Options.EditInterval per chat; the final text is put in place by finish. Posts and edits go
+// Options.EditInterval per chat and Options.EditsPerSecond per bot; the final text is put in
+// place by finish. Posts and edits go
 // through the ledger with the turn's guard, so a /new during the turn stops them too.
+//
+// The draft rule: a post or edit whose outcome is unknown (the platform may have applied it)
+// stops streaming into that draft; nothing is posted again in its place. If the draft's first
+// post is the one whose outcome is unknown, the draft may or may not be in the chat, with part of
+// the answer: the finished answer is then sent once as a new message that says it completes an
+// interrupted draft (DraftResumed), linked to the draft in the ledger (Message.Link). If a
+// later edit's outcome is unknown, the draft exists; finish edits it once more to the final text
+// (an edit never duplicates). The same text is never posted twice in full.
 type streamer struct {
 	e      *Engine
 	key    string
@@ -27,7 +37,17 @@ type streamer struct {
 	stopped chan struct{}
 	msgID   string // the posted message; "" until the first post is delivered
 	shown   string // the text the chat shows
+	// lost is the ledger group of a first post whose outcome is unknown ("" for none): the
+	// draft that may be in the chat with part of the answer.
+	lost string
 }
+
+// DraftResumed is the first line of an answer sent as a new message because the streamed draft's
+// first post has an unknown outcome (it may be in the chat, cut off).
+const DraftResumed = "↪ The complete answer (the draft above was interrupted):"
+
+// DraftStopped ends a streamed draft whose turn was stopped (/stop, /new, a recall).
+const DraftStopped = "(stopped)"
 
 // streamSuffix marks a message that is still being written.
 const streamSuffix = " …"
@@ -50,17 +70,33 @@ func (s *streamer) update(text string) {
 	}
 }
 
+// started reports whether the agent wrote any text into the stream: a turn that streamed is not
+// tried again (the draft may be in the chat).
+func (s *streamer) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latest != ""
+}
+
 // chatKey names the chat an edit rate applies to.
 func (s *streamer) chatKey() string {
 	return s.msg.Plugin + "\x00" + s.msg.Profile + "\x00" + s.msg.Target.ChatID
 }
 
-// waitGate waits until the chat may be edited again, then claims the slot. It reports false
-// when stop closed first (unless force).
+// botKey names the bot a bot-wide edit rate applies to.
+func (s *streamer) botKey() string { return s.msg.Plugin + "\x00" + s.msg.Profile }
+
+// waitGate waits until the chat may be edited again (Options.EditInterval since its last post
+// or edit) and the bot may send again (Options.EditsPerSecond over all its chats), then claims
+// both slots. It reports false when stop closed first (unless force).
 func (s *streamer) waitGate(force bool) bool {
+	gap := time.Duration(float64(time.Second) / s.e.opt.EditsPerSecond)
 	for {
 		s.e.mu.Lock()
 		next := s.e.lastEdit[s.chatKey()].Add(s.e.opt.EditInterval)
+		if b := s.e.botNext[s.botKey()]; b.After(next) {
+			next = b
+		}
 		now := time.Now()
 		if !now.Before(next) {
 			if len(s.e.lastEdit) >= 1024 {
@@ -73,6 +109,7 @@ func (s *streamer) waitGate(force bool) bool {
 				}
 			}
 			s.e.lastEdit[s.chatKey()] = now
+			s.e.botNext[s.botKey()] = now.Add(gap)
 			s.e.mu.Unlock()
 			return true
 		}
@@ -112,7 +149,8 @@ func (s *streamer) run() {
 }
 
 // show posts text (first) or edits the posted message to it, and waits for the outcome. Only
-// the first part of a long text is shown while streaming. It reports whether streaming can go on.
+// the first part of a long text is shown while streaming; final marks the answer's final text
+// (recorded as a reply, not a draft). It reports whether streaming can go on.
 func (s *streamer) show(text string, final bool) bool {
 	parts := s.e.ledger.Split(s.msg.Plugin, text)
 	if len(parts) == 0 {
@@ -128,6 +166,9 @@ func (s *streamer) show(text string, final bool) bool {
 	s.mu.Unlock()
 	m := s.msg
 	m.Text, m.Parts = first, []string{first}
+	if !final {
+		m.Kind = delivery.KindDraft
+	}
 	if id != "" {
 		m.Target.EditMessageID = id
 		m.Target.ReplyTo = ""
@@ -139,11 +180,22 @@ func (s *streamer) show(text string, final bool) bool {
 		return false
 	}
 	row, err := s.e.ledger.Wait(s.e.ctx, group)
-	if err != nil || row.State != delivery.Delivered {
+	// The chat's interval runs from the outcome too: the send happened between the claim
+	// (waitGate) and now, not necessarily at the claim.
+	s.e.mu.Lock()
+	s.e.lastEdit[s.chatKey()] = time.Now()
+	s.e.mu.Unlock()
+	if err != nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if row.State != delivery.Delivered {
+		if id == "" && row.Uncertain() {
+			s.lost = group // the draft may be in the chat: finish sends the answer as its completion
+		}
+		return false
+	}
 	if s.msgID == "" && len(row.MessageIDs) > 0 {
 		s.msgID = row.MessageIDs[0]
 	}
@@ -153,7 +205,7 @@ func (s *streamer) show(text string, final bool) bool {
 
 // finish stops the loop and puts the final text in place: its first part into the streamed
 // message, the rest as new messages (parts, already capped). It reports false when nothing was
-// streamed (the caller sends the answer the usual way).
+// streamed (the caller sends the answer the usual way; see completes).
 func (s *streamer) finish(parts []string) bool {
 	s.halt()
 	s.mu.Lock()
@@ -174,6 +226,41 @@ func (s *streamer) finish(parts []string) bool {
 		}
 	}
 	return true
+}
+
+// finishStopped finalises the draft of a turn that was stopped (/stop, /new, a recall): one last edit
+// puts the text the chat shows without the still-writing mark, and DraftStopped after it. The
+// edit is not guarded by the turn (the command superseded it; the draft is in the chat either
+// way). A draft whose first post has an unknown outcome is left alone (the draft rule).
+func (s *streamer) finishStopped() {
+	s.halt()
+	s.mu.Lock()
+	id, shown := s.msgID, s.shown
+	s.mu.Unlock()
+	if id == "" || shown == "" {
+		return
+	}
+	parts := s.e.ledger.Split(s.msg.Plugin, strings.TrimSuffix(shown, streamSuffix)+"\n\n"+DraftStopped)
+	if len(parts) == 0 {
+		return
+	}
+	m := s.msg
+	m.Kind, m.Guard, m.Stamp, m.Generation = delivery.KindDraft, delivery.GuardNone, session.Stamp{}, 0
+	m.Text, m.Parts = parts[0], parts[:1]
+	m.Target.EditMessageID, m.Target.ReplyTo = id, ""
+	s.waitGate(true)
+	if _, err := s.e.ledger.Enqueue(context.WithoutCancel(s.e.ctx), m); err != nil {
+		s.e.log.Warn("turn: finalising a stopped turn's draft failed", "key", s.key, "error", err)
+	}
+}
+
+// completes returns the ledger group of the draft the answer completes, once finish reported
+// false: the draft's first post had an unknown outcome, so the answer goes out as a new message
+// marked as its completion (DraftResumed). "" when no draft may be in the chat.
+func (s *streamer) completes() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
 }
 
 // halt stops the loop and waits for it.

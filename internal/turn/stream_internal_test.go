@@ -12,7 +12,7 @@ import (
 // The edit-rate table does not keep an entry for every chat ever streamed to: once it holds
 // 1,024 chats, those whose interval has passed are forgotten.
 func TestEditRateTableBounded(t *testing.T) {
-	e := &Engine{lastEdit: map[string]time.Time{}, opt: Options{EditInterval: time.Nanosecond}}
+	e := &Engine{lastEdit: map[string]time.Time{}, botNext: map[string]time.Time{}, opt: Options{EditInterval: time.Nanosecond, EditsPerSecond: 1e9}}
 	for i := range 5000 {
 		s := &streamer{e: e, msg: delivery.Message{Plugin: "echo", Profile: "main", Target: abi.OutboundMessage{ChatID: fmt.Sprint(i)}}}
 		if !s.waitGate(true) {

@@ -13,8 +13,9 @@ import (
 // ErrReadOnly is returned by the tools of a notification turn for anything with side effects.
 var ErrReadOnly = errors.New("notification turns cannot run or kill commands (approval denied automatically)")
 
-// ErrNotGranted is returned by a tool the operator did not grant this chat's profile.
-var ErrNotGranted = errors.New("that tool is not enabled for this chat (the operator grants tools per profile)")
+// ErrNotGranted is returned by a tool the operator did not grant this chat's profile (the
+// agent counts the refusal).
+var ErrNotGranted = agent.ErrNotGranted
 
 // tools adapts the process registry to agent.Tools for one turn, bound to the turn's session:
 // every process it starts is stamped with that session, inside the key's boundary, and only if

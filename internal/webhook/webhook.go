@@ -34,6 +34,9 @@ type Handler struct {
 	// Hidden, if set, reports plugin profiles this handler does not serve (the demo platform
 	// is served only on the admin listener).
 	Hidden func(plugin, profile string) bool
+	// Loading lists the plugin files not loaded yet (nil: Plugins.Loading). The host's start
+	// passes one that also covers the moment before the plugins directory was first scanned.
+	Loading func() []string
 }
 
 // SafeHeaders are the response headers a plugin may set on its webhook answer. Anything else
@@ -50,7 +53,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "no such webhook"))
 		return
 	}
-	if p == nil && len(h.Plugins.Loading()) > 0 {
+	loading := h.Plugins.Loading
+	if h.Loading != nil {
+		loading = h.Loading
+	}
+	if p == nil && len(loading()) > 0 {
 		// It may be among the files still loading: the platform should retry, not give up.
 		w.Header().Set("Retry-After", "1")
 		httpjson.Write(w, http.StatusServiceUnavailable, abi.Errorf(abi.CodeUnavailable, "plugins are loading; retry"))

@@ -29,6 +29,11 @@ type profileConfig struct {
 	Home map[string]string `json:"home"`
 	// Jobs are defined by the operator in the config file; they cannot be removed from chat.
 	Jobs []configJob `json:"jobs"`
+	// ChatTargets are the targets a job created from a chat (/cron add) may deliver to besides
+	// that chat itself, which is all it may by default: "home" (the home channels),
+	// "PLATFORM:CHAT_ID" (that chat, any thread), "PLATFORM:CHAT_ID:THREAD_ID", "PLATFORM:*"
+	// (any chat of that platform) or "*" (anywhere).
+	ChatTargets stringList `json:"chat_targets"`
 }
 
 // configJob is a job written in the config file.
@@ -47,7 +52,8 @@ var configSchema = json.RawMessage(`{"type":"object","properties":{
 	"timezone":{"type":"string","description":"default time zone of jobs (IANA name); default UTC"},
 	"catch_up":{"type":"string","description":"slots missed while down: once (default) or skip"},
 	"home":{"type":"object","description":"platform → home channel chat_id[:thread_id]"},
-	"jobs":{"type":"array","description":"jobs defined here: name, schedule, text or prompt, deliver, timezone, catch_up, seed"}}}`)
+	"jobs":{"type":"array","description":"jobs defined here: name, schedule, text or prompt, deliver, timezone, catch_up, seed"},
+	"chat_targets":{"type":"array","description":"where jobs created from a chat may deliver besides that chat: home, PLATFORM:CHAT_ID[:THREAD_ID], PLATFORM:* or *; default none"}}}`)
 
 // location loads a time zone name (empty: UTC). The plugin embeds the time zone database
 // (time/tzdata): the Wasm sandbox has no /usr/share/zoneinfo.
@@ -84,6 +90,11 @@ func (cfg *profileConfig) problems(now time.Time) []string {
 	for _, platform := range sortedKeys(cfg.Home) {
 		if _, err := parseChat(platform, cfg.Home[platform]); err != nil {
 			out = append(out, fmt.Sprintf("home.%s: %v", platform, err))
+		}
+	}
+	for _, g := range cfg.ChatTargets {
+		if _, err := parseGrant(g); err != nil {
+			out = append(out, "chat_targets: "+err.Error())
 		}
 	}
 	seen := map[string]bool{}

@@ -120,6 +120,9 @@ func add(c *sdk.Context, cfg *profileConfig, req *abi.JobsRequest, now time.Time
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeBadRequest, "%v", err)
 	}
+	if err := cfg.checkReach(spec, req); err != nil {
+		return nil, err
+	}
 	ids, err := loadIndex(c)
 	if err != nil {
 		return nil, err
@@ -131,7 +134,7 @@ func add(c *sdk.Context, cfg *profileConfig, req *abi.JobsRequest, now time.Time
 		spec.Name = defaultName(spec)
 	}
 	r := &record{Job: abi.Job{ID: newJobID(), JobSpec: spec, CreatedBy: who(req.By), CreatedMs: now.UnixMilli(),
-		State: stateScheduled, Display: sch.display(loc)}, Sched: sch}
+		State: stateScheduled, Display: sch.display(loc)}, Sched: sch, ChatScoped: req.Scope != nil}
 	r.NextRunMs, _ = sch.next(now.UnixMilli(), loc)
 	if sch.Kind == kindOnce && r.NextRunMs <= now.UnixMilli() {
 		r.NextRunMs = sch.AtMs // within the grace: due at the next tick
@@ -145,6 +148,26 @@ func add(c *sdk.Context, cfg *profileConfig, req *abi.JobsRequest, now time.Time
 	}
 	c.Log(abi.LevelInfo, "cron: job added", "job", r.ID, "name", r.Name, "schedule", r.Display, "by", r.CreatedBy)
 	return &abi.JobsResult{Jobs: []abi.Job{r.Job}}, nil
+}
+
+// checkReach refuses a new job whose targets it cannot reach or may not: a chat on a platform
+// no plugin serves for the profile (when the host says which are served), or, for a job created
+// from a chat, a chat other than that one which chat_targets does not grant.
+func (cfg *profileConfig) checkReach(spec abi.JobSpec, req *abi.JobsRequest) error {
+	dests, _ := resolve(&record{Job: abi.Job{JobSpec: spec}}, cfg) // validate reported the unresolvable
+	for _, d := range dests {
+		if req.Platforms != nil && !slices.Contains(*req.Platforms, d.src.Platform) {
+			served := "none"
+			if len(*req.Platforms) > 0 {
+				served = strings.Join(*req.Platforms, ", ")
+			}
+			return abi.Errorf(abi.CodeBadRequest, "target %s: no platform plugin serves %s for this profile (served: %s)", d.label, d.src.Platform, served)
+		}
+		if req.Scope != nil && !cfg.chatMay(*req.Scope, d.src) {
+			return errNotGranted(d.label)
+		}
+	}
+	return nil
 }
 
 // inScope reports whether a chat scope may see r: jobs created in the same chat only.

@@ -27,11 +27,33 @@ type chat struct {
 	crash bool            // the next send "kills the host" (the tick call fails mid-run)
 	agent func(prompt string) (string, error)
 	now   time.Time
+	// pending answers sends "pending" (the host's wait for the outcome ran out) with ids
+	// dlv_1, dlv_2…; outcomes is what the ledger says of each later: "delivered", "stale" or
+	// "failed:REASON" (absent: still pending).
+	pending  bool
+	ids      int
+	outcomes map[string]string
+	asked    []string // the delivery ids asked about
 }
 
 func (c *chat) HostSend(_ context.Context, _ sdktest.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if req.DeliveryID != "" {
+		c.asked = append(c.asked, req.DeliveryID)
+		if req.Text != "" || req.Target.ChatID != "" {
+			return abi.HostSendReply{}, abi.Errorf(abi.CodeBadRequest, "a query sends nothing")
+		}
+		switch o := c.outcomes[req.DeliveryID]; {
+		case o == "":
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "pending"}, nil
+		case o == "stale":
+			return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: "stale: user_boundary"}
+		case strings.HasPrefix(o, "failed:"):
+			return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "failed", Reason: strings.TrimPrefix(o, "failed:")}, nil
+		}
+		return abi.HostSendReply{DeliveryID: req.DeliveryID, State: "delivered", MessageIDs: []string{"1"}}, nil
+	}
 	if req.PinSessionID != "" && c.stale[req.PinSessionID] {
 		return abi.HostSendReply{}, &abi.Error{Code: abi.CodeStale, Message: "stale: user_boundary"}
 	}
@@ -42,6 +64,10 @@ func (c *chat) HostSend(_ context.Context, _ sdktest.Caller, req abi.HostSendReq
 	}
 	if c.fail != "" {
 		return abi.HostSendReply{DeliveryID: "dlv_x", State: "failed", Reason: c.fail}, nil
+	}
+	if c.pending {
+		c.ids++
+		return abi.HostSendReply{DeliveryID: fmt.Sprintf("dlv_%d", c.ids), State: "pending"}, nil
 	}
 	return abi.HostSendReply{DeliveryID: "dlv_x", State: "delivered", MessageIDs: []string{"1"}}, nil
 }
@@ -258,6 +284,43 @@ func TestCatchUp(t *testing.T) {
 	})
 }
 
+// After seven months of downtime each job catches up exactly once, for its latest slot, and then
+// waits for its next slot: the catch-up is not repeated at later ticks (it used to be, once per
+// 10 000 slots stepped), and the tick's work does not grow with the downtime.
+func TestCatchUpAfterMonthsDown(t *testing.T) {
+	hosts(t, map[string]any{"timezone": "Europe/Berlin"}, func(t *testing.T, x *fixture) {
+		ids := map[string]string{}
+		for _, j := range []struct{ text, schedule string }{{"minute", "* * * * *"}, {"five", "*/5 * * * *"}, {"daily", "daily at 7am"}} {
+			ids[j.text] = x.add(abi.JobSpec{Schedule: j.schedule, Text: j.text, Deliver: []string{"telegram:5"}}, nil, "").ID
+		}
+		x.tick(5 * time.Minute)
+		if got := counts(x.c.texts()); got != "five:1 minute:1" {
+			t.Fatalf("on time: %s", got)
+		}
+		down := 213*24*time.Hour + 17*time.Minute + 30*time.Second // to 2027-01-09 12:17:30 UTC (13:17:30 CET)
+		start := time.Now()
+		x.tick(down)
+		took := time.Since(start)
+		x.tick(down + 20*time.Second)
+		x.tick(down + 25*time.Second)
+		if got := counts(x.c.texts()); got != "daily:1 five:2 minute:2" {
+			t.Fatalf("after the downtime: %s, want one catch-up per job", got)
+		}
+		now := t0.Add(down)
+		for text, want := range map[string]time.Time{"minute": now.Truncate(time.Minute).Add(time.Minute),
+			"five": now.Truncate(5 * time.Minute).Add(5 * time.Minute), "daily": time.Date(2027, 1, 10, 6, 0, 0, 0, time.UTC)} {
+			if j := x.job(ids[text]); j.NextRunMs != want.UnixMilli() || j.LastStatus != statusOK {
+				t.Errorf("%s: next %v, last %q; want next %v", text, time.UnixMilli(j.NextRunMs).UTC(), j.LastStatus, want)
+			}
+		}
+		t.Logf("the catch-up tick took %v", took)
+		x.tick(down + time.Minute)
+		if got := counts(x.c.texts()); got != "daily:1 five:2 minute:3" {
+			t.Fatalf("the next minute: %s", got)
+		}
+	})
+}
+
 // A slot claimed before the host died mid-send is recorded as interrupted and never sent again.
 // The "death" ends the tick's goroutine inside hermes_send (runtime.Goexit), so the plugin code
 // after the send never runs, as under kill -9; natively only (the Wasm runtime's own crash path
@@ -351,10 +414,60 @@ func TestOutputsAndFailures(t *testing.T) {
 	})
 }
 
+// A run whose deliveries the host answered "pending" is recorded pending, and later ticks ask
+// the host for the ledger's final outcome until it has one: the job then says ok, or
+// delivery_failed with the reason (a failure streak), or stale (and pauses, having reached
+// nobody). Asking sends nothing.
+func TestPendingReconciledFromTheLedger(t *testing.T) {
+	hosts(t, map[string]any{}, func(t *testing.T, x *fixture) {
+		x.c.pending, x.c.outcomes = true, map[string]string{}
+		j := x.add(abi.JobSpec{Schedule: "every 5m", Text: "slow", Deliver: []string{"telegram:5", "telegram:6"}}, nil, "")
+		x.tick(5 * time.Minute)
+		status := func() abi.Job { return x.job(j.ID) }
+		if got := status(); got.LastStatus != statusPending || !strings.Contains(got.LastError, "2 delivery(ies) still pending") {
+			t.Fatalf("after the run %+v", got)
+		}
+		x.tick(6 * time.Minute) // the ledger knows nothing yet
+		x.c.outcomes["dlv_1"] = "delivered"
+		x.tick(7 * time.Minute)
+		if got := status(); got.LastStatus != statusPending || !strings.Contains(got.LastError, "1 delivery(ies) still pending") {
+			t.Fatalf("one delivered, one pending: %+v", got)
+		}
+		x.c.outcomes["dlv_2"] = "failed:permanent: chat not found"
+		x.tick(8 * time.Minute)
+		if got := status(); got.LastStatus != statusFailed || got.FailureStreak != 1 || !strings.Contains(got.LastError, "telegram:6: failed: permanent: chat not found") {
+			t.Fatalf("one failed in the ledger: %+v", got)
+		}
+		asked := len(x.c.asked)
+		x.tick(9 * time.Minute) // settled: not asked again
+		if len(x.c.asked) != asked || asked != 5 {
+			t.Fatalf("asked %v", x.c.asked)
+		}
+		x.tick(10 * time.Minute)
+		x.c.outcomes["dlv_3"], x.c.outcomes["dlv_4"] = "delivered", "delivered"
+		x.tick(11 * time.Minute)
+		if got := status(); got.LastStatus != statusOK || got.FailureStreak != 0 || got.LastError != "" {
+			t.Fatalf("both delivered: %+v", got)
+		}
+		if n := len(x.c.sent); n != 4 {
+			t.Fatalf("%d sends, want 4 (two runs, two targets; asking sends nothing)", n)
+		}
+		// A pinned delivery the ledger dropped as stale: the job pauses, as when the host says so at once.
+		p := x.add(abi.JobSpec{Schedule: "every 5m", Text: "pinned"}, &topic, "sess-1") // at 11m: due at 16m
+		x.tick(15 * time.Minute)                                                        // the first job: dlv_5, dlv_6
+		x.tick(16 * time.Minute)                                                        // the pinned one: dlv_7
+		x.c.outcomes["dlv_7"] = "stale"
+		x.tick(17 * time.Minute)
+		if got := x.job(p.ID); got.LastStatus != statusStale || got.State != statePaused {
+			t.Fatalf("stale in the ledger: %+v (asked %v)", got, x.c.asked)
+		}
+	})
+}
+
 // Targets: origin, explicit chats, a bare platform (origin if on it, else its home), home;
 // duplicates go out once, and the pin applies to the origin chat only.
 func TestTargets(t *testing.T) {
-	hosts(t, map[string]any{"home": map[string]any{"telegram": "-1009:3", "slack": "C42"}}, func(t *testing.T, x *fixture) {
+	hosts(t, map[string]any{"home": map[string]any{"telegram": "-1009:3", "slack": "C42"}, "chat_targets": []string{"*"}}, func(t *testing.T, x *fixture) {
 		x.add(abi.JobSpec{Schedule: "every 5m", Text: "t", Deliver: []string{"origin", "telegram:-1001:42", "telegram", "home", "telegram:-1001", "slack:C42"}}, &topic, "sess-1")
 		x.tick(5 * time.Minute)
 		var got []string
@@ -372,6 +485,90 @@ func TestTargets(t *testing.T) {
 		if n := len(x.c.sent); n != 4+2 {
 			t.Fatalf("%d sends, want 4 (first job) + 2 (home)", n)
 		}
+	})
+}
+
+// A job created from a chat delivers into that chat (any of its threads) and nowhere else unless
+// the cron profile's chat_targets grants it: another chat, a home channel or a bare platform
+// naming a home channel is refused (denied) without the grant; the operator's jobs are not
+// limited. A grant taken back stops the deliveries it allowed.
+func TestChatTargets(t *testing.T) {
+	home := map[string]any{"telegram": "-1009:3", "slack": "C42"}
+	hosts(t, map[string]any{"home": home}, func(t *testing.T, x *fixture) {
+		for _, to := range [][]string{{"telegram:222"}, {"home"}, {"slack"}, {"telegram:-1009:3"}, {"origin", "telegram:-1002"}} {
+			_, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Scope: &topic, ScopeSessionID: "s"})
+			if abi.CodeOf(err) != abi.CodeDenied || !strings.Contains(err.Error(), "posts only into this chat") || !strings.Contains(err.Error(), "chat_targets") {
+				t.Errorf("from a chat, to %v: %v, want denied", to, err)
+			}
+		}
+		for _, to := range [][]string{nil, {"origin"}, {"telegram"}, {"telegram:-1001:7"}, {"telegram:-1001"}} {
+			x.add(abi.JobSpec{Schedule: "every 5m", Text: "own", Deliver: to}, &topic, "s")
+		}
+		x.add(abi.JobSpec{Schedule: "every 5m", Text: "operator", Deliver: []string{"telegram:222", "home"}}, nil, "")
+		x.tick(5 * time.Minute)
+		var got []string
+		for _, s := range x.c.sent {
+			got = append(got, s.Text+">"+s.Target.ChatID+":"+s.Target.ThreadID)
+		}
+		sort.Strings(got)
+		want := "operator>-1009:3,operator>222:,operator>C42:,own>-1001:,own>-1001:42,own>-1001:42,own>-1001:42,own>-1001:7"
+		if strings.Join(got, ",") != want {
+			t.Fatalf("sent %s\nwant %s", strings.Join(got, ","), want)
+		}
+	})
+	// Granted: home and one other chat. Then the operator takes the grant back (the same kv
+	// state under a new configuration): the next run posts into the chat only, and says why.
+	st := sdktest.NewState(t)
+	c := &chat{stale: map[string]bool{}, now: t0}
+	native := func(t *testing.T, profile map[string]any) *fixture {
+		return &fixture{t: t, c: c, h: sdktest.Native(t, sdktest.Options{Profiles: map[string]any{"main": profile}, State: st, Sender: c, Agents: c, Now: c.clock})}
+	}
+	var id string
+	t.Run("granted", func(t *testing.T) {
+		x := native(t, map[string]any{"home": home, "chat_targets": []string{"home", "telegram:222"}})
+		for _, to := range [][]string{{"telegram:333"}, {"slack:C43"}, {"telegram:222:5", "telegram:223"}} {
+			if _, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Scope: &topic}); abi.CodeOf(err) != abi.CodeDenied {
+				t.Errorf("granted home and telegram:222, to %v: %v, want denied", to, err)
+			}
+		}
+		id = x.add(abi.JobSpec{Schedule: "every 5m", Text: "granted", Deliver: []string{"home", "telegram:222:5", "origin"}}, &topic, "s").ID
+		x.tick(5 * time.Minute)
+		if n := len(x.c.sent); n != 4 {
+			t.Fatalf("granted: %d sends, want 4 (two homes, 222, the origin)", n)
+		}
+	})
+	t.Run("taken back", func(t *testing.T) {
+		x := native(t, map[string]any{"home": home})
+		x.c.sent = nil
+		x.tick(10 * time.Minute)
+		if len(x.c.sent) != 1 || x.c.sent[0].Target.ChatID != topic.ChatID {
+			t.Fatalf("after the grant was taken back: %+v", x.c.sent)
+		}
+		if got := x.job(id); got.LastStatus != statusFailed || !strings.Contains(got.LastError, "chat_targets does not grant it") {
+			t.Fatalf("after the grant was taken back: %+v", got)
+		}
+	})
+}
+
+// A target on a platform no plugin serves for the profile is refused when the job is created
+// (the host says which platforms are served); an older host that does not say refuses nothing.
+func TestUnservedPlatformRefused(t *testing.T) {
+	hosts(t, map[string]any{"home": map[string]any{"telegram": "-1009:3", "slack": "C42"}}, func(t *testing.T, x *fixture) {
+		served := []string{"telegram"}
+		for _, to := range [][]string{{"slack:C1"}, {"home"}, {"slack"}, {"telegram:5", "yuanbao:7"}} {
+			_, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: to}, Platforms: &served})
+			if abi.CodeOf(err) != abi.CodeBadRequest || !strings.Contains(err.Error(), "no platform plugin serves") || !strings.Contains(err.Error(), "served: telegram") {
+				t.Errorf("to %v: %v, want bad_request", to, err)
+			}
+		}
+		none := []string{}
+		if _, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:5"}}, Platforms: &none}); err == nil || !strings.Contains(err.Error(), "served: none") {
+			t.Errorf("nothing served: %v", err)
+		}
+		if _, err := x.jobs(abi.JobsRequest{Op: abi.JobsAdd, Job: &abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:5", "telegram:-1009:3"}}, Platforms: &served}); err != nil {
+			t.Errorf("served: %v", err)
+		}
+		x.add(abi.JobSpec{Schedule: "every 5m", Text: "x", Deliver: []string{"slack:C1"}}, nil, "") // an older host: not refused
 	})
 }
 
@@ -435,11 +632,15 @@ func TestConfigJobs(t *testing.T) {
 }
 
 func TestConfigureReportsProblems(t *testing.T) {
-	bad := profileConfig{TimeZone: "Nowhere/Land", CatchUp: "sometimes", Home: map[string]string{"telegram": ""}}
+	bad := profileConfig{TimeZone: "Nowhere/Land", CatchUp: "sometimes", Home: map[string]string{"telegram": ""}, ChatTargets: []string{"telegram", "Tele gram:1", "home", "slack:*"}}
 	jobs := profileConfig{Jobs: []configJob{{Name: "a", Schedule: "every 5m", Text: "x", Deliver: []string{"telegram:1"}},
 		{Name: "a", Schedule: "bad", Text: "x", Deliver: []string{"telegram:1"}}, {Schedule: "every 5m"}}}
 	got := strings.Join(append(bad.problems(t0), jobs.problems(t0)...), "\n")
-	for _, want := range []string{"unknown time zone", "catch_up", "home.telegram", "job a: the name is used twice", "not a schedule", "jobs[2]: name is required"} {
+	if strings.Contains(got, "home\"") || strings.Contains(got, "slack:*") {
+		t.Errorf("good chat_targets reported:\n%s", got)
+	}
+	for _, want := range []string{"unknown time zone", "catch_up", "home.telegram", "job a: the name is used twice", "not a schedule", "jobs[2]: name is required",
+		`chat_targets: "telegram": write telegram:* for any telegram chat`, `chat_targets: "Tele gram:1"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems do not say %q:\n%s", want, got)
 		}

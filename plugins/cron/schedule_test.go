@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,7 @@ func TestIntervalsCountFromTheAnchor(t *testing.T) {
 	if got := slots(t, s, now.Add(3*time.Hour+17*time.Minute), 2, time.UTC); strings.Join(got, ",") != "06-10 16:00 UTC,06-10 18:00 UTC" {
 		t.Fatalf("slots %v", got)
 	}
-	latest, missed := s.latestDue(now.Add(2*time.Hour).UnixMilli(), now.Add(9*time.Hour).UnixMilli(), time.UTC)
+	latest, missed, _ := s.latestDue(now.Add(2*time.Hour).UnixMilli(), now.Add(9*time.Hour).UnixMilli(), time.UTC)
 	if time.UnixMilli(latest).UTC().Format("15:04") != "20:00" || missed != 3 {
 		t.Fatalf("latestDue %v %d", time.UnixMilli(latest).UTC(), missed)
 	}
@@ -194,6 +195,135 @@ func TestGrace(t *testing.T) {
 	} {
 		if got := (schedule{Kind: kindCron, Expr: expr}).grace(now, time.UTC); got != want {
 			t.Errorf("%s: grace %v, want %v", expr, got, want)
+		}
+	}
+}
+
+// TestLatestDueAfterLongDowntime: after months of downtime the latest due slot is the last slot
+// before now (not a slot some thousand steps after the first missed one), for every kind of
+// schedule and across both DST changes; the count of missed slots stops at maxCounted.
+func TestLatestDueAfterLongDowntime(t *testing.T) {
+	first := at(berlin, "2026-03-01 00:00")
+	for _, c := range []struct {
+		name string
+		s    schedule
+	}{
+		{"every minute", schedule{Kind: kindCron, Expr: "* * * * *"}},
+		{"every 5 minutes", schedule{Kind: kindCron, Expr: "*/5 * * * *"}},
+		{"hourly", schedule{Kind: kindCron, Expr: "0 * * * *"}},
+		{"daily 02:30 (DST gap and repeat)", schedule{Kind: kindCron, Expr: "30 2 * * *"}},
+		{"weekdays 9:00", schedule{Kind: kindCron, Expr: "0 9 * * 1-5"}},
+		{"every 7m", schedule{Kind: kindInterval, EveryMs: (7 * time.Minute).Milliseconds(), AnchorMs: first.UnixMilli()}},
+	} {
+		firstSlot, _ := c.s.next(first.UnixMilli()-1, berlin)
+		for _, now := range []time.Time{
+			at(berlin, "2026-03-29 03:01"), // just after the spring gap
+			at(berlin, "2026-10-25 02:40"), // in the repeated hour (first copy)
+			at(berlin, "2026-10-25 02:40").Add(time.Hour),
+			at(berlin, "2026-10-01 12:34"), // seven months on
+			at(berlin, "2031-01-01 00:00"), // years on
+		} {
+			latest, missed, more := c.s.latestDue(firstSlot, now.UnixMilli(), berlin)
+			after, ok := c.s.next(latest, berlin)
+			if latest > now.UnixMilli() || (ok && after <= now.UnixMilli()) {
+				t.Errorf("%s, down until %v: latest %v is not the last slot before now (the next is %v)", c.name, now,
+					time.UnixMilli(latest).In(berlin), time.UnixMilli(after).In(berlin))
+			}
+			if latest != firstSlot {
+				if prev, _ := c.s.next(latest-1, berlin); prev != latest {
+					t.Errorf("%s, down until %v: latest %v is not a slot", c.name, now, time.UnixMilli(latest).In(berlin))
+				}
+			}
+			if c.s.Kind == kindCron && (missed > maxCounted || (more && missed != maxCounted)) {
+				t.Errorf("%s: counted %d missed slots (more %v), want at most %d", c.name, missed, more, maxCounted)
+			}
+		}
+	}
+	// Counted exactly below the bound: six hours of */5 from 00:00 are 71 more slots after the
+	// first; a day's 287 are "more than 100".
+	s := schedule{Kind: kindCron, Expr: "*/5 * * * *"}
+	day := at(time.UTC, "2026-06-10 00:00")
+	if latest, missed, more := s.latestDue(day.UnixMilli(), day.Add(6*time.Hour-time.Second).UnixMilli(), time.UTC); missed != 71 || more ||
+		time.UnixMilli(latest).UTC().Format("15:04") != "05:55" {
+		t.Errorf("six hours of */5: latest %v, missed %d (more %v)", time.UnixMilli(latest).UTC(), missed, more)
+	}
+	if latest, missed, more := s.latestDue(day.UnixMilli(), day.Add(24*time.Hour-time.Second).UnixMilli(), time.UTC); missed != maxCounted || !more ||
+		time.UnixMilli(latest).UTC().Format("15:04") != "23:55" {
+		t.Errorf("a day of */5: latest %v, missed %d (more %v)", time.UnixMilli(latest).UTC(), missed, more)
+	}
+}
+
+// TestLastSlotAgreesAndIsBounded: lastSlot finds what stepping through every slot finds, for
+// random schedules and downtimes, and calls next at most 65 times whatever the range (the bound
+// its comment proves), here up to 2^62 ms.
+func TestLastSlotAgreesAndIsBounded(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(29, 8))
+	for range 2000 {
+		// Slots at a random set of instants: a random grid with random gaps.
+		step := 1 + rnd.Int64N(1000)
+		gap := 1 + rnd.Int64N(5)
+		calls := 0
+		next := func(t int64) (int64, bool) {
+			calls++
+			k := t/step + 1
+			for k%gap != 0 {
+				k++
+			}
+			return k * step, true
+		}
+		first, _ := next(rnd.Int64N(10000))
+		now := first + rnd.Int64N(100000)
+		want := first
+		for n, _ := next(first); n <= now; n, _ = next(n) {
+			want = n
+		}
+		calls = 0
+		if got := lastSlot(next, first, now); got != want {
+			t.Fatalf("step %d gap %d, %d..%d: lastSlot %d, stepping %d", step, gap, first, now, got, want)
+		}
+		if calls > 65 {
+			t.Fatalf("%d calls of next", calls)
+		}
+	}
+	calls := 0
+	minute := func(t int64) (int64, bool) { calls++; return (t/60000 + 1) * 60000, true }
+	now := int64(1) << 62
+	if got := lastSlot(minute, 0, now); got != now/60000*60000 || calls > 65 {
+		t.Fatalf("2^62 ms of minutes: lastSlot %d (want %d) in %d calls", got, now/60000*60000, calls)
+	}
+	// A schedule with no slot after first: first is the latest.
+	if got := lastSlot(func(int64) (int64, bool) { return 0, false }, 5, 1000); got != 5 {
+		t.Fatalf("no next slot: %d", got)
+	}
+}
+
+// TestNextElapsedIsRobfigs: the fixed-offset shortcut answers what robfig's Next answers in the
+// location, for random times around offset changes (Berlin's two, Lord Howe's half-hour one,
+// New York's), and in a zone without changes.
+func TestNextElapsedIsRobfigs(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(29, 11))
+	zones := map[string][]string{
+		"Europe/Berlin":       {"2026-03-29 02:00", "2026-10-25 02:30"},
+		"Australia/Lord_Howe": {"2026-04-05 01:45", "2026-10-04 02:00"},
+		"America/New_York":    {"2026-03-08 02:00", "2026-11-01 01:30"},
+		"Asia/Kolkata":        {"2026-06-10 12:00"},
+	}
+	for _, expr := range []string{"* * * * *", "*/5 * * * *", "0 * * * *", "30 * * * *", "*/7 * 1 * *", "15,45 * * * 0", "@hourly"} {
+		spec, err := parsedCron(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for zone, around := range zones {
+			loc := mustLoc(zone)
+			for _, a := range around {
+				center := at(loc, a)
+				for range 300 {
+					after := center.Add(time.Duration(rnd.Int64N(int64(6*time.Hour))) - 3*time.Hour).Add(time.Duration(rnd.IntN(60000)) * time.Millisecond).In(loc)
+					if got, want := nextElapsed(spec, after), spec.Next(after); !got.Equal(want) {
+						t.Fatalf("%s in %s after %v: %v, robfig says %v", expr, zone, after, got, want)
+					}
+				}
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -33,15 +34,30 @@ type record struct {
 	Running *claim `json:"running,omitempty"`
 	// RunNowMs is a pending run_now request (0: none).
 	RunNowMs int64 `json:"run_now_ms,omitempty"`
+	// ChatScoped marks a job created from a chat (an add with a scope): it delivers into that
+	// chat, and elsewhere only where chat_targets grants, checked again at every run.
+	ChatScoped bool `json:"chat_scoped,omitempty"`
+	// Pending are the last run's deliveries whose outcome the host did not know yet (see
+	// reconcile).
+	Pending []pendingSend `json:"pending,omitempty"`
 }
 
 type claim struct {
 	SlotMs    int64 `json:"slot_ms"`
 	Manual    bool  `json:"manual,omitempty"`
 	StartedMs int64 `json:"started_ms"`
+	// DeadlineMs is the call deadline of the tick that claimed it (abi.Call.DeadlineMs), for the
+	// message if that deadline stops the run.
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
 }
 
 func (r *record) pinned() bool { return r.Pin != nil && *r.Pin }
+
+// fromChat reports whether r was created from a chat: ChatScoped, or, for a job stored before
+// that mark, created by a chat user ("<platform>:<user_id>", abi.JobsRequest.By) with an origin.
+func (r *record) fromChat() bool {
+	return r.ChatScoped || (r.Origin != nil && strings.Contains(r.CreatedBy, ":"))
+}
 
 // Job states.
 const (
@@ -140,6 +156,7 @@ func loadAll(c *sdk.Context, cfg *profileConfig, now time.Time) (jobs []*record,
 			if found { // keep the history of a job whose definition changed
 				fresh.CreatedMs, fresh.LastRunMs, fresh.LastStatus, fresh.LastError = r.CreatedMs, r.LastRunMs, r.LastStatus, r.LastError
 				fresh.FailureStreak, fresh.Runs, fresh.Running, fresh.State, fresh.PausedReason = r.FailureStreak, r.Runs, r.Running, r.State, r.PausedReason
+				fresh.Pending = r.Pending
 			}
 			fresh.Display = sch.display(loc)
 			fresh.NextRunMs, _ = sch.next(now.UnixMilli(), loc)

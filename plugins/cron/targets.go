@@ -138,3 +138,74 @@ func resolve(j *record, cfg *profileConfig) ([]destination, []string) {
 func sameChat(a, b abi.Source) bool {
 	return a.Platform == b.Platform && a.ChatID == b.ChatID && a.ThreadID == b.ThreadID
 }
+
+// A grant is one entry of chat_targets: where a job created from a chat may deliver besides
+// that chat.
+type grant struct {
+	any      bool   // "*"
+	home     bool   // "home": the profile's home channels
+	platform string // "PLATFORM:*", "PLATFORM:CHAT_ID[:THREAD_ID]"
+	chat     string // "" with platform: any chat of it
+	thread   string // "" with chat: any thread of it
+}
+
+func parseGrant(s string) (grant, error) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "*":
+		return grant{any: true}, nil
+	case "home", "all":
+		return grant{home: true}, nil
+	}
+	platform, rest, ok := strings.Cut(s, ":")
+	if !platformRE.MatchString(platform) {
+		return grant{}, fmt.Errorf("%q: want home, PLATFORM:CHAT_ID[:THREAD_ID], PLATFORM:* or *", s)
+	}
+	if !ok {
+		return grant{}, fmt.Errorf("%q: write %s:* for any %s chat, or %s:CHAT_ID for one", s, platform, platform, platform)
+	}
+	if rest == "*" {
+		return grant{platform: platform}, nil
+	}
+	src, err := parseChat(platform, rest)
+	if err != nil {
+		return grant{}, fmt.Errorf("%q: %v", s, err)
+	}
+	return grant{platform: platform, chat: src.ChatID, thread: src.ThreadID}, nil
+}
+
+// allows reports whether g lets a job created in a chat deliver to dest.
+func (g grant) allows(dest abi.Source, cfg *profileConfig) bool {
+	switch {
+	case g.any:
+		return true
+	case g.home:
+		for _, platform := range sortedKeys(cfg.Home) {
+			if h, err := parseChat(platform, cfg.Home[platform]); err == nil && h.Platform == dest.Platform && h.ChatID == dest.ChatID &&
+				(h.ThreadID == "" || h.ThreadID == dest.ThreadID) {
+				return true
+			}
+		}
+		return false
+	}
+	return g.platform == dest.Platform && (g.chat == "" || (g.chat == dest.ChatID && (g.thread == "" || g.thread == dest.ThreadID)))
+}
+
+// chatMay reports whether a job created in the chat from may deliver to dest: into that chat (any
+// of its threads, as the chat's scope goes) always, elsewhere only where chat_targets grants.
+func (cfg *profileConfig) chatMay(from, dest abi.Source) bool {
+	if dest.Platform == from.Platform && dest.ChatID == from.ChatID {
+		return true
+	}
+	for _, s := range cfg.ChatTargets {
+		if g, err := parseGrant(s); err == nil && g.allows(dest, cfg) {
+			return true
+		}
+	}
+	return false
+}
+
+// errNotGranted is the refusal of a chat's target outside it.
+func errNotGranted(label string) error {
+	return abi.Errorf(abi.CodeDenied, "target %s: a job created in this chat posts only into this chat; the operator can allow other targets with chat_targets in the cron profile (plugins/cron/README.md)", label)
+}

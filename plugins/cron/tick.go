@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +30,10 @@ func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
 	wake := now.Add(maxTick).UnixMilli()
 	for _, r := range jobs {
 		if r.Running != nil {
-			interrupted(r)
+			interrupted(r, req.Interrupted)
+			dirty[r.ID] = true
+		}
+		if len(r.Pending) > 0 && reconcile(c, r) {
 			dirty[r.ID] = true
 		}
 		if dirty[r.ID] {
@@ -37,7 +41,7 @@ func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
 				return nil, err
 			}
 		}
-		if err := runDue(c, cfg, r, now); err != nil {
+		if err := runDue(c, cfg, r, now, req.DeadlineMs); err != nil {
 			return nil, err
 		}
 		if r.State == stateScheduled && r.NextRunMs > 0 {
@@ -47,29 +51,50 @@ func tick(c *sdk.Context, req *abi.TickRequest) (*abi.TickResult, error) {
 	return &abi.TickResult{NextTickMs: max(wake-now.UnixMilli(), 1)}, nil
 }
 
-// interrupted records that the host stopped during r's claimed run. The slot is not run again.
-func interrupted(r *record) {
+// interrupted records that r's claimed run did not finish. The slot is not run again. how is the
+// host's word on the previous tick (abi.TickRequest.Interrupted): "deadline" when that tick ran
+// past its call deadline and was stopped, "trap" or "exit" when its instance crashed, empty when
+// it did not end in this host process at all (the host stopped, or another host held the loop).
+func interrupted(r *record, how string) {
+	slot := time.UnixMilli(r.Running.SlotMs).UTC().Format(time.RFC3339)
+	var what string
+	switch how {
+	case "":
+		what = "the host stopped during the run of the " + slot + " slot"
+	case "deadline":
+		limit := "its call deadline"
+		if r.Running.DeadlineMs > 0 {
+			limit = fmt.Sprintf("its call deadline of %v", (time.Duration(r.Running.DeadlineMs) * time.Millisecond).Round(time.Second))
+		}
+		what = fmt.Sprintf("the run of the %s slot took longer than %s and was stopped (raise plugins.cron.limits.call_timeout: a prompt job's agent turn and its sends must finish within it)", slot, limit)
+	default:
+		what = fmt.Sprintf("the plugin crashed (%s) during the run of the %s slot", how, slot)
+	}
 	r.LastStatus = statusInterrupted
-	r.LastError = fmt.Sprintf("the host stopped during the run of the %s slot; not repeated (at most once per slot): check the delivery ledger for what was sent",
-		time.UnixMilli(r.Running.SlotMs).UTC().Format(time.RFC3339))
+	r.LastError = what + "; not repeated (at most once per slot): check the delivery ledger for what was sent"
 	r.FailureStreak++
 	r.Running = nil
 }
 
 // runDue runs r if it is due at now: a run_now request, or its next slot. Missed slots (the
-// host was down) are caught up once or skipped, by the job's catch_up policy.
-func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time) error {
+// host was down) are caught up once or skipped, by the job's catch_up policy. deadlineMs is the
+// tick's call deadline, recorded with the claim for the message of a run it stops.
+func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time, deadlineMs int64) error {
 	loc := r.loc(cfg)
 	if r.RunNowMs > 0 {
 		r.RunNowMs = 0
-		return run(c, cfg, r, claim{SlotMs: now.UnixMilli(), Manual: true, StartedMs: now.UnixMilli()}, now)
+		return run(c, cfg, r, claim{SlotMs: now.UnixMilli(), Manual: true, StartedMs: now.UnixMilli(), DeadlineMs: deadlineMs}, now)
 	}
 	if r.State != stateScheduled || r.NextRunMs == 0 || r.NextRunMs > now.UnixMilli() {
 		return nil
 	}
 	// Every slot from NextRunMs up to now is due; the latest is the one that may run.
 	first := r.NextRunMs
-	latest, missed := r.Sched.latestDue(first, now.UnixMilli(), loc)
+	latest, missed, more := r.Sched.latestDue(first, now.UnixMilli(), loc)
+	count := fmt.Sprint(missed + 1) // the slots from first to latest
+	if more {
+		count = fmt.Sprintf("more than %d", missed)
+	}
 	late := now.Sub(time.UnixMilli(latest))
 	onTime := late <= r.Sched.grace(latest, loc)
 	if r.catchUp(cfg) == catchUpSkip && !onTime {
@@ -79,14 +104,14 @@ func runDue(c *sdk.Context, cfg *profileConfig, r *record, now time.Time) error 
 			r.NextRunMs, r.State = 0, stateCompleted
 		}
 		r.LastStatus = statusMissed
-		r.LastError = fmt.Sprintf("skipped %d slot(s) from %s, missed while the host was down (catch_up: skip)", missed+1, fmtTime(first, loc))
-		c.Log(abi.LevelWarn, "cron: missed slots skipped", "job", r.ID, "count", fmt.Sprint(missed+1))
+		r.LastError = fmt.Sprintf("skipped %s slot(s) from %s, missed while the host was down (catch_up: skip)", count, fmtTime(first, loc))
+		c.Log(abi.LevelWarn, "cron: missed slots skipped", "job", r.ID, "count", count)
 		return save(c, r)
 	}
 	if missed > 0 {
-		c.Log(abi.LevelWarn, "cron: catching up once for missed slots", "job", r.ID, "missed", fmt.Sprint(missed), "slot", fmtTime(latest, loc))
+		c.Log(abi.LevelWarn, "cron: catching up once for missed slots", "job", r.ID, "slots", count, "slot", fmtTime(latest, loc))
 	}
-	return run(c, cfg, r, claim{SlotMs: latest, StartedMs: now.UnixMilli()}, now)
+	return run(c, cfg, r, claim{SlotMs: latest, StartedMs: now.UnixMilli(), DeadlineMs: deadlineMs}, now)
 }
 
 // run claims slot for r durably, then produces and delivers the output and records the outcome.
@@ -98,6 +123,13 @@ func run(c *sdk.Context, cfg *profileConfig, r *record, slot claim, now time.Tim
 			next = 0
 		}
 		r.NextRunMs = next
+	}
+	if len(r.Pending) > 0 {
+		// The last run's outcome is still open; this run's replaces it on the job, and the
+		// ledger keeps the deliveries' own record.
+		c.Log(abi.LevelWarn, "cron: a new run starts while the last run's deliveries are still pending; their outcome is in the ledger only",
+			"job", r.ID, "pending", fmt.Sprint(len(r.Pending)))
+		r.Pending = nil
 	}
 	r.Running = &slot
 	r.Runs++
@@ -123,6 +155,9 @@ func run(c *sdk.Context, cfg *profileConfig, r *record, slot claim, now time.Tim
 	return save(c, r)
 }
 
+// pausedStale is the paused reason of a job whose pinned conversation ended.
+const pausedStale = "the conversation it was created in has ended (/new); resume it to attach it to the current one"
+
 // SilentMarker at the start of a run's output suppresses its message (the run still succeeds).
 const SilentMarker = "[SILENT]"
 
@@ -146,6 +181,16 @@ func execute(c *sdk.Context, cfg *profileConfig, r *record) (status, problem str
 		text = "Cronjob Response: " + r.Name + "\n-------------\n\n" + text
 	}
 	dests, problems := resolve(r, cfg)
+	if r.fromChat() {
+		// Granted when the job was created, but the operator may have taken the grant back.
+		dests = slices.DeleteFunc(dests, func(d destination) bool {
+			if cfg.chatMay(*r.Origin, d.src) {
+				return false
+			}
+			problems = append(problems, d.label+": a job created in a chat may post only into that chat (chat_targets does not grant it)")
+			return true
+		})
+	}
 	if len(dests) == 0 {
 		return statusFailed, "no target: " + strings.Join(problems, "; ")
 	}
@@ -166,16 +211,22 @@ func execute(c *sdk.Context, cfg *profileConfig, r *record) (status, problem str
 			delivered++
 		case reply.State == "pending":
 			pending++
+			if reply.DeliveryID != "" {
+				r.Pending = append(r.Pending, pendingSend{DeliveryID: reply.DeliveryID, Platform: d.src.Platform, Label: d.label})
+			}
 		default:
 			problems = append(problems, fmt.Sprintf("%s: %s: %s", d.label, reply.State, reply.Reason))
 		}
+	}
+	if len(r.Pending) > 0 {
+		r.Pending[0].Delivered = delivered
 	}
 	failed := len(problems) - stale
 	if stale > 0 && delivered+pending == 0 && failed == 0 {
 		// Nothing reached any chat and the pinned conversation is gone: pause until the user
 		// resumes it (from the chat, which re-pins it to the conversation they are in).
 		r.State = statePaused
-		r.PausedReason = "the conversation it was created in has ended (/new); resume it to attach it to the current one"
+		r.PausedReason = pausedStale
 	}
 	switch {
 	case failed > 0:

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -182,12 +183,19 @@ func mapMessage(env *envelope, team, bot string, ev *event, o mapOptions) mapped
 	src := source(team, ev)
 	out := mapped{}
 	kind := abi.EventMessage
+	why := "" // abi.Addressed*: why an unmentioned message is addressed to the bot
 	if src.ChatType != abi.ChatDM {
 		thread := ev.ThreadTS != "" && ev.ThreadTS != ev.TS
-		addressed := mentioned || !o.RequireMention || (o.FreeResponse != nil && o.FreeResponse(ev.Channel))
-		if thread && !addressed && o.Followed != nil && o.Followed(team, ev.Channel, ev.ThreadTS) {
-			addressed = true
+		switch {
+		case mentioned:
+		case !o.RequireMention || (o.FreeResponse != nil && o.FreeResponse(ev.Channel)):
+			why = abi.AddressedFreeResponse
+		case thread && o.Followed != nil && o.Followed(team, ev.Channel, ev.ThreadTS):
+			why = abi.AddressedThread
+		case isCommand(text):
+			why = abi.AddressedCommand
 		}
+		addressed := mentioned || why != ""
 		switch {
 		case thread:
 			src.ThreadID = ev.ThreadTS
@@ -212,7 +220,7 @@ func mapMessage(env *envelope, team, bot string, ev *event, o mapOptions) mapped
 	}
 	out.Event = &abi.InboundEvent{
 		ID: prefix + team + ":" + ev.Channel + ":" + ev.TS, Kind: kind, Source: src, Text: text,
-		Mentioned: mentioned, UnixMs: tsMillis(ev.TS),
+		Mentioned: mentioned, Addressed: why, UnixMs: tsMillis(ev.TS),
 	}
 	return out
 }
@@ -322,7 +330,14 @@ func stripLeadingMention(text, user string) string {
 
 // commands are the host's slash commands. Slack does not let a user type "/new" in a thread (the
 // client takes it for a slash command), so "!new" is accepted too, as the Python gateway does.
-var commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions"}
+var commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
+	"help", "model", "usage", "retry", "undo"}
+
+// isCommand reports whether text (after command) is one of the host's commands.
+func isCommand(text string) bool {
+	word, _, _ := strings.Cut(strings.TrimSpace(text), " ")
+	return strings.HasPrefix(word, "/") && slices.Contains(commands, strings.ToLower(word[1:]))
+}
 
 // command rewrites "!cmd args" to "/cmd args" for the host's commands.
 func command(text string) string {

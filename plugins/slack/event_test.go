@@ -58,6 +58,8 @@ func TestMapMessages(t *testing.T) {
 			abi.EventMessage, "1.000001", "more", false},
 		{"mention in a thread", `{"type":"message","user":"U1","text":"<@U0BOT> !new","ts":"2.000001","thread_ts":"1.000001","channel":"C1","channel_type":"channel"}`,
 			defaults, abi.EventMessage, "1.000001", "/new", true},
+		{"command in a thread", `{"type":"message","user":"U1","text":"!new","ts":"2.000001","thread_ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			defaults, abi.EventMessage, "1.000001", "/new", false},
 		{"dm", `{"type":"message","user":"U1","text":"&lt;b&gt; &amp; <#C2|ops>","ts":"1.000001","channel":"D1","channel_type":"im"}`,
 			defaults, abi.EventMessage, "", "<b> & #ops", false},
 		{"dm thread", `{"type":"message","user":"U1","text":"x","ts":"2.000001","thread_ts":"1.000001","channel":"D1","channel_type":"im"}`,
@@ -96,6 +98,33 @@ func TestMapMessages(t *testing.T) {
 				t.Fatalf("id %q", ev.ID)
 			}
 		})
+	}
+}
+
+// An unmentioned message the plugin takes as addressed says why, so that the operator's
+// require_mention (the host's door) counts it as a mention; a mention or plain chatter says nothing.
+func TestMapMessagesSayWhyAddressed(t *testing.T) {
+	followed := func(team, ch, th string) bool { return th == "1.000001" }
+	for _, c := range []struct {
+		name, event string
+		o           mapOptions
+		want        string
+	}{
+		{"mention", `{"type":"app_mention","user":"U1","text":"<@U0BOT> hi","ts":"1.000100","channel":"C1"}`, defaults, ""},
+		{"chatter", `{"type":"message","user":"U1","text":"hi all","ts":"1.000001","channel":"C1","channel_type":"channel"}`, defaults, ""},
+		{"followed thread", `{"type":"message","user":"U1","text":"more","ts":"2.000001","thread_ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			mapOptions{RequireMention: true, Followed: followed}, abi.AddressedThread},
+		{"free response", `{"type":"message","user":"U1","text":"hi","ts":"1.000001","channel":"C9","channel_type":"channel"}`,
+			mapOptions{RequireMention: true, FreeResponse: func(c string) bool { return c == "C9" }}, abi.AddressedFreeResponse},
+		{"no mention required", `{"type":"message","user":"U1","text":"hi","ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			mapOptions{}, abi.AddressedFreeResponse},
+		{"command", `{"type":"message","user":"U1","text":"!last","ts":"2.000001","thread_ts":"1.000001","channel":"C1","channel_type":"channel"}`,
+			defaults, abi.AddressedCommand},
+		{"dm", `{"type":"message","user":"U1","text":"x","ts":"1.000001","channel":"D1","channel_type":"im"}`, defaults, ""},
+	} {
+		if ev := mapRaw(t, callback(c.event), c.o).Event; ev == nil || ev.Addressed != c.want || ev.Kind != abi.EventMessage && c.want != "" {
+			t.Errorf("%s: %+v, want addressed %q", c.name, ev, c.want)
+		}
 	}
 }
 

@@ -16,16 +16,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/egress"
-	"github.com/hermes-host/hermes-host/internal/kv"
-	"github.com/hermes-host/hermes-host/internal/plugin"
-	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/sdk"
 )
 
@@ -67,112 +63,53 @@ type Options struct {
 
 // State is a plugin's durable host-side state: what the host keeps for it across instances and
 // restarts (its kv store).
-type State struct{ kv *kv.Store }
+type State struct{ st *host.State }
 
 // NewState returns an empty State, removed when the test ends.
 func NewState(t testing.TB) *State {
 	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "sdktest.db"), store.Options{})
+	st, err := host.OpenState(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	kvs, err := kv.Open(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &State{kv: kvs}
+	t.Cleanup(func() { st.Close() })
+	return &State{st: st}
 }
 
 // Caller is who made a host-function call: the plugin (by manifest name), its kind and platform,
-// and the profile of the call in progress.
-type Caller struct {
-	Plugin, Kind, Platform, Profile string
-}
+// the profile of the call in progress and the export it serves.
+type Caller = host.Caller
 
 // Sessions answers the session host functions. The source's platform and profile are already
 // the caller's own.
-type Sessions interface {
-	Resolve(ctx context.Context, c Caller, src abi.Source) (abi.SessionRef, error)
-	Observe(ctx context.Context, c Caller, req abi.ObserveRequest) (abi.SessionRef, error)
-	Redact(ctx context.Context, c Caller, src abi.Source) (bool, error)
-	Seed(ctx context.Context, c Caller, req abi.SeedRequest) (abi.SessionRef, error)
-}
+type Sessions = host.Sessions
 
 // Dispatcher answers hermes_dispatch.
-type Dispatcher interface {
-	Dispatch(ctx context.Context, c Caller, ev abi.InboundEvent) (abi.DispatchReply, error)
-}
+type Dispatcher = host.Dispatcher
 
 // Sender answers hermes_send (scheduler plugins).
-type Sender interface {
-	HostSend(ctx context.Context, c Caller, req abi.HostSendRequest) (abi.HostSendReply, error)
-}
+type Sender = host.Sender
 
 // Agents answers hermes_agent (scheduler plugins).
-type Agents interface {
-	AgentTurn(ctx context.Context, c Caller, req abi.AgentRequest) (abi.AgentReply, error)
-}
+type Agents = host.AgentTurns
 
-func (o Options) env(t testing.TB) *plugin.Env {
+// env is the host environment of one host under test, closed when the test ends.
+func (o Options) env(t testing.TB) *host.Env {
 	st := o.State
 	if st == nil {
 		st = NewState(t)
 	}
-	eg := egress.NewClient(egress.Limits{})
-	t.Cleanup(eg.Close)
-	env := &plugin.Env{KV: st.kv, Egress: eg, Now: o.Now, Logger: o.Logger}
-	if o.Sessions != nil {
-		env.Sessions = sessions{o.Sessions}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
 	}
-	if o.Dispatcher != nil {
-		env.Dispatcher = dispatcher{o.Dispatcher}
+	env, err := host.NewEnv(host.EnvOptions{State: st.st, Sessions: o.Sessions, Dispatcher: o.Dispatcher, Sender: o.Sender,
+		Agents: o.Agents, Now: o.Now, Logger: log})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o.Sender != nil {
-		env.Sender = sender{o.Sender}
-	}
-	if o.Agents != nil {
-		env.Agents = agents{o.Agents}
-	}
+	t.Cleanup(env.Close)
 	return env
-}
-
-func caller(c plugin.Caller) Caller {
-	return Caller{Plugin: c.Plugin, Kind: c.Kind, Platform: c.Platform, Profile: c.Profile}
-}
-
-// sessions, dispatcher and sender adapt the public interfaces to the runtime's.
-type sessions struct{ s Sessions }
-
-func (a sessions) Resolve(ctx context.Context, c plugin.Caller, src abi.Source) (abi.SessionRef, error) {
-	return a.s.Resolve(ctx, caller(c), src)
-}
-func (a sessions) Observe(ctx context.Context, c plugin.Caller, req abi.ObserveRequest) (abi.SessionRef, error) {
-	return a.s.Observe(ctx, caller(c), req)
-}
-func (a sessions) Redact(ctx context.Context, c plugin.Caller, src abi.Source) (bool, error) {
-	return a.s.Redact(ctx, caller(c), src)
-}
-func (a sessions) Seed(ctx context.Context, c plugin.Caller, req abi.SeedRequest) (abi.SessionRef, error) {
-	return a.s.Seed(ctx, caller(c), req)
-}
-
-type dispatcher struct{ d Dispatcher }
-
-func (a dispatcher) Dispatch(ctx context.Context, c plugin.Caller, ev abi.InboundEvent) (abi.DispatchReply, error) {
-	return a.d.Dispatch(ctx, caller(c), ev)
-}
-
-type sender struct{ s Sender }
-
-func (a sender) HostSend(ctx context.Context, c plugin.Caller, req abi.HostSendRequest) (abi.HostSendReply, error) {
-	return a.s.HostSend(ctx, caller(c), req)
-}
-
-type agents struct{ a Agents }
-
-func (a agents) AgentTurn(ctx context.Context, c plugin.Caller, req abi.AgentRequest) (abi.AgentReply, error) {
-	return a.a.AgentTurn(ctx, caller(c), req)
 }
 
 func (o Options) profiles(t testing.TB) map[string]json.RawMessage {
@@ -190,18 +127,17 @@ func (o Options) profiles(t testing.TB) map[string]json.RawMessage {
 // Wasm loads the .wasm at path through the production runtime.
 func Wasm(t testing.TB, path string, o Options) Host {
 	t.Helper()
-	env := o.env(t)
-	rt, p, err := plugin.LoadFile(context.Background(), path, plugin.FileOptions{
-		Profiles: o.profiles(t), Env: env, EgressExtra: o.EgressExtra, EgressAlias: o.EgressAlias,
+	p, err := host.LoadPlugin(context.Background(), path, host.PluginOptions{
+		Env: o.env(t), Profiles: o.profiles(t), Egress: host.Egress{Extra: o.EgressExtra, Alias: o.EgressAlias},
 	})
 	if err != nil {
 		t.Fatalf("sdktest: loading %s: %v", path, err)
 	}
-	t.Cleanup(rt.Close)
+	t.Cleanup(p.Close)
 	return &wasmHost{p: p}
 }
 
-type wasmHost struct{ p *plugin.Plugin }
+type wasmHost struct{ p *host.Plugin }
 
 func (h *wasmHost) Manifest() abi.Manifest { return h.p.Manifest() }
 func (h *wasmHost) Webhook(profile string, req abi.WebhookRequest) (*abi.WebhookResult, error) {
@@ -234,7 +170,7 @@ func Native(t testing.TB, o Options) Host {
 	if err := json.Unmarshal(out, &h.manifest); err != nil {
 		t.Fatalf("sdktest: describe: %v", err)
 	}
-	h.policy = egress.Policy{Manifest: h.manifest.Egress, Scopes: h.manifest.EgressScopes, Extra: o.EgressExtra, Alias: o.EgressAlias}
+	h.egress = host.Egress{Extra: o.EgressExtra, Alias: o.EgressAlias}
 	sdk.UseTransport(h)
 	t.Cleanup(func() { sdk.UseTransport(nil) })
 	return h
@@ -243,9 +179,9 @@ func Native(t testing.TB, o Options) Host {
 var nativeMu sync.Mutex
 
 type nativeHost struct {
-	env      *plugin.Env
+	env      *host.Env
 	manifest abi.Manifest
-	policy   egress.Policy
+	egress   host.Egress // granted beyond the manifest's
 	profiles map[string]json.RawMessage
 
 	mu      sync.Mutex
@@ -258,10 +194,7 @@ func (h *nativeHost) Manifest() abi.Manifest { return h.manifest }
 // HostCall answers the plugin's host-function calls with the host's implementations, bound to
 // the profile of the call in progress, as the Wasm runtime does.
 func (h *nativeHost) HostCall(fn string, req []byte) []byte {
-	c := plugin.Caller{Plugin: h.manifest.Name, Kind: h.manifest.Kind, Platform: h.manifest.Platform, Profile: h.profile,
-		Export: h.export, Egress: h.policy}
-	out, _ := h.env.Invoke(context.Background(), c, fn, req)
-	return out
+	return h.env.HostCall(context.Background(), h.manifest, h.egress, h.profile, h.export, fn, req)
 }
 
 // call runs export natively with the profile's configuration, one call at a time (as one Wasm

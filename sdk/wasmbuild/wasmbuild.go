@@ -135,6 +135,26 @@ func lockFor(dir string) *sync.Mutex {
 	return locks[dir]
 }
 
+// CompilationCacheDir is a compilation cache for hosts that tests start (config
+// compilation_cache, serve --compilation-cache): HERMES_COMPILATION_CACHE, else a directory in
+// the user's cache. Entries are keyed by the plugin's hash and written atomically, so every test
+// of every run on the machine shares one, and a plugin is compiled once, not once per test.
+func CompilationCacheDir(tb testing.TB) string {
+	tb.Helper()
+	dir := os.Getenv("HERMES_COMPILATION_CACHE")
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, "hermes-host", "wazero")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatalf("wasmbuild: compilation cache: %v", err)
+	}
+	return dir
+}
+
 func cacheDir() (string, error) {
 	dir := os.Getenv("HERMES_WASM_CACHE")
 	if dir == "" {

@@ -23,6 +23,32 @@ type Request struct {
 	Header       http.Header
 	Body         map[string]any // the decoded JSON body (nil for GET)
 	Raw          []byte
+
+	usage *[2]int // the usage a reply reports (WithUsage); nil: 10 prompt, 5 completion tokens
+}
+
+// WithUsage makes r report prompt and completion tokens in its usage (in the last chunk of a
+// streamed answer when the request asks for it with stream_options.include_usage).
+func WithUsage(prompt, completion int, r Reply) Reply {
+	return func(w http.ResponseWriter, hr *http.Request, req Request) {
+		req.usage = &[2]int{prompt, completion}
+		r(w, hr, req)
+	}
+}
+
+func (r Request) usageFields() map[string]any {
+	u := [2]int{10, 5}
+	if r.usage != nil {
+		u = *r.usage
+	}
+	return map[string]any{"prompt_tokens": u[0], "completion_tokens": u[1], "total_tokens": u[0] + u[1]}
+}
+
+// wantsUsage reports whether a streamed request asked for its usage.
+func (r Request) wantsUsage() bool {
+	o, _ := r.Body["stream_options"].(map[string]any)
+	b, _ := o["include_usage"].(bool)
+	return b
 }
 
 // Messages returns the request's "messages" as maps.
@@ -57,6 +83,7 @@ type Server struct {
 	script  []Reply
 	next    int
 	models  []string
+	window  int // max_model_len of the listed models; 0: not given
 	modelsR Reply
 	noRoute Reply
 	answer  Reply
@@ -100,6 +127,13 @@ func (s *Server) SetModels(ids ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.models = ids
+}
+
+// SetContextWindow makes GET /v1/models give each model's max_model_len, as vLLM does.
+func (s *Server) SetContextWindow(tokens int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.window = tokens
 }
 
 // SetModelsReply answers GET /v1/models with r instead of the list.
@@ -150,7 +184,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
 		h = s.modelsR
 		if h == nil {
-			h = modelList(s.models)
+			h = modelList(s.models, s.window)
 		}
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
 		if s.next < len(s.script) {
@@ -172,11 +206,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h(w, r, req)
 }
 
-func modelList(ids []string) Reply {
+func modelList(ids []string, window int) Reply {
 	return func(w http.ResponseWriter, r *http.Request, req Request) {
 		var data []any
 		for _, id := range ids {
-			data = append(data, map[string]any{"id": id, "object": "model", "created": 1735689600, "owned_by": "vllm"})
+			m := map[string]any{"id": id, "object": "model", "created": 1735689600, "owned_by": "vllm"}
+			if window > 0 {
+				m["max_model_len"] = window
+			}
+			data = append(data, m)
 		}
 		writeJSON(w, 200, map[string]any{"object": "list", "data": data})
 	}
@@ -201,10 +239,33 @@ func Length(text string) Reply { return Finish(text, "length") }
 func Finish(text, reason string) Reply {
 	return func(w http.ResponseWriter, r *http.Request, req Request) {
 		if req.Stream() {
-			streamText(w, r, splitChunks(text, 16), 0, reason)
+			streamText(w, r, req, splitChunks(text, 16), 0, reason)
 			return
 		}
 		completion(w, req, map[string]any{"role": "assistant", "content": text}, reason)
+	}
+}
+
+// Thinking answers text after reasoning, in reasoning_content as vLLM's and llama.cpp's
+// reasoning parsers send it (streamed as reasoning_content deltas first when asked).
+func Thinking(reasoning, text string) Reply {
+	return func(w http.ResponseWriter, r *http.Request, req Request) {
+		if req.Stream() {
+			sseHeader(w)
+			event(w, chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+			for _, p := range splitChunks(reasoning, 16) {
+				event(w, chunk(map[string]any{"reasoning_content": p}, nil))
+			}
+			for _, p := range splitChunks(text, 16) {
+				event(w, chunk(map[string]any{"content": p}, nil))
+			}
+			event(w, chunk(map[string]any{}, "stop"))
+			usageChunk(w, req)
+			io.WriteString(w, "data: [DONE]\n\n")
+			flush(w)
+			return
+		}
+		completion(w, req, map[string]any{"role": "assistant", "content": text, "reasoning_content": reasoning}, "stop")
 	}
 }
 
@@ -216,7 +277,7 @@ func Chunks(delay time.Duration, pieces ...string) Reply {
 			completion(w, req, map[string]any{"role": "assistant", "content": strings.Join(pieces, "")}, "stop")
 			return
 		}
-		streamText(w, r, pieces, delay, "stop")
+		streamText(w, r, req, pieces, delay, "stop")
 	}
 }
 
@@ -224,7 +285,7 @@ func Chunks(delay time.Duration, pieces ...string) Reply {
 func ToolCalls(calls ...Call) Reply {
 	return func(w http.ResponseWriter, r *http.Request, req Request) {
 		if req.Stream() {
-			streamCalls(w, calls)
+			streamCalls(w, req, calls)
 			return
 		}
 		var tcs []any
@@ -241,7 +302,7 @@ func completion(w http.ResponseWriter, req Request, message map[string]any, reas
 	writeJSON(w, 200, map[string]any{
 		"id": "chatcmpl-agenttest", "object": "chat.completion", "created": 1735689600, "model": model,
 		"choices": []any{map[string]any{"index": 0, "message": message, "logprobs": nil, "finish_reason": reason}},
-		"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+		"usage":   req.usageFields(),
 	})
 }
 
@@ -309,7 +370,15 @@ func flush(w http.ResponseWriter) {
 	}
 }
 
-func streamText(w http.ResponseWriter, r *http.Request, pieces []string, delay time.Duration, reason string) {
+// usageChunk is the last chunk of a stream whose request asked for its usage.
+func usageChunk(w http.ResponseWriter, req Request) {
+	if req.wantsUsage() {
+		event(w, map[string]any{"id": "chatcmpl-agenttest", "object": "chat.completion.chunk", "created": 1735689600,
+			"model": "test-model", "choices": []any{}, "usage": req.usageFields()})
+	}
+}
+
+func streamText(w http.ResponseWriter, r *http.Request, req Request, pieces []string, delay time.Duration, reason string) {
 	sseHeader(w)
 	event(w, chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	for _, p := range pieces {
@@ -323,11 +392,12 @@ func streamText(w http.ResponseWriter, r *http.Request, pieces []string, delay t
 		event(w, chunk(map[string]any{"content": p}, nil))
 	}
 	event(w, chunk(map[string]any{}, reason))
+	usageChunk(w, req)
 	io.WriteString(w, "data: [DONE]\n\n")
 	flush(w)
 }
 
-func streamCalls(w http.ResponseWriter, calls []Call) {
+func streamCalls(w http.ResponseWriter, req Request, calls []Call) {
 	sseHeader(w)
 	event(w, chunk(map[string]any{"role": "assistant", "content": nil}, nil))
 	for i, c := range calls {
@@ -339,6 +409,7 @@ func streamCalls(w http.ResponseWriter, calls []Call) {
 		}
 	}
 	event(w, chunk(map[string]any{}, "tool_calls"))
+	usageChunk(w, req)
 	io.WriteString(w, "data: [DONE]\n\n")
 	flush(w)
 }

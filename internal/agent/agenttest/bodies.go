@@ -1,5 +1,10 @@
 package agenttest
 
+import (
+	"encoding/json"
+	"fmt"
+)
+
 // Error bodies as the real servers send them, for replaying with Error. Each names the server and
 // the situation; the shapes follow the servers' documented and reported error formats.
 const (
@@ -30,3 +35,53 @@ const (
 	// vLLM started with --api-key, called with a wrong key: 401.
 	VLLMBadKey = `{"error":"Unauthorized"}`
 )
+
+// Body is a server's error answer: its status and body, named for the server and situation.
+type Body struct {
+	Name   string
+	Status int
+	Body   string
+}
+
+// Bodies are the error answers above with their statuses, for tests that replay every one.
+var Bodies = []Body{
+	{"ollama/no-tools", 400, OllamaNoTools},
+	{"ollama/model-not-found", 404, OllamaModelNotFound},
+	{"ollama/no-route", 404, OllamaNoRoute},
+	{"llama.cpp/needs-jinja", 500, LlamaCppNeedsJinja},
+	{"llama.cpp/context", 400, LlamaCppContext},
+	{"llama.cpp/loading", 503, LlamaCppLoading},
+	{"llama.cpp/bad-key", 401, LlamaCppBadKey},
+	{"vllm/model-not-found", 404, VLLMModelNotFound},
+	{"vllm/no-tool-choice", 400, VLLMNoToolChoice},
+	{"vllm/context", 400, VLLMContext},
+	{"vllm/no-route", 404, VLLMNoRoute},
+	{"vllm/bad-key", 401, VLLMBadKey},
+}
+
+// Plant returns body with text added to the message a server shows (a proxy or a server that
+// echoes the request's headers into its error does so): the error object's message, a
+// top-level message, an error or detail string, or the end of a plain-text body.
+func Plant(body, text string) string {
+	var v map[string]any
+	if json.Unmarshal([]byte(body), &v) != nil {
+		return body + " " + text
+	}
+	switch e := v["error"].(type) {
+	case map[string]any:
+		e["message"] = fmt.Sprint(e["message"]) + " " + text
+	case string:
+		v["error"] = e + " " + text
+	default:
+		switch {
+		case v["message"] != nil:
+			v["message"] = fmt.Sprint(v["message"]) + " " + text
+		case v["detail"] != nil:
+			v["detail"] = fmt.Sprint(v["detail"]) + " " + text
+		default:
+			v["message"] = text
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -2,7 +2,8 @@
 // show each of them failing its check: it reads every time as UTC (no time zones, no natural
 // forms), sends a slot before recording it (a crash mid-send repeats it), runs every missed slot
 // after downtime, never pins a delivery to its conversation, sends [SILENT] output, records every
-// run as ok, does not deduplicate targets and ignores chat scopes.
+// run as ok, does not deduplicate targets, ignores chat scopes (what a chat sees, and where its
+// jobs may post) and accepts targets on any platform.
 package main
 
 import (
