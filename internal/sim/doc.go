@@ -26,7 +26,8 @@
 // users and from strangers into DMs, groups, topics and threads; /new, /reset, /resume,
 // /branch, /stop, /compress; messages that make the model start background processes that
 // finish, fail, print lines a watch pattern matches, or outlive the conversation they started
-// in; plugin hot replace (another build, or a broken file put right later); jumps of the cron
+// in; messages the model fails mid-answer with an error quoting the API key (a proxy echoing the
+// request's headers); plugin hot replace (another build, or a broken file put right later); jumps of the cron
 // clock. Faults: a platform call answered with a 5xx, a reset, a truncated body, no answer,
 // an answer slower than the plugin's deadline, or a 429 with retry_after, before or after the
 // platform took the message; Yuanbao reconnect storms; the store refusing writes (another writer
@@ -64,7 +65,8 @@
 // every accepted inbound event with one outcome; one poller per bot token; at most one run per
 // cron slot; nothing refused by access reaching a turn; /healthz unhealthy while the store
 // refuses writes; a completion's output holding what the process printed; no process of a dead
-// host left running; no reply certainly not sent given up within a short outage. Each is unit
+// host left running; no reply certainly not sent given up within a short outage; no credential
+// of the configuration (the model's API key, a bot's token) shown in a chat. Each is unit
 // tested on histories written by hand with one planted violation (invariants_test.go), so the
 // checker demonstrably can fail.
 //

@@ -48,6 +48,9 @@ type History struct {
 	// Interruptions counts the faults that may legitimately leave a parked poll at the Telegram
 	// fake (a host killed or paused while it polled).
 	Interruptions int
+	// Secrets are the world's credentials (the model's API key, the bots' tokens and signing
+	// secrets): none may ever reach a chat.
+	Secrets []string
 	// End is when the history was collected.
 	End time.Time
 }

@@ -44,6 +44,7 @@ var Invariants = []Invariant{
 	{"completion-output", "a completion notice's output tail holds what the process printed", checkOutput},
 	{"no-process-left-running", "a dead host's processes do not stay running; their chats hear of them", checkLeftRunning},
 	{"no-give-up-in-short-outage", "a reply certainly not sent waits for its platform (undelivered_after) instead of being given up", checkGiveUp},
+	{"no-secret-in-chat", "no credential of the configuration (the model's API key, a bot's token or secret) reaches a chat", checkSecrets},
 }
 
 // Check runs every invariant over h.
@@ -673,6 +674,18 @@ func checkGiveUp(h *History) []string {
 		if r.State == "failed" && strings.HasPrefix(r.Reason, "gave up after") && longest[r.Plugin] < UndeliveredAfter {
 			out = append(out, fmt.Sprintf("row %s (%s %q to %s) %s; the longest outage was %v", r.ID, r.Kind, clip(r.Text), r.Chat,
 				clip(r.Reason), longest[r.Plugin].Round(time.Second)))
+		}
+	}
+	return out
+}
+
+func checkSecrets(h *History) []string {
+	var out []string
+	for _, p := range h.Posts {
+		for _, sec := range h.Secrets {
+			if sec != "" && strings.Contains(p.Text, sec) {
+				out = append(out, fmt.Sprintf("%s: message %s shows a credential (%s…): %q", p.Chat, p.ID, sec[:min(len(sec), 6)], clip(p.Text)))
+			}
 		}
 	}
 	return out

@@ -25,6 +25,7 @@ const (
 func clean() *History {
 	exit0 := 0
 	return &History{
+		Secrets: []string{"sk-test-0123456789", "123:abc"},
 		Inbound: []Inbound{
 			{Chat: dm, EventID: "update:1", Nonce: "N0001x", Text: "hello N0001x", Admitted: true, Accepted: true, At: at(1)},
 			{Chat: dm, EventID: "update:2", Nonce: "N0002x", Text: "/new N0002x", Admitted: true, Accepted: true, At: at(3)},
@@ -186,6 +187,10 @@ func TestPlantedViolations(t *testing.T) {
 			h.Hosts[0].To = at(30)
 			h.Hosts = append(h.Hosts, HostLife{Host: 0, Identity: "222", From: at(31)})
 			h.Processes = append(h.Processes, Proc{ID: "proc_c3", Chat: dm, State: "running", Owner: "111:42"})
+		}},
+		{"the API key in a chat", "no-secret-in-chat", func(h *History) {
+			h.Posts[0].Text += " (502: upstream refused key sk-test-0123456789)"
+			h.Rows[0].Text = h.Posts[0].Text
 		}},
 		{"a reply given up in a short outage", "no-give-up-in-short-outage", func(h *History) {
 			h.Rows = append(h.Rows, Row{ID: "r6", Group: "g6", Part: 1, Plugin: "yuanbao", Chat: "yuanbao:u_ann/", Kind: "reply", State: "failed",

@@ -16,10 +16,13 @@ import (
 // never from the order requests come in (turns of many chats run at once):
 //
 //   - a compression request (the agent's summary prompt) gets a short summary;
-//   - a notification turn (a background process's completion or watch match) gets
-//     "noted …" quoting the process's output tokens (OUT-…, WATCH-…) and its id;
+//   - a notification turn (a background process's completion or watch match, rendered by
+//     internal/agent after noticeMark) gets "noted …" quoting the process's output tokens
+//     (OUT-…, WATCH-…) and its id;
 //   - a message asking run:<kind>:<seconds> gets a terminal tool call starting that process in
 //     the background, and, once the tool answered, "started:<nonce>";
+//   - a message saying model-fail: gets an error in the stream whose text quotes the API key
+//     the request carried (a proxy echoing the request's headers);
 //   - any other message gets "A:<nonce> …" with filler, streamed in pieces a little apart so a
 //     platform that edits shows a draft first.
 //
@@ -56,10 +59,21 @@ func modelReply(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
 			break
 		}
 	}
+	if notice, rest, ok := notification(text); ok {
+		if rest == "" {
+			agenttest.Text(noted(notice))(w, r, req)
+			return
+		}
+		text = rest // a message the user sent after the notification, merged with it
+	}
 	ids := answerNonces(text)
 	switch {
-	case strings.HasPrefix(text, "[IMPORTANT:"):
-		agenttest.Text(noted(text))(w, r, req)
+	case strings.Contains(text, dirModelFail) && len(ids) > 0:
+		// A proxy in front of the model that fails mid-answer and, as some do, quotes the
+		// request's credentials in its error: the key must not reach the chat.
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		msg, _ := json.Marshal(fmt.Sprintf("upstream refused key %s for %s", key, ids[0]))
+		agenttest.StreamError(`{"error":{"code":502,"message":`+string(msg)+`,"type":"server_error"}}`)(w, r, req)
 	case toolAnswered:
 		agenttest.Chunks(pieceDelay, pieces(answerText("started", ids))...)(w, r, req)
 	case runRe.MatchString(text) && len(ids) > 0:
@@ -69,6 +83,32 @@ func modelReply(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
 	default:
 		agenttest.Chunks(pieceDelay, pieces(answerText("A", ids))...)(w, r, req)
 	}
+}
+
+// noticeMark begins the agent's rendering of a notification turn's notices (internal/agent's
+// noticesForModel); each process's command and output follow it in a code fence.
+const noticeMark = "[Notification from the gateway"
+
+// notification finds the last notification in a turn's text: the agent joins consecutive user
+// messages into one, so a notification may follow a message of the user's, or precede one. It
+// returns the notification and the text after its last fence (a later message; "" if none).
+func notification(text string) (notice, rest string, ok bool) {
+	i := strings.LastIndex(text, noticeMark)
+	if i < 0 {
+		return "", "", false
+	}
+	notice = text[i:]
+	if j := strings.LastIndex(notice, "\n```"); j >= 0 {
+		end := j + 1 + len("```")
+		for end < len(notice) && notice[end] == '`' {
+			end++
+		}
+		if k := strings.IndexByte(notice[end:], '\n'); k >= 0 {
+			rest = strings.TrimSpace(notice[end+k:])
+		}
+		notice = notice[:end]
+	}
+	return notice, rest, true
 }
 
 // terminalArgs are the terminal tool's arguments.

@@ -71,6 +71,8 @@ const (
 // Directives the model server (model.go) reads in a message.
 const (
 	dirRun = "run:" // run:<kind>:<seconds>: start a background process of that kind
+	// dirModelFail makes the model fail mid-answer with an error quoting the API key.
+	dirModelFail = "model-fail:"
 )
 
 // Process kinds a message can ask for.
@@ -129,9 +131,9 @@ var weights = map[bool][]struct {
 	n    int
 }{
 	false: {{"say", 40}, {"run", 15}, {"cmd", 12}, {"stranger", 4}, {OpFault, 19}, {OpStorm, 2}, {OpStore, 3},
-		{OpKill, 2}, {OpClock, 1}, {OpReplace, 2}},
+		{OpKill, 2}, {OpClock, 1}, {OpReplace, 2}, {"model-fail", 2}},
 	true: {{"say", 34}, {"run", 16}, {"cmd", 10}, {"stranger", 3}, {OpFault, 17}, {OpKill, 6}, {OpPause, 8},
-		{OpClock, 2}, {OpReplace, 2}},
+		{OpClock, 2}, {OpReplace, 2}, {"model-fail", 1}},
 }
 
 func pick(rng *rand.Rand, multi bool) string {
@@ -172,6 +174,8 @@ func Generate(seed uint64, shape Shape) *Schedule {
 				secs = fmt.Sprint(6 + rng.IntN(6))
 			}
 			st.Op, st.Text = OpSay, fmt.Sprintf("please %s%s:%s %s", dirRun, kind, secs, Nonce(i))
+		case "model-fail":
+			st.Op, st.Text = OpSay, fmt.Sprintf("hello %s%s", dirModelFail, Nonce(i))
 		case "cmd":
 			cmds := []string{"/new", "/reset", "/stop", "/compress", "/branch", "/resume"}
 			cmd := cmds[rng.IntN(len(cmds))]

@@ -98,6 +98,7 @@ type World struct {
 	yb        *yuanbaotest.Server
 	ybBot     *yuanbaotest.Bot
 	model     *agenttest.Server
+	apiKey    string // the model's API key (agent.api_key): a secret no chat may see
 
 	bin, plugins string
 	clockFile    string
@@ -200,6 +201,8 @@ func NewWorld(tb testing.TB, sched *Schedule) *World {
 	w.ybBot = w.yb.Bot()
 	w.model = agenttest.New(tb)
 	w.model.Answer(modelReply)
+	w.apiKey = fmt.Sprintf("sk-sim-%016x", sched.Seed^0x5ec7e7)
+	w.rec.Secrets = []string{w.apiKey, w.tgBot.Token(), w.slack.SigningSecret(), slacktest.DefaultBotToken, w.ybBot.Secret()}
 
 	// The plugins' clock is the wall clock plus the jumps so far (OpClock), written to the test
 	// clock file every 100 ms; the Slack and Yuanbao fakes sign and check times on it too.
@@ -277,7 +280,7 @@ func (w *World) configYAML() string {
 	}
 	tools := "tools: [shell, processes]"
 	return store + fmt.Sprintf(`demo: {plugin: ""}
-agent: {kind: openai, base_url: %q, model: test-model, check: "off", timeout: 60s}
+agent: {kind: openai, base_url: %q, api_key: %q, model: test-model, check: "off", timeout: 60s}
 notifications: all
 plugins:
   telegram:
@@ -310,7 +313,7 @@ plugins:
       main:
         jobs:
           - {name: simtick, schedule: "every 1m", text: "cron simtick", deliver: "echo:cron"}
-`, w.model.URL, w.tgBot.Token(), w.tg.URL(), tgAnn.ID, tgBob.ID, tgCat.ID, tgForum, tgAnn.ID, tgBob.ID, tools,
+`, w.model.URL, w.apiKey, w.tgBot.Token(), w.tg.URL(), tgAnn.ID, tgBob.ID, tgCat.ID, tgForum, tgAnn.ID, tgBob.ID, tools,
 		slacktest.DefaultBotToken, w.slack.SigningSecret(), w.slack.APIURL(),
 		strings.Join(slackUsers, ", "), slackChan, strings.Join(slackUsers, ", "), tools,
 		w.echo.URL(), tools,
