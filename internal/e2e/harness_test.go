@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/hermes-host/hermes-host/internal/e2e/e2etest"
@@ -28,25 +27,19 @@ func buildHost(tb testing.TB) (bin, plugins string) {
 	return hostBinary(tb), e2etest.Plugins(tb)
 }
 
-var (
-	pidsMu    sync.Mutex
-	lastPID   int
-	lastAdmin string // the admin listener of the last host started
-)
+// serve runs `hermes-host serve` and returns the host once it logs that it is serving (plugins
+// loaded, listeners open): its public and admin listeners' addresses and its pid are the host's,
+// never the package's (tests run hosts side by side). It is killed when the test ends. Hosts use
+// the compilation cache HERMES_COMPILATION_CACHE names when it is set (e2etest.Host.Start).
+func serve(tb testing.TB, bin, plugins, dataDir string, extra ...string) *e2etest.Host {
+	tb.Helper()
+	return e2etest.MustServe(tb, bin, plugins, dataDir, extra...)
+}
 
-// startServe runs `hermes-host serve` and returns once it logs that it is serving (plugins
-// loaded, listeners open) with the public listener's address; lastAdmin holds the admin
-// listener's. The process is killed when the test ends.
+// startServe is serve for a test that needs only the public listener's address and a stop.
 func startServe(tb testing.TB, bin, plugins, dataDir string, extra ...string) (addr string, stop func()) {
 	tb.Helper()
-	h, err := e2etest.Serve(bin, plugins, dataDir, extra...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(h.Stop)
-	pidsMu.Lock()
-	lastPID, lastAdmin = h.PID, h.Admin
-	pidsMu.Unlock()
+	h := serve(tb, bin, plugins, dataDir, extra...)
 	return h.Addr, h.Stop
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,12 +143,23 @@ func MustServe(tb testing.TB, bin, plugins, data string, extra ...string) *Host 
 	return h
 }
 
+// CacheEnv names the compilation cache every host a test starts shares when it is set (make test
+// sets it): the plugins are compiled once, not once per data directory.
+const CacheEnv = "HERMES_COMPILATION_CACHE"
+
 // Start starts the host (again, after Stop or Kill9, on the same directories and arguments:
-// Addr, Admin and PID change) and returns once it serves.
+// Addr, Admin and PID change) and returns once it serves. With CacheEnv set, the host's
+// compilation cache is that directory, unless the host's arguments name one.
 func (h *Host) Start() error {
 	logf := h.Log
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--data-dir", h.Data, "--plugins", h.Plugins}, h.Args...)
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--data-dir", h.Data, "--plugins", h.Plugins}
+	if c := os.Getenv(CacheEnv); c != "" && !slices.ContainsFunc(h.Args, func(a string) bool {
+		return a == "--compilation-cache" || strings.HasPrefix(a, "--compilation-cache=")
+	}) {
+		args = append(args, "--compilation-cache", c)
+	}
+	args = append(args, h.Args...)
 	cmd := exec.Command(h.Bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
