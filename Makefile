@@ -55,7 +55,8 @@ test: all vet tools
 # SQLite host and on two or three hosts sharing PostgreSQL, with a report every minute.
 SOAK ?= 30m
 soak:
-	HERMES_REQUIRE_TOOLS=1 scripts/with-postgres $(GO) test -run 'TestPromise$$' -count 1 -timeout 0 -v ./internal/sim -soak $(SOAK)
+	HERMES_REQUIRE_TOOLS=1 HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) \
+		scripts/with-postgres $(GO) test -run 'TestPromise$$' -count 1 -timeout 0 -v ./internal/sim -soak $(SOAK)
 
 bench: all
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee build/bench.txt

@@ -47,3 +47,18 @@ func TestNotification(t *testing.T) {
 		}
 	}
 }
+
+// TestModelFails: only the newest message of a merged turn text makes the model fail, so a
+// failed message left in the transcript does not fail the turns after it.
+func TestModelFails(t *testing.T) {
+	for text, want := range map[string]bool{
+		"hello model-fail:N0001x":                 true,
+		"hello model-fail:N0001x\n\nhello N0002x": false,
+		"hello N0002x\n\nhello model-fail:N0003x": true,
+		"hello N0002x":                            false,
+	} {
+		if got := modelFails(text); got != want {
+			t.Errorf("modelFails(%q) = %v, want %v", text, got, want)
+		}
+	}
+}

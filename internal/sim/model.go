@@ -68,11 +68,11 @@ func modelReply(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
 	}
 	ids := answerNonces(text)
 	switch {
-	case strings.Contains(text, dirModelFail) && len(ids) > 0:
+	case modelFails(text):
 		// A proxy in front of the model that fails mid-answer and, as some do, quotes the
 		// request's credentials in its error: the key must not reach the chat.
 		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		msg, _ := json.Marshal(fmt.Sprintf("upstream refused key %s for %s", key, ids[0]))
+		msg, _ := json.Marshal(fmt.Sprintf("upstream refused key %s for %s", key, answerNonces(newest(text))[0]))
 		agenttest.StreamError(`{"error":{"code":502,"message":`+string(msg)+`,"type":"server_error"}}`)(w, r, req)
 	case toolAnswered:
 		agenttest.Chunks(pieceDelay, pieces(answerText("started", ids))...)(w, r, req)
@@ -83,6 +83,22 @@ func modelReply(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
 	default:
 		agenttest.Chunks(pieceDelay, pieces(answerText("A", ids))...)(w, r, req)
 	}
+}
+
+// newest is the last message of a turn's text: the agent joins consecutive user messages into
+// one, and a message whose turn failed stays in the transcript with no answer after it.
+func newest(text string) string {
+	if i := strings.LastIndex(text, "\n\n"); i >= 0 {
+		return text[i+2:]
+	}
+	return text
+}
+
+// modelFails says whether the model fails the turn of text: when its newest message asks so
+// (an earlier one that did has had its failure).
+func modelFails(text string) bool {
+	m := newest(text)
+	return strings.Contains(m, dirModelFail) && len(answerNonces(m)) > 0
 }
 
 // noticeMark begins the agent's rendering of a notification turn's notices (internal/agent's
