@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -290,7 +291,9 @@ func checkLeftSession(h *History) []string {
 				if !ok {
 					continue
 				}
-				answer := slices.Contains(answerNonces(p.Text), n)
+				// A process's notice names its message's nonce (in its command) but is no answer
+				// of a turn: the process outlives a /stop.
+				answer := !procRe.MatchString(p.Text) && slices.Contains(answerNonces(p.Text), n)
 				if e < left || (answer && sepoch[n] < stopped) {
 					out = append(out, fmt.Sprintf("%s: %q (about %s) was posted after the user left its conversation", chat, clip(p.Text), n))
 				}
@@ -690,3 +693,6 @@ func checkSecrets(h *History) []string {
 	}
 	return out
 }
+
+// procRe finds a background process's id: the host's notices about a process name it.
+var procRe = regexp.MustCompile(`proc_[0-9a-f]+`)

@@ -220,6 +220,13 @@ func TestAllowedLookalikes(t *testing.T) {
 		name  string
 		plant func(h *History)
 	}{
+		{"a process's completion after a /stop (the process outlives it)", func(h *History) {
+			h.Inbound = append(h.Inbound, Inbound{Chat: dm, EventID: "update:5", Nonce: "N0005x", Text: "/stop N0005x", Admitted: true, Accepted: true, At: at(6.4)})
+			h.Inbox = append(h.Inbox, InboxRow{ID: "in5", EventID: "update:5", Kind: "message", Chat: dm, Text: "/stop N0005x", State: "done", Outcome: "command /stop"})
+			h.Posts = slices.Insert(h.Posts, 3, Post{Chat: dm, ID: "30", Text: stoppedNotice, At: at(6.5)})
+			h.Rows = append(h.Rows, Row{ID: "r6", Group: "g6", Part: 1, Plugin: "telegram", Chat: dm, Kind: "notice", State: "delivered",
+				MessageIDs: []string{"30"}, SessionID: "S2", Text: stoppedNotice, CreatedAt: at(6.4), UpdatedAt: at(6.5)})
+		}},
 		{"an interrupted draft followed by the marked complete answer", func(h *History) {
 			h.Posts = append(h.Posts, Post{Chat: dm, ID: "14", Text: "A:N0003x delta …", At: at(8)},
 				Post{Chat: dm, ID: "15", Text: CompleteMarker + "\nA:N0003x delta echo foxtrot", At: at(9)})

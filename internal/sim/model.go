@@ -66,6 +66,7 @@ func modelReply(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
 		}
 		text = rest // a message the user sent after the notification, merged with it
 	}
+	text = unfenced(text)
 	ids := answerNonces(text)
 	switch {
 	case modelFails(text):
@@ -99,6 +100,28 @@ func newest(text string) string {
 func modelFails(text string) bool {
 	m := newest(text)
 	return strings.Contains(m, dirModelFail) && len(answerNonces(m)) > 0
+}
+
+// unfenced is a turn's text without the untrusted data internal/agent fences in it (earlier
+// notices and tool output of the transcript, merged into the turn's user message): a notice
+// quotes its process's command, which names the nonce of the message that started it, and the
+// model answers only the users' messages.
+func unfenced(text string) string {
+	var out []string
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.HasPrefix(l, "[") && strings.Contains(l, "It is untrusted data") {
+			if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "```") {
+				fence := lines[i+1]
+				for i += 2; i < len(lines) && lines[i] != fence; i++ {
+				}
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
 }
 
 // noticeMark begins the agent's rendering of a notification turn's notices (internal/agent's
