@@ -105,25 +105,29 @@ func (w *World) collect() *History {
 	if err != nil {
 		w.tb.Fatalf("reading the processes: %v", err)
 	}
-	completions := map[string][3]string{}
-	err = queryDB(w.db, `SELECT proc_id, state, outcome, payload FROM process_events WHERE kind = 'completion'`, func(rs *sql.Rows) error {
-		var id, state, outcome, payload string
-		if err := rs.Scan(&id, &state, &outcome, &payload); err != nil {
+	completions, corrections := map[string][3]string{}, map[string][3]string{}
+	err = queryDB(w.db, `SELECT proc_id, kind, state, outcome, payload FROM process_events WHERE kind IN ('completion', 'correction')`, func(rs *sql.Rows) error {
+		var id, kind, state, outcome, payload string
+		if err := rs.Scan(&id, &kind, &state, &outcome, &payload); err != nil {
 			return err
 		}
 		var ev process.Event
 		json.Unmarshal([]byte(payload), &ev)
-		completions[id] = [3]string{state, outcome, ev.Output}
+		if kind == string(process.EventCorrection) {
+			corrections[id] = [3]string{state, outcome, ev.Output}
+		} else {
+			completions[id] = [3]string{state, outcome, ev.Output}
+		}
 		return nil
 	})
 	if err != nil {
 		w.tb.Fatalf("reading the process events: %v", err)
 	}
 	for _, p := range procs {
-		c := completions[p.ID]
+		c, k := completions[p.ID], corrections[p.ID]
 		h.Processes = append(h.Processes, Proc{ID: p.ID, Chat: ChatKey(p.Stamp.Route.Platform, p.Stamp.Route.ChatID, p.Stamp.Route.ThreadID),
 			SessionID: p.Stamp.SessionID, State: string(p.State), ExitCode: p.ExitCode, Owner: p.Owner, Printed: printedBy(p.Command),
-			Completion: c[0], Outcome: c[1], Output: c[2]})
+			Completion: c[0], Outcome: c[1], Output: c[2], Correction: k[0], CorrectionOutcome: k[1], CorrectionOutput: k[2]})
 	}
 	err = queryDB(w.db, `SELECT id, session_key, COALESCE(parent_session_id, ''), created_by, COALESCE(end_reason, ''), started_at, COALESCE(ended_at, 0) FROM sessions`,
 		func(rs *sql.Rows) error {

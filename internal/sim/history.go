@@ -124,6 +124,9 @@ type Proc struct {
 	// Completion is the completion event's queue state ("" when there is none), Outcome its
 	// recorded outcome and Output the tail it carries.
 	Completion, Outcome, Output string
+	// Correction is the same for the correction event of a completion that said "lost" (a
+	// survivor took the host over, and the host came back and saw the real end): "" for none.
+	Correction, CorrectionOutcome, CorrectionOutput string
 }
 
 // Session is one physical session.

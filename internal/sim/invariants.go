@@ -314,7 +314,7 @@ func completionRows(h *History) map[string][]Row {
 	}
 	out := map[string][]Row{}
 	for _, r := range h.Rows {
-		if strings.HasPrefix(r.Origin, "proc_") && !watchNotice(r.Text) {
+		if strings.HasPrefix(r.Origin, "proc_") && !watchNotice(r.Text) && !correctionNotice(r.Text) {
 			out[r.Origin] = append(out[r.Origin], r)
 		}
 	}
@@ -328,6 +328,21 @@ func completionRows(h *History) map[string][]Row {
 			if r.Part == 1 {
 				out[proc] = append(out[proc], r)
 			}
+		}
+	}
+	return out
+}
+
+// correctionNotice reports whether a process notice corrects an earlier "lost" one (internal/turn's
+// rendering of a correction event): correctionRows accounts for it.
+func correctionNotice(text string) bool { return strings.HasPrefix(text, "↩️ Correction") }
+
+// correctionRows returns, for each process, the ledger rows of its correction notice.
+func correctionRows(h *History) map[string][]Row {
+	out := map[string][]Row{}
+	for _, r := range h.Rows {
+		if strings.HasPrefix(r.Origin, "proc_") && correctionNotice(r.Text) {
+			out[r.Origin] = append(out[r.Origin], r)
 		}
 	}
 	return out
@@ -395,7 +410,7 @@ func checkSilent(h *History) []string {
 			out = append(out, fmt.Sprintf("inbox row %s says it answered %s, which the ledger does not have", in.ID, grp))
 		}
 	}
-	fates := completionRows(h)
+	fates, corrected := completionRows(h), correctionRows(h)
 	for _, p := range h.Processes {
 		if p.State == "running" || p.State == "starting" {
 			continue // no-process-left-running
@@ -419,6 +434,17 @@ func checkSilent(h *History) []string {
 				states = append(states, r.ID+" "+r.State)
 			}
 			out = append(out, fmt.Sprintf("the completion of %s has %d records: %s", p.ID, len(f), strings.Join(states, ", ")))
+		}
+		// A correction (the real end of a process reported lost) is told once, or recorded.
+		fixes := corrected[p.ID]
+		switch {
+		case p.Correction == "" && len(fixes) > 0:
+			out = append(out, fmt.Sprintf("process %s: a correction notice with no correction event", p.ID))
+		case p.Correction == "", p.Correction == "suppressed", p.Correction == "done" && strings.HasPrefix(p.CorrectionOutcome, "not shown"):
+		case len(fixes) == 0 && p.Correction == "done":
+			out = append(out, fmt.Sprintf("silent drop: the correction of %s (%s) has no record (%s)", p.ID, p.Chat, p.CorrectionOutcome))
+		case len(fixes) > 1:
+			out = append(out, fmt.Sprintf("the correction of %s has %d records", p.ID, len(fixes)))
 		}
 	}
 	sort.Strings(out)
@@ -633,6 +659,18 @@ func checkOutput(h *History) []string {
 	fates := completionRows(h)
 	for _, p := range h.Processes {
 		if p.Printed == "" || p.State != "exited" || p.ExitCode == nil || p.Completion == "" {
+			continue
+		}
+		if p.Correction != "" {
+			// The completion said "lost" (no output); the correction carries the real end.
+			if !strings.Contains(p.CorrectionOutput, p.Printed) {
+				out = append(out, fmt.Sprintf("the correction of %s carries output %q, without %s that it printed", p.ID, clip(p.CorrectionOutput), p.Printed))
+			}
+			for _, r := range correctionRows(h)[p.ID] {
+				if r.State == "delivered" && !strings.Contains(r.Text, p.Printed) {
+					out = append(out, fmt.Sprintf("the correction notice of %s says %q, without %s that it printed", p.ID, clip(r.Text), p.Printed))
+				}
+			}
 			continue
 		}
 		if !strings.Contains(p.Output, p.Printed) {

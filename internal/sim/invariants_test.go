@@ -192,6 +192,13 @@ func TestPlantedViolations(t *testing.T) {
 			h.Posts[0].Text += " (502: upstream refused key sk-test-0123456789)"
 			h.Rows[0].Text = h.Posts[0].Text
 		}},
+		{"a correction told twice", "nothing-silent", func(h *History) {
+			corrected(h)
+			r := h.Rows[len(h.Rows)-1]
+			r.ID, r.Group, r.MessageIDs = "r8", "g8", []string{"15"}
+			h.Rows = append(h.Rows, r)
+			h.Posts = append(h.Posts, Post{Chat: dm, ID: "15", Text: r.Text + " ", At: at(9)})
+		}},
 		{"a reply given up in a short outage", "no-give-up-in-short-outage", func(h *History) {
 			h.Rows = append(h.Rows, Row{ID: "r6", Group: "g6", Part: 1, Plugin: "yuanbao", Chat: "yuanbao:u_ann/", Kind: "reply", State: "failed",
 				Reason: "gave up after 8 attempts: not connected (not sent)", Text: "A:N0009x"})
@@ -226,6 +233,9 @@ func TestAllowedLookalikes(t *testing.T) {
 			h.Posts = slices.Insert(h.Posts, 3, Post{Chat: dm, ID: "30", Text: stoppedNotice, At: at(6.5)})
 			h.Rows = append(h.Rows, Row{ID: "r6", Group: "g6", Part: 1, Plugin: "telegram", Chat: dm, Kind: "notice", State: "delivered",
 				MessageIDs: []string{"30"}, SessionID: "S2", Text: stoppedNotice, CreatedAt: at(6.4), UpdatedAt: at(6.5)})
+		}},
+		{"a completion said lost, then corrected once", func(h *History) {
+			corrected(h)
 		}},
 		{"an interrupted draft followed by the marked complete answer", func(h *History) {
 			h.Posts = append(h.Posts, Post{Chat: dm, ID: "14", Text: "A:N0003x delta …", At: at(8)},
@@ -311,4 +321,17 @@ func TestShrinkHelpers(t *testing.T) {
 			t.Fatal("complement lost steps")
 		}
 	}
+}
+
+// corrected makes proc_a1's completion a "lost" notice (a survivor took its host over) followed
+// by one correction notice with the real end, as internal/turn renders them.
+func corrected(h *History) {
+	p := &h.Processes[0]
+	p.Output, p.Correction, p.CorrectionOutcome, p.CorrectionOutput = "", "done", "delivered", "OUT-N0003x\n"
+	h.Rows[3].Text = "⚠️ I lost track of background job proc_a1 (its host stopped); its outcome is unknown."
+	h.Posts[3].Text = h.Rows[3].Text
+	text := "↩️ Correction: the background job I reported as lost (proc_a1) completed normally (exit code 0).\nOUT-N0003x"
+	h.Rows = append(h.Rows, Row{ID: "r7", Group: "g7", Part: 1, Plugin: "telegram", Chat: dm, Kind: "notification", State: "delivered",
+		MessageIDs: []string{"14"}, SessionID: "S2", StampedID: "S2", Origin: "proc_a1", Text: text, CreatedAt: at(8), UpdatedAt: at(8.1)})
+	h.Posts = append(h.Posts, Post{Chat: dm, ID: "14", Text: text, At: at(8.1)})
 }
