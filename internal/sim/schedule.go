@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -134,6 +135,38 @@ var weights = map[bool][]struct {
 		{OpKill, 2}, {OpClock, 1}, {OpReplace, 2}, {"model-fail", 2}},
 	true: {{"say", 34}, {"run", 16}, {"cmd", 10}, {"stranger", 3}, {OpFault, 17}, {OpKill, 6}, {OpPause, 8},
 		{OpClock, 2}, {OpReplace, 2}, {"model-fail", 1}},
+}
+
+// Aim sets the weights of kinds of step ("storm=30,kill=10"; the kinds are those of weights) on
+// one host and on several, so that a rare interaction is tried often: the schedules stay
+// random, their mix changes. A kind a shape does not have is added to it.
+func Aim(spec string) error {
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 {
+			return fmt.Errorf("aim %q: want kind=weight", kv)
+		}
+		known := false
+		for multi, ws := range weights {
+			found := false
+			for i := range ws {
+				if ws[i].kind == k {
+					ws[i].n, found, known = n, true, true
+				}
+			}
+			if !found && k != OpStorm && k != OpStore && k != OpPause { // a shape's own kinds only
+				weights[multi] = append(ws, struct {
+					kind string
+					n    int
+				}{k, n})
+			}
+		}
+		if !known && !slices.Contains([]string{"say", "run", "cmd", "stranger", "model-fail", OpFault, OpStorm, OpStore, OpKill, OpPause, OpClock, OpReplace}, k) {
+			return fmt.Errorf("aim: no kind of step %q", k)
+		}
+	}
+	return nil
 }
 
 func pick(rng *rand.Rand, multi bool) string {

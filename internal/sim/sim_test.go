@@ -23,6 +23,7 @@ var (
 	saveFlag     = flag.String("save", "", "with -shrink: save the shortest failing schedule as testdata/regress/NAME.json")
 	soakFlag     = flag.Duration("soak", 0, "run schedules one after another for this long (make soak)")
 	dryFlag      = flag.Bool("dry", false, "print the schedules instead of running them")
+	aimFlag      = flag.String("aim", "", "with -seed or -soak: weights of kinds of step, e.g. storm=30,kill=10, over Generate's own (schedule.go: weights)")
 )
 
 // KnownEnv names the invariants known to be broken on this branch (comma-separated): their
@@ -56,6 +57,11 @@ const soakSteps = 40
 func TestPromise(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the promise checker runs real hosts: skipped in -short mode")
+	}
+	if *aimFlag != "" {
+		if err := Aim(*aimFlag); err != nil {
+			t.Fatal(err)
+		}
 	}
 	switch {
 	case *soakFlag > 0:
