@@ -116,8 +116,12 @@ func checkOne(t *testing.T, s *Schedule) Result {
 	if len(res.Violations) == 0 {
 		return res
 	}
-	t.Logf("violations (replay: go test ./internal/sim -run 'TestPromise$' -seed %d -hosts %d -steps %d, or -schedule with the JSON above):\n%s",
-		s.Seed, s.Hosts, stepsOf(s), res.Report())
+	aim := ""
+	if *aimFlag != "" {
+		aim = " -aim " + *aimFlag
+	}
+	t.Logf("violations (replay: go test ./internal/sim -run 'TestPromise$' -seed %d -hosts %d -steps %d%s, or -schedule with the JSON above):\n%s",
+		s.Seed, s.Hosts, stepsOf(s), aim, res.Report())
 	failing := res.Broken()
 	if *shrinkFlag > 0 {
 		small, sres := Shrink(t, s, failing, *shrinkFlag)
