@@ -626,11 +626,14 @@ func checkHealth(h *History) []string {
 		if i+1 < len(h.StoreFaults) {
 			next = h.StoreFaults[i+1].From
 		}
-		unhealthy, late, stuck := false, "", ""
+		unhealthy, late, stuck, answered := false, "", "", false
 		for _, s := range h.Health {
 			switch {
 			case s.Status == "" || s.Status == "loading": // no answer, or the host is still starting
 			case !s.At.Before(f.From) && s.At.Before(f.To):
+				if !s.At.Before(f.From.Add(HealthWithin)) {
+					answered = true
+				}
 				if s.Status == "unhealthy" {
 					unhealthy = true
 				} else if s.At.Sub(f.From) > HealthWithin && late == "" {
@@ -644,7 +647,9 @@ func checkHealth(h *History) []string {
 		switch {
 		case late != "":
 			out = append(out, late)
-		case !unhealthy && f.To.Sub(f.From) > HealthWithin:
+		case !unhealthy && f.To.Sub(f.From) > HealthWithin && answered:
+			// (A host that did not answer past HealthWithin, killed or restarting meanwhile,
+			// says nothing either way.)
 			out = append(out, fmt.Sprintf("/healthz never said unhealthy while the store refused writes for %v", f.To.Sub(f.From).Round(time.Millisecond)))
 		}
 		if stuck != "" {

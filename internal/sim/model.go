@@ -168,7 +168,8 @@ func processCall(kind, secs, nonce string) terminalArgs {
 	case "fail":
 		a.Command = fmt.Sprintf("sleep %s; %s; exit 3", secs, out)
 	case "watch":
-		a.Command = fmt.Sprintf("for i in 1 2 3; do printf 'WATCH-%%s\\n' %s; sleep %s; done; %s", nonce, secs, out)
+		// Each line its own (WATCH-N0001x-1, -2, -3): a notice of each match is a message of its own.
+		a.Command = fmt.Sprintf("for i in 1 2 3; do printf 'WATCH-%%s-%%s\\n' %s $i; sleep %s; done; %s", nonce, secs, out)
 		a.WatchPatterns, a.NotifyOnComplete = []string{"WATCH-"}, false
 	default: // ok, long
 		a.Command = fmt.Sprintf("sleep %s; %s", secs, out)
