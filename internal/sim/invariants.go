@@ -397,6 +397,12 @@ func checkSilent(h *History) []string {
 		if posted["row#"+r.ID] {
 			continue
 		}
+		if len(r.MessageIDs) == 0 {
+			// Every platform answers a send with the message's id: a row delivered without
+			// one was never sent.
+			out = append(out, fmt.Sprintf("row %s (%s %q) is delivered with no message at %s", r.ID, r.Kind, clip(r.Text), chatBase(r.Chat)))
+			continue
+		}
 		for _, id := range r.MessageIDs {
 			if !posted[chatBase(r.Chat)+"#"+id] {
 				out = append(out, fmt.Sprintf("row %s (%s %q) is delivered as message %s, which %s does not have", r.ID, r.Kind, clip(r.Text), id, chatBase(r.Chat)))

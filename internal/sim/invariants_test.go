@@ -144,6 +144,10 @@ func TestPlantedViolations(t *testing.T) {
 			h.Rows = append(h.Rows, Row{ID: "r6", Group: "g6", Part: 1, Plugin: "telegram", Chat: dm, Kind: "notice", State: "failed",
 				Reason: "outcome unknown", Text: "x", UpdatedAt: at(5.6)}) // accounts for post 12
 		}},
+		{"a completion recorded delivered but never sent", "nothing-silent", func(h *History) {
+			h.Rows[3].MessageIDs = nil
+			h.Posts = slices.Delete(h.Posts, 3, 4)
+		}},
 		{"a completion recorded twice", "nothing-silent", func(h *History) {
 			r := h.Rows[3]
 			r.ID, r.State, r.Reason, r.MessageIDs = "r9", "dropped", "stale: user_boundary", nil
