@@ -79,8 +79,14 @@ func postsByChat(h *History) map[string][]Post {
 
 // identified reports whether a text names something unique to one event (a nonce, a process).
 func identified(text string) bool {
+	if strings.HasPrefix(text, sessionsListing) {
+		return false // /resume lists the chat's sessions, titled by their first messages: two in a row say the same
+	}
 	return nonceRe.MatchString(text) || strings.Contains(text, "proc_")
 }
+
+// sessionsListing begins internal/turn's answer to /resume without an argument.
+const sessionsListing = "Sessions of this chat"
 
 func clip(s string) string {
 	if r := []rune(s); len(r) > 80 {

@@ -231,6 +231,16 @@ func TestAllowedLookalikes(t *testing.T) {
 		name  string
 		plant func(h *History)
 	}{
+		{"two /resume listings alike", func(h *History) {
+			list := sessionsListing + " (resume one with /resume <id or title>):\n• S1 hello N0001x\n• S2 please run:ok:1 N0003x"
+			for i, id := range []string{"40", "41"} {
+				h.Inbound = append(h.Inbound, Inbound{Chat: dm, EventID: "update:r" + id, Text: "/resume", Admitted: true, Accepted: true, At: at(7.9 + float64(i))})
+				h.Inbox = append(h.Inbox, InboxRow{ID: "inr" + id, EventID: "update:r" + id, Kind: "message", Chat: dm, Text: "/resume", State: "done", Outcome: "command /resume"})
+				h.Posts = append(h.Posts, Post{Chat: dm, ID: id, Text: list, At: at(8 + float64(i))})
+				h.Rows = append(h.Rows, Row{ID: "rl" + id, Group: "gl" + id, Part: 1, Plugin: "telegram", Chat: dm, Kind: "notice", State: "delivered",
+					MessageIDs: []string{id}, SessionID: "S2", Text: list, CreatedAt: at(8 + float64(i)), UpdatedAt: at(8 + float64(i))})
+			}
+		}},
 		{"a process's completion after a /stop (the process outlives it)", func(h *History) {
 			h.Inbound = append(h.Inbound, Inbound{Chat: dm, EventID: "update:5", Nonce: "N0005x", Text: "/stop N0005x", Admitted: true, Accepted: true, At: at(6.4)})
 			h.Inbox = append(h.Inbox, InboxRow{ID: "in5", EventID: "update:5", Kind: "message", Chat: dm, Text: "/stop N0005x", State: "done", Outcome: "command /stop"})
