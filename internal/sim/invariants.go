@@ -324,9 +324,10 @@ func completionRows(h *History) map[string][]Row {
 			out[r.Origin] = append(out[r.Origin], r)
 		}
 	}
+	fixTurns := correctionTurns(h)
 	for _, in := range h.Inbox {
 		grp, ok := answered(in.Outcome)
-		if !ok || in.Kind != "notification" {
+		if !ok || in.Kind != "notification" || fixTurns[in.ID] != "" {
 			continue
 		}
 		proc, _, _ := strings.Cut(in.EventID, "#")
@@ -343,12 +344,46 @@ func completionRows(h *History) map[string][]Row {
 // rendering of a correction event): correctionRows accounts for it.
 func correctionNotice(text string) bool { return strings.HasPrefix(text, "↩️ Correction") }
 
-// correctionRows returns, for each process, the ledger rows of its correction notice.
+// queuedTurn begins a process event's outcome when it went to the agent as a notification turn
+// (internal/turn: the inbox row's id follows).
+const queuedTurn = "queued notification turn "
+
+// correctionTurns maps the inbox rows of notification turns that carry a process's correction
+// (not its completion) to the process.
+func correctionTurns(h *History) map[string]string {
+	out := map[string]string{}
+	for _, p := range h.Processes {
+		if id, ok := strings.CutPrefix(p.CorrectionOutcome, queuedTurn); ok {
+			out[id] = p.ID
+		}
+	}
+	return out
+}
+
+// correctionRows returns, for each process, the ledger rows of its correction: its text notice,
+// or the answer of the notification turn that carried it.
 func correctionRows(h *History) map[string][]Row {
 	out := map[string][]Row{}
 	for _, r := range h.Rows {
 		if strings.HasPrefix(r.Origin, "proc_") && correctionNotice(r.Text) {
 			out[r.Origin] = append(out[r.Origin], r)
+		}
+	}
+	groups := map[string][]Row{}
+	for _, r := range h.Rows {
+		groups[r.Group] = append(groups[r.Group], r)
+	}
+	fixTurns := correctionTurns(h)
+	for _, in := range h.Inbox {
+		proc := fixTurns[in.ID]
+		grp, ok := answered(in.Outcome)
+		if proc == "" || !ok {
+			continue
+		}
+		for _, r := range groups[grp] {
+			if r.Part == 1 {
+				out[proc] = append(out[proc], r)
+			}
 		}
 	}
 	return out

@@ -251,6 +251,14 @@ func TestAllowedLookalikes(t *testing.T) {
 		{"a completion said lost, then corrected once", func(h *History) {
 			corrected(h)
 		}},
+		{"a completion said lost, then corrected once through a notification turn", func(h *History) {
+			corrected(h)
+			r := &h.Rows[len(h.Rows)-1]
+			r.Origin, r.Text = "turn:in9", "noted: proc_a1 OUT-N0003x"
+			h.Posts[len(h.Posts)-1].Text = r.Text
+			h.Processes[0].CorrectionOutcome = "queued notification turn in9"
+			h.Inbox = append(h.Inbox, InboxRow{ID: "in9", EventID: "proc_a1#4", Kind: "notification", Chat: dm, State: "done", Outcome: "answered " + r.Group})
+		}},
 		{"an interrupted draft followed by the marked complete answer", func(h *History) {
 			h.Posts = append(h.Posts, Post{Chat: dm, ID: "14", Text: "A:N0003x delta …", At: at(8)},
 				Post{Chat: dm, ID: "15", Text: CompleteMarker + "\nA:N0003x delta echo foxtrot", At: at(9)})
