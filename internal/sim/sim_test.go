@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -252,5 +253,31 @@ func soak(t *testing.T, d time.Duration) {
 	report(true)
 	for _, v := range violations {
 		fmt.Println("  " + v)
+	}
+}
+
+var recheckFlag = flag.String("recheck", "", "check every history.json kept under this directory (HERMES_SIM_KEEP) again with the invariants as they are now")
+
+// TestRecheck runs the invariants over histories a run kept (HERMES_SIM_KEEP): after a
+// checker's fix, the worlds of a long run are judged again without running them again.
+func TestRecheck(t *testing.T) {
+	if *recheckFlag == "" {
+		t.Skip("no -recheck directory")
+	}
+	files, _ := filepath.Glob(filepath.Join(*recheckFlag, "*", "history.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h History
+		if err := json.Unmarshal(b, &h); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		vs := Check(&h)
+		t.Logf("%s: %d violations", f, len(vs))
+		for _, v := range vs {
+			t.Errorf("%s: %s", filepath.Base(filepath.Dir(f)), v)
+		}
 	}
 }
