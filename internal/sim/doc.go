@@ -41,7 +41,9 @@
 // message each chat message answers.
 //
 // Each run prints its schedule as JSON. -seed N regenerates it, -schedule FILE loads one, and a
-// saved case in testdata/regress is replayed by TestRegressions. Replay reproduces the schedule,
+// saved case in testdata/regress is replayed by TestRegressions (testdata/open holds schedules of
+// defects still open, replayed by hand with -schedule). -aim kind=weight,… changes the mix of
+// steps Generate picks (the schedules stay random) so that a rare interaction is tried often. Replay reproduces the schedule,
 // not the interleaving: the host's goroutines, its background processes and the platforms'
 // retries run for real, so a failing schedule may need a few runs to fail again. That is the
 // honest limit of a checker of real code; what it buys is that a failure is a defect of the
@@ -83,5 +85,7 @@
 // minute, the schedules, operations and faults per kind run so far and the violations found.
 // HERMES_SIM_KNOWN lists invariants known to be broken on the branch (comma-separated): their
 // violations are logged, not failed. HERMES_SIM_KEEP=DIR keeps each world's files (host logs,
-// data directories, the SQLite database, and the history as JSON) for a post-mortem.
+// data directories, the SQLite database, and the history as JSON) for a post-mortem, and
+// -recheck DIR judges the kept histories again with the invariants as they are now.
+// FINDINGS.md records what the checker found.
 package sim
