@@ -273,6 +273,23 @@ func checkLeftSession(h *History) []string {
 		}
 		return claimed[chatBase(p.Chat)+"#"+p.ID]
 	}
+	// Which turn each post answers: its ledger row's origin, the turn of an inbox row, and that
+	// row's message. A /stop stops one turn; a later turn's answer may speak of the stopped
+	// turn's message (it stays in the conversation: the model sees it merged with the next one).
+	inboxText := map[string]string{}
+	for _, in := range h.Inbox {
+		inboxText[in.ID] = in.Text
+	}
+	turnOf := map[string]string{} // chat base#message id → the text of the message its turn answered
+	for _, r := range h.Rows {
+		in, ok := strings.CutPrefix(r.Origin, "turn:")
+		if !ok || r.State != "delivered" {
+			continue
+		}
+		for _, id := range r.MessageIDs {
+			turnOf[chatBase(r.Chat)+"#"+id] = inboxText[in]
+		}
+	}
 	for chat, ps := range postsByChat(h) {
 		if ambiguous[chat] {
 			continue
@@ -300,6 +317,9 @@ func checkLeftSession(h *History) []string {
 				// A process's notice names its message's nonce (in its command) but is no answer
 				// of a turn: the process outlives a /stop.
 				answer := !procRe.MatchString(p.Text) && slices.Contains(answerNonces(p.Text), n)
+				if asked, ok := turnOf[chatBase(p.Chat)+"#"+p.ID]; ok && answer && e >= left {
+					answer = slices.Contains(nonces(asked), n) // the stopped turn's own answer, not a later one's
+				}
 				if e < left || (answer && sepoch[n] < stopped) {
 					out = append(out, fmt.Sprintf("%s: %q (about %s) was posted after the user left its conversation", chat, clip(p.Text), n))
 				}

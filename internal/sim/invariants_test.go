@@ -131,6 +131,9 @@ func TestPlantedViolations(t *testing.T) {
 		{"a completion delivered into another conversation", "no-delivery-into-left-session", func(h *History) {
 			h.Rows[3].StampedID = "S1"
 		}},
+		{"the stopped turn's answer after /stop", "no-delivery-into-left-session", func(h *History) {
+			stopAfter(h, "in8")
+		}},
 		{"a silent drop", "nothing-silent", func(h *History) {
 			h.Processes = append(h.Processes, Proc{ID: "proc_b2", Chat: dm, SessionID: "S2", State: "exited", ExitCode: &exit0,
 				Completion: "done", Outcome: "delivered"})
@@ -231,6 +234,9 @@ func TestAllowedLookalikes(t *testing.T) {
 		name  string
 		plant func(h *History)
 	}{
+		{"a later turn's answer speaks of the stopped turn's message", func(h *History) {
+			stopAfter(h, "in9")
+		}},
 		{"two /resume listings alike", func(h *History) {
 			list := sessionsListing + " (resume one with /resume <id or title>):\n• S1 hello N0001x\n• S2 please run:ok:1 N0003x"
 			for i, id := range []string{"40", "41"} {
@@ -356,4 +362,25 @@ func corrected(h *History) {
 	h.Rows = append(h.Rows, Row{ID: "r7", Group: "g7", Part: 1, Plugin: "telegram", Chat: dm, Kind: "notification", State: "delivered",
 		MessageIDs: []string{"14"}, SessionID: "S2", StampedID: "S2", Origin: "proc_a1", Text: text, CreatedAt: at(8), UpdatedAt: at(8.1)})
 	h.Posts = append(h.Posts, Post{Chat: dm, ID: "14", Text: text, At: at(8.1)})
+}
+
+// stopAfter adds a message N0008x whose turn is stopped by /stop, then an answer mentioning
+// N0008x posted after the stop, by the turn of inbox row origin: in8 is N0008x's own turn,
+// in9 the turn of the next message N0009x (the stopped message merged into its text).
+func stopAfter(h *History, origin string) {
+	h.Inbound = append(h.Inbound,
+		Inbound{Chat: dm, EventID: "update:8", Nonce: "N0008x", Text: "hello N0008x", Admitted: true, Accepted: true, At: at(10)},
+		Inbound{Chat: dm, EventID: "update:s", Nonce: "N0010x", Text: "/stop N0010x", Admitted: true, Accepted: true, At: at(11)},
+		Inbound{Chat: dm, EventID: "update:9", Nonce: "N0009x", Text: "hello N0009x", Admitted: true, Accepted: true, At: at(12)})
+	h.Inbox = append(h.Inbox,
+		InboxRow{ID: "in8", EventID: "update:8", Kind: "message", Chat: dm, Text: "hello N0008x", State: "done", Outcome: "interrupted by /stop"},
+		InboxRow{ID: "ins", EventID: "update:s", Kind: "message", Chat: dm, Text: "/stop N0010x", State: "done", Outcome: "command /stop"},
+		InboxRow{ID: "in9", EventID: "update:9", Kind: "message", Chat: dm, Text: "hello N0009x", State: "done", Outcome: "answered g9"})
+	answer := "A:N0008x A:N0009x kilo"
+	h.Posts = append(h.Posts, Post{Chat: dm, ID: "50", Text: stoppedNotice, At: at(11.1)}, Post{Chat: dm, ID: "51", Text: answer, At: at(12.5)})
+	h.Rows = append(h.Rows,
+		Row{ID: "rs", Group: "gs", Part: 1, Plugin: "telegram", Chat: dm, Kind: "notice", State: "delivered", MessageIDs: []string{"50"},
+			SessionID: "S2", Text: stoppedNotice, CreatedAt: at(11), UpdatedAt: at(11.1)},
+		Row{ID: "r9", Group: "g9", Part: 1, Plugin: "telegram", Chat: dm, Kind: "reply", State: "delivered", MessageIDs: []string{"51"},
+			SessionID: "S2", StampedID: "S2", Origin: "turn:" + origin, Text: answer, CreatedAt: at(12.4), UpdatedAt: at(12.5)})
 }
