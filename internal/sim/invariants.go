@@ -362,7 +362,9 @@ func completionRows(h *History) map[string][]Row {
 
 // correctionNotice reports whether a process notice corrects an earlier "lost" one (internal/turn's
 // rendering of a correction event): correctionRows accounts for it.
-func correctionNotice(text string) bool { return strings.HasPrefix(text, "↩️ Correction") }
+func correctionNotice(text string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(text, "↩️ "), "Correction")
+}
 
 // queuedTurn begins a process event's outcome when it went to the agent as a notification turn
 // (internal/turn: the inbox row's id follows).
@@ -694,6 +696,12 @@ func checkHealth(h *History) []string {
 			next = h.StoreFaults[i+1].From
 		}
 		unhealthy, late, stuck, answered := false, "", "", false
+		var back time.Time // the first answer after the fault that was not unhealthy
+		for _, s := range h.Health {
+			if back.IsZero() && !s.At.Before(f.To) && s.At.Before(next) && s.Status != "" && s.Status != "loading" && s.Status != "unhealthy" {
+				back = s.At
+			}
+		}
 		for _, s := range h.Health {
 			switch {
 			case s.Status == "" || s.Status == "loading": // no answer, or the host is still starting
@@ -707,7 +715,11 @@ func checkHealth(h *History) []string {
 					late = fmt.Sprintf("/healthz said %s %v after the store began refusing writes (for %v)", s.Status,
 						s.At.Sub(f.From).Round(time.Millisecond), f.To.Sub(f.From).Round(time.Millisecond))
 				}
-			case !s.At.Before(f.To.Add(HealthClears)) && s.At.Before(next) && s.Status == "unhealthy" && stuck == "":
+			case !s.At.Before(f.To.Add(HealthClears)) && s.At.Before(next) && s.Status == "unhealthy" && stuck == "" &&
+				(back.IsZero() || back.After(s.At)):
+				// Unhealthy past HealthClears and not once ok since the store came back. (A later
+				// episode after it was ok again, a probe write slower than its deadline on a
+				// loaded machine, is not this fault's.)
 				stuck = fmt.Sprintf("/healthz still said unhealthy %v after the store took writes again", s.At.Sub(f.To).Round(time.Millisecond))
 			}
 		}

@@ -237,6 +237,19 @@ func TestAllowedLookalikes(t *testing.T) {
 		{"a later turn's answer speaks of the stopped turn's message", func(h *History) {
 			stopAfter(h, "in9")
 		}},
+		{"/healthz ok again after the store fault, then a moment unhealthy (a slow probe)", func(h *History) {
+			h.Health = append(h.Health[:5], HealthSample{At: at(30), Status: "ok"}, HealthSample{At: at(45), Status: "unhealthy"},
+				HealthSample{At: at(47), Status: "ok"})
+		}},
+		{"a correction dropped as stale, rendered without its mark", func(h *History) {
+			corrected(h)
+			for _, i := range []int{3, len(h.Rows) - 1} {
+				h.Rows[i].State, h.Rows[i].Reason, h.Rows[i].MessageIDs = "dropped", "stale: user_boundary", nil
+			}
+			h.Rows[len(h.Rows)-1].Text = "Correction: background process proc_a1, reported earlier as lost, completed normally"
+			h.Posts = slices.DeleteFunc(h.Posts, func(p Post) bool { return p.ID == "13" || p.ID == "14" })
+			h.Processes[0].Outcome, h.Processes[0].CorrectionOutcome = "dropped: user_boundary", "dropped: user_boundary"
+		}},
 		{"two /resume listings alike", func(h *History) {
 			list := sessionsListing + " (resume one with /resume <id or title>):\n• S1 hello N0001x\n• S2 please run:ok:1 N0003x"
 			for i, id := range []string{"40", "41"} {
