@@ -498,8 +498,19 @@ func (w *World) kill(st Step) {
 		return
 	}
 	time.Sleep(time.Duration(dur) * time.Millisecond)
-	if err := w.startHost(h); err != nil {
-		w.logf("restarting host %d: %v", h.i, err)
+	// As a supervisor would: a host that exits at start (serve gives up on a database another
+	// writer holds locked) is started again, for a while. Without it a world of one host waits
+	// minutes for a host that never comes back.
+	for try := 1; ; try++ {
+		err := w.startHost(h)
+		if err == nil {
+			return
+		}
+		w.logf("restarting host %d (try %d): %v", h.i, try, err)
+		if try == 20 {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
