@@ -3,7 +3,7 @@ GO ?= go
 PLUGINS := $(notdir $(wildcard plugins/*))
 WASM := $(PLUGINS:%=build/plugins/%.wasm)
 
-.PHONY: all plugins serve test bench vet fmt clean tools FORCE
+.PHONY: all plugins serve test soak bench vet fmt clean tools FORCE
 
 all: bin/hermes-host bin/hermes-conformance plugins
 
@@ -55,6 +55,13 @@ test: all vet tools
 	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) \
 		HERMES_TEST_DEADLINE_SCALE=$(HERMES_TEST_DEADLINE_SCALE) \
 		scripts/with-postgres $(GO) test -race -timeout 30m ./...
+
+# The promise checker (internal/sim) for SOAK (default 30m): schedules one after another, on one
+# SQLite host and on two or three hosts sharing PostgreSQL, with a report every minute.
+SOAK ?= 30m
+soak:
+	HERMES_REQUIRE_TOOLS=1 HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) \
+		scripts/with-postgres $(GO) test -run 'TestPromise$$' -count 1 -timeout 0 -v ./internal/sim -soak $(SOAK)
 
 bench: all
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee build/bench.txt

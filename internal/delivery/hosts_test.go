@@ -273,3 +273,61 @@ func TestPausedHostWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A host waiting for a message's outcome (a streamed draft's turn waits for each post) hears
+// of it when another host's lane settled the row: the lane's lease lapsed while this host was
+// paused, and another host took the lane over and delivered it. Found by the promise checker
+// (internal/sim, 3 hosts with pauses): Wait listened only to this host's own lanes, so the turn
+// waited forever and every later message of the chat queued behind it.
+func TestWaitSeesAnotherHostsOutcome(t *testing.T) {
+	b := storetest.Postgres(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &platform{}
+	paused := &pausing{platform: p, resume: make(chan struct{}), paused: make(chan struct{})}
+	defer close(paused.resume)
+	open := func(tr Transport) *Ledger {
+		db := b.Open(t)
+		k, err := session.Open(ctx, db, session.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases, err := lease.New(ctx, db, lease.InstanceID(), 300*time.Millisecond, clock.Real{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(ctx, db, k, tr, Options{Logger: slog.New(slog.DiscardHandler), Sweep: 20 * time.Millisecond, Leases: leases,
+			Backoff: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, other := open(paused), open(p)
+	defer func() {
+		cancel()
+		a.Stop()
+		other.Stop()
+	}()
+	if _, err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	group := enqueueNumbered(t, a, 1, 0)
+	<-paused.paused // a's lane holds the row and a lease it cannot renew
+	got := make(chan Row, 1)
+	go func() {
+		wctx, stop := context.WithTimeout(ctx, 30*time.Second)
+		defer stop()
+		r, err := a.Wait(wctx, group)
+		if err != nil {
+			t.Errorf("Wait: %v", err)
+		}
+		got <- r
+	}()
+	if _, err := other.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.State != Delivered {
+		t.Fatalf("Wait on the paused host returned %+v, want the row the other host delivered", r)
+	}
+}

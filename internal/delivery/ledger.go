@@ -673,14 +673,31 @@ func (l *Ledger) Wait(ctx context.Context, group string) (Row, error) {
 		l.dropWaiter(group, ch)
 		return r, err
 	}
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-ctx.Done():
-		l.dropWaiter(group, ch)
-		return Row{}, ctx.Err()
+	// This host's lanes tell ch; on a shared database another host's lane may settle the group
+	// instead (it took the lane over when this host's lease lapsed), and only the database
+	// says so: look again now and then.
+	poll := time.NewTicker(WaitPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case r := <-ch:
+			return r, nil
+		case <-poll.C:
+			// An error here (the store refusing a read for a moment) is no outcome: wait on.
+			if r, done, err := l.groupDone(ctx, group); err == nil && done {
+				l.dropWaiter(group, ch)
+				return r, nil
+			}
+		case <-ctx.Done():
+			l.dropWaiter(group, ch)
+			return Row{}, ctx.Err()
+		}
 	}
 }
+
+// WaitPoll is how often Wait reads a group's rows while it waits: the outcome of a row another
+// host's lane settled reaches this host only through the database.
+const WaitPoll = time.Second
 
 func (l *Ledger) dropWaiter(group string, ch chan Row) {
 	l.mu.Lock()

@@ -85,11 +85,8 @@ plugins:
 
 func (h *cronHost) start() {
 	h.t.Helper()
-	_, h.stop = startServe(h.t, h.bin, h.plugs, h.data, "--config", h.cfg, "--test-clock", h.clock)
-	pidsMu.Lock()
-	h.pid, h.admin = lastPID, lastAdmin
-	pidsMu.Unlock()
-	h.t.Cleanup(h.stop)
+	sh := serve(h.t, h.bin, h.plugs, h.data, "--config", h.cfg, "--test-clock", h.clock)
+	h.stop, h.pid, h.admin = sh.Stop, sh.PID, sh.Admin
 }
 
 func (h *cronHost) kill9() {

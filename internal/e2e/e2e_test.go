@@ -48,11 +48,8 @@ plugins:
 }
 
 func (h *host) start() {
-	h.addr, h.stop = startServe(h.t, h.bin, h.plugins, h.data, "--config", h.config)
-	pidsMu.Lock()
-	h.pid, h.admin = lastPID, lastAdmin
-	pidsMu.Unlock()
-	h.t.Cleanup(h.stop)
+	sh := serve(h.t, h.bin, h.plugins, h.data, "--config", h.config)
+	h.addr, h.stop, h.pid, h.admin = sh.Addr, sh.Stop, sh.PID, sh.Admin
 }
 
 // kill9 kills the serving host without warning.

@@ -65,12 +65,9 @@ func sharedRun(t *testing.T, hosts int) {
 	var hmu sync.Mutex
 	insts := make([]*inst, hosts)
 	start := func(h *inst) {
-		addr, stop := startServe(t, bin, plugins, h.data, "--config", h.cfg)
-		pidsMu.Lock()
-		pid := lastPID
-		pidsMu.Unlock()
+		sh := serve(t, bin, plugins, h.data, "--config", h.cfg)
 		hmu.Lock()
-		h.addr, h.stop, h.pid = addr, stop, pid
+		h.addr, h.stop, h.pid = sh.Addr, sh.Stop, sh.PID
 		hmu.Unlock()
 	}
 	// upHosts returns the webhook addresses of the hosts that are up, in random order.

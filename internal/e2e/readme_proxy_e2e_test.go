@@ -66,11 +66,9 @@ func TestReadmeSlackBehindAProxy(t *testing.T) {
 	if _, err := config.Load(path); err != nil {
 		t.Fatalf("the README's example does not load: %v\n%s", err, yaml)
 	}
-	_, stop := startServe(t, bin, plugins, data, "--config", path)
+	h := serve(t, bin, plugins, data, "--config", path)
+	stop, admin := h.Stop, h.Admin
 	t.Cleanup(stop)
-	pidsMu.Lock()
-	admin := lastAdmin
-	pidsMu.Unlock()
 	if err := s.Wait(60*time.Second, func() bool { n, _ := s.SocketConns(); return n == 1 }); err != nil {
 		t.Fatalf("the socket never connected: %v\nrequests %+v", err, s.Requests(""))
 	}
@@ -90,11 +88,9 @@ func TestReadmeSlackBehindAProxy(t *testing.T) {
 	one := regexp.MustCompile(`(?m)^.*wss-primary\.slack\.com.*\n`).ReplaceAllString(yaml, "")
 	opened := len(s.Requests("apps.connections.open"))
 	data, path = write(one)
-	_, stop = startServe(t, bin, plugins, data, "--config", path)
+	h = serve(t, bin, plugins, data, "--config", path)
+	stop, admin = h.Stop, h.Admin
 	t.Cleanup(stop)
-	pidsMu.Lock()
-	admin = lastAdmin
-	pidsMu.Unlock()
 	eventually(t, "the socket refused by the egress policy", func() bool { return egressDenied(t, admin, data) > 0 })
 	if n, _ := s.SocketConns(); n != 0 || len(s.Requests("apps.connections.open")) == opened {
 		t.Fatalf("%d sockets open (want none), %d apps.connections.open since", n, len(s.Requests("apps.connections.open"))-opened)

@@ -42,12 +42,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestServeBinary(t *testing.T) {
 	bin, plugins := buildHost(t)
 	data := t.TempDir()
-	addr, stop := startServe(t, bin, plugins, data)
-	defer stop()
-	base := "http://" + addr
-	pidsMu.Lock()
-	admin := lastAdmin
-	pidsMu.Unlock()
+	sh := serve(t, bin, plugins, data)
+	defer sh.Stop()
+	base, admin := "http://"+sh.Addr, sh.Admin
 
 	var health struct{ Status string }
 	if code := getJSON(t, "http://"+admin+"/healthz", &health); code != 200 || health.Status != "ok" {
@@ -98,9 +95,10 @@ func TestServeBinary(t *testing.T) {
 func TestPluginsCommandsOperatorView(t *testing.T) {
 	bin, plugins := buildHost(t)
 	data := t.TempDir()
-	_, stop := startServe(t, bin, plugins, data)
+	sh := serve(t, bin, plugins, data)
+	stop := sh.Stop
 	defer stop()
-	addr := lastAdmin
+	addr := sh.Admin
 	out, err := runCLI(bin, data, "--plugins", plugins, "--admin-listen", addr, "plugins", "ls")
 	if err != nil || !strings.Contains(out, "from the server at "+addr) || !strings.Contains(out, "echo") {
 		t.Fatalf("plugins ls while serving: %v\n%s", err, out)

@@ -102,9 +102,7 @@ plugins:
     access:
       main: %s
 `, tg.Bot().Token(), tg.URL(), access)), 0o600)
-	_, stop := startServe(t, bin, plugins, data, "--config", cfg)
-	t.Cleanup(stop)
-	return bin, data, lastAdmin
+	return bin, data, serve(t, bin, plugins, data, "--config", cfg).Admin
 }
 
 // TestTelegramFloodWaitHonoured: a 429 with retry_after holds the chat: no sendMessage reaches

@@ -29,14 +29,12 @@ func TestTelegramTrustBoundary(t *testing.T) {
 	ann := telegramtest.User{ID: 111, FirstName: "Ann", Username: "ann"}
 	bob := telegramtest.User{ID: 222, FirstName: "Bob", Username: "bob"}
 	eve := telegramtest.User{ID: 333, FirstName: "Eve", Username: "eve"}
-	tg, bot, bin, data := startTelegramHost(t, func(tg *telegramtest.Server) {
+	th := startTelegramWith(t, func(tg *telegramtest.Server) {
 		tg.AddPrivate(stranger)
 		tg.AddSupergroup(groupA, "A")
 		tg.AddSupergroup(groupB, "B")
 	}, `{tools: [shell, processes], groups: {"-1001": {users: ["111"]}, "-1002": {users: ["222"]}}}`)
-	pidsMu.Lock()
-	admin := lastAdmin
-	pidsMu.Unlock()
+	tg, bot, bin, data, admin := th.tg, th.bot, th.bin, th.data, th.admin
 
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
@@ -279,11 +277,9 @@ func TestImpostorPlatformRejected(t *testing.T) {
 	data := t.TempDir()
 	cfg := filepath.Join(data, "hermes.yaml")
 	os.WriteFile(cfg, []byte("plugins: {impostor: {profiles: {main: {token: t}}}}\n"), 0o600)
-	_, stop := startServe(t, bin, plugins, data, "--config", cfg)
-	defer stop()
-	pidsMu.Lock()
-	admin := lastAdmin
-	pidsMu.Unlock()
+	sh := serve(t, bin, plugins, data, "--config", cfg)
+	defer sh.Stop()
+	admin := sh.Admin
 	if err := wasmbuild.CopyFile(impostor, filepath.Join(plugins, "impostor.wasm")); err != nil {
 		t.Fatal(err)
 	}

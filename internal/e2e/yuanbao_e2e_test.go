@@ -60,12 +60,8 @@ plugins:
     access:
       main: %s
 `, extra, bot.AppID(), bot.Secret(), yb.URL(), yb.WSURL(), profile, ybAccess)), 0o600)
-	var stop func()
-	h.addr, stop = startServe(t, bin, plugins, h.data, "--config", h.configPath)
-	pidsMu.Lock()
-	h.admin = lastAdmin
-	pidsMu.Unlock()
-	t.Cleanup(stop)
+	sh := serve(t, bin, plugins, h.data, "--config", h.configPath)
+	h.addr, h.admin = sh.Addr, sh.Admin
 	h.waitFor("the bot to connect", func() bool { return bot.Connected() })
 	return h
 }

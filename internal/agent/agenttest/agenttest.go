@@ -86,10 +86,11 @@ type Server struct {
 	window  int // max_model_len of the listed models; 0: not given
 	modelsR Reply
 	noRoute Reply
+	answer  Reply
 }
 
 // New starts a server answering chat requests with script, in order; an unscripted request
-// fails the test and gets a 500. The served model list is "test-model".
+// fails the test and gets a 500 (unless Answer says how to answer it). The served model list is "test-model".
 func New(t testing.TB, script ...Reply) *Server {
 	s := NewUnstarted(t, script...)
 	s.srv = httptest.NewServer(s)
@@ -110,6 +111,15 @@ func (s *Server) Push(r ...Reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.script = append(s.script, r...)
+}
+
+// Answer answers every chat request the script does not (once it is used up, or when there is
+// none) with r: a model driven by what a request says rather than by the order requests come
+// in, for tests whose turns run concurrently.
+func (s *Server) Answer(r Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer = r
 }
 
 // SetModels sets the ids GET /v1/models lists.
@@ -180,6 +190,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.next < len(s.script) {
 			h = s.script[s.next]
 			s.next++
+		} else if s.answer != nil {
+			h = s.answer
 		} else {
 			s.t.Errorf("agenttest: unscripted chat request %d", s.next+1)
 			h = Error(500, `{"error":{"message":"unscripted request","type":"server_error"}}`)
