@@ -576,10 +576,11 @@ func (w *World) pause(st Step) {
 }
 
 // laneHolder is the pid of the host holding the lease of a chat's delivery lane ("" if none).
+// A lane is a session key's; the chat's rows in the ledger name it.
 func (w *World) laneHolder(plugin, chat string) string {
-	lane, _ := json.Marshal([]string{plugin, "main", chat}) // a lane's id on PostgreSQL
 	var holder string
-	w.db.QueryRowContext(context.Background(), `SELECT holder FROM leases WHERE name = ?`, "lane:"+string(lane)).Scan(&holder)
+	w.db.QueryRowContext(context.Background(), `SELECT holder FROM leases WHERE name IN
+		(SELECT 'lane:' || lane FROM deliveries WHERE plugin = $1 AND chat_id = $2) LIMIT 1`, plugin, chat).Scan(&holder)
 	if f := strings.Split(holder, ":"); len(f) == 3 { // lease.InstanceID: host:pid:random
 		return f[1]
 	}
