@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Idle connections kept per database, and for how long. A writer holds its connection while it
@@ -176,33 +177,84 @@ func Migrate(ctx context.Context, db *sql.DB, component string, migrations []Mig
 	return migrate(ctx, db, component, migrations)
 }
 
+// migrateWait bounds how long a migration waits out a database another process holds locked
+// (a backup, another host's long write on the same SQLite file, a stuck tool). Past it, start-up
+// fails and says so; within it, a host started beside a long write starts late, not never.
+const migrateWait = time.Minute
+
+// testHookMigrateBusy, when set by a test, is called each time a migration found the database
+// locked and is about to try again.
+var testHookMigrateBusy func()
+
 func migrate(ctx context.Context, db *sql.DB, component string, migrations []Migration) error {
 	for i, m := range migrations {
 		version := i + 1
-		stmt := m.For(db)
-		err := WithTx(ctx, db, func(tx *sql.Tx) error {
-			var n int
-			if err := tx.QueryRowContext(ctx,
-				`SELECT COUNT(*) FROM schema_migrations WHERE component = $1 AND version = $2`,
-				component, version).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx,
-				`INSERT INTO schema_migrations (component, version, applied_at) VALUES ($1, $2, $3)`,
-				component, version, time.Now().UnixMilli())
-			return err
-		})
+		err := migrateOne(ctx, db, component, version, m.For(db))
 		if err != nil {
 			return fmt.Errorf("store: migrate %s to version %d: %w", component, version, err)
 		}
 	}
 	return nil
+}
+
+// migrateOne applies one migration unless it was applied, trying again while another writer
+// holds the database locked (for at most migrateWait).
+func migrateOne(ctx context.Context, db *sql.DB, component string, version int, stmt string) error {
+	start := time.Now()
+	for {
+		err := migrateTx(ctx, db, component, version, stmt)
+		if err == nil || !locked(err) || time.Since(start) >= migrateWait {
+			return err
+		}
+		if testHookMigrateBusy != nil {
+			testHookMigrateBusy()
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
+// locked reports whether err says another writer held the database (SQLITE_BUSY or
+// SQLITE_LOCKED, or the write gate's ErrBusy): a condition that passes, unlike a full disk.
+func locked(err error) bool {
+	if errors.Is(err, ErrBusy) {
+		return true
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return false
+}
+
+// migrateTx applies one migration in one transaction unless schema_migrations says it was.
+func migrateTx(ctx context.Context, db *sql.DB, component string, version int, stmt string) error {
+	return WithTx(ctx, db, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT COUNT(*) FROM schema_migrations WHERE component = $1 AND version = $2`,
+			component, version).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO schema_migrations (component, version, applied_at) VALUES ($1, $2, $3)`,
+			component, version, time.Now().UnixMilli())
+		return err
+	})
 }
 
 // WithTx runs fn in a transaction, committing if fn returns nil and rolling back otherwise. On

@@ -227,3 +227,58 @@ func BenchmarkPlaceholders(b *testing.B) {
 		})
 	}
 }
+
+// A host started while another process holds the SQLite file locked (the promise checker's
+// store fault: another writer on the file) waits the lock out instead of failing to start:
+// the migration finds the database locked, tries again, and applies once the lock is gone.
+func TestMigrateWaitsOutALockedDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "h.db")
+	holder, err := Open(path, Options{BusyTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := Migrate(ctx, holder, "init", []Migration{Same(`CREATE TABLE x (a INTEGER)`)}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := holder.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	// The starting host is another process in life; here another pool on the same file, with
+	// the write gate out of the way so the lock reaches it as SQLite's SQLITE_BUSY.
+	db, err := Open(path, Options{BusyTimeout: 20 * time.Millisecond, NoWriteGate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	busy := make(chan struct{}, 1)
+	testHookMigrateBusy = func() {
+		select {
+		case busy <- struct{}{}:
+		default:
+		}
+	}
+	defer func() { testHookMigrateBusy = nil }()
+	done := make(chan error, 1)
+	go func() { done <- Migrate(ctx, db, "late", []Migration{Same(`CREATE TABLE y (b INTEGER)`)}) }()
+	select {
+	case <-busy: // it met the lock and waits
+	case err := <-done:
+		t.Fatalf("the migration ended while the database was locked: %v", err)
+	}
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the migration failed once the lock was gone: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO y (b) VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+}
