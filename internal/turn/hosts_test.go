@@ -2,6 +2,8 @@ package turn
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -45,6 +47,98 @@ func TestTakeOverFromStoppedHost(t *testing.T) {
 		synctest.Wait()
 		if n := b.chat.count("please send it again"); n != 1 {
 			t.Fatalf("notice sent %d times: %q", n, b.chat.texts())
+		}
+	})
+}
+
+// stepper is an agent that streams its answer in steps the test hands it: each value received
+// from steps is the text so far (Turn.OnText); when steps is closed, the last one is the answer.
+type stepper struct{ steps chan string }
+
+func (s *stepper) Turn(_ context.Context, t *agent.Turn) (*agent.Reply, error) {
+	var text string
+	for step := range s.steps {
+		text = step
+		if t.OnText != nil {
+			t.OnText(step)
+		}
+	}
+	return &agent.Reply{Text: text}, nil
+}
+
+// A host paused mid-stream past its lease, whose running turn another host adopted, posts
+// nothing more when it resumes: no further draft edit and no final answer. The adopting host's
+// interruption notice is the only message either host sends after the adoption.
+func TestPausedHostStreamsNothingAfterAdoption(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		edit := func(string) bool { return true }
+		s := &stepper{steps: make(chan string)}
+		h := newHarness(t, s, Options{Instance: "a", CanEdit: edit})
+		h.say(dm, "tell me a story")
+		s.steps <- "Once upon"
+		h.chat.waitFor(t, "the first draft", has("Once upon"))
+		// Host a is paused (its agent waits for the next step); host b adopts its rows.
+		b := h.another(agent.NewBuiltin(agent.Config{}), Options{Instance: "b", CanEdit: edit})
+		if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 1 {
+			t.Fatalf("adopted %d rows, %v; want 1", n, err)
+		}
+		b.chat.waitFor(t, "the restart notice", has("please send it again"))
+		before := len(h.chat.texts())
+		// Host a resumes: its agent writes on, then ends its answer.
+		s.steps <- "Once upon a time"
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		s.steps <- "Once upon a time, the end."
+		close(s.steps)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := h.chat.texts()[before:]; len(got) != 0 {
+			t.Fatalf("the paused host went on streaming a turn it no longer owns: %q", got)
+		}
+		if got := b.chat.texts(); len(got) != 1 {
+			t.Fatalf("host b sent %q; want only the restart notice", got)
+		}
+		b.inboxOutcome(h.key(dm), "tell me a story", stInterrupted, "the host restarted")
+	})
+}
+
+// A /new received by one host cancels the chat's queued message that another host adopted: the
+// adopting host, which took the message off its queue before the /new, does not run it, and
+// nothing is answered into the new conversation.
+func TestNewCancelsAMessageAnotherHostAdopted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{Instance: "a"})
+		h.say(dm, "first")
+		a.next(t)
+		h.say(dm, "second") // queued behind the busy turn on host a
+		popped, resume := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		testHookPopped = func(it *item) {
+			if it.texts()[0] == "second" {
+				once.Do(func() { close(popped); <-resume })
+			}
+		}
+		defer func() { testHookPopped = nil }()
+		// Host a is paused past its lease; host b adopts its rows and takes "second" off its
+		// queue, to run it next.
+		b := h.another(agent.NewBuiltin(agent.Config{}), Options{Instance: "b"})
+		if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 2 {
+			t.Fatalf("adopted %d rows, %v; want 2", n, err)
+		}
+		<-popped
+		// Host a resumes and receives the user's /new.
+		h.say(dm, "/new")
+		h.chat.waitFor(t, "the /new confirmation", has("New conversation"))
+		close(resume)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		h.inboxOutcome(h.key(dm), "second", stDropped, "cancelled by /new")
+		if got := b.chat.texts(); len(got) != 1 || !strings.Contains(got[0], "please send it again") {
+			t.Fatalf("host b sent %q; want only the restart notice of the first message", got)
+		}
+		if tr := transcript(t, h.k, h.current(dm).SessionID); strings.Contains(tr, "assistant:") {
+			t.Fatalf("the new conversation got an answer: %q", tr)
 		}
 	})
 }
