@@ -142,3 +142,66 @@ func TestNewCancelsAMessageAnotherHostAdopted(t *testing.T) {
 		}
 	})
 }
+
+// A /new received by one host while another host runs the chat's adopted message: the running
+// row is recorded interrupted by the /new, and the other host writes nothing for it. If that
+// host had marked the row running but not yet stamped its turn, the turn does not run at all
+// (its agent never starts, so no tool of it acts in the new conversation); if its agent is
+// already answering, the answer is not sent.
+func TestNewInterruptsWhatAnotherHostRuns(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		stamped bool // the other host's turn is in its agent when the /new arrives
+	}{{"before the stamp", false}, {"in the agent", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newBlocking()
+				h := newHarness(t, a, Options{Instance: "a"})
+				h.say(dm, "first")
+				a.next(t)
+				h.say(dm, "second")
+				begun, resume := make(chan struct{}), make(chan struct{})
+				var once sync.Once
+				testHookBegun = func(it *item) {
+					if !c.stamped && it.texts()[0] == "second" {
+						once.Do(func() { close(begun); <-resume })
+					}
+				}
+				defer func() { testHookBegun = nil }()
+				bAgent := newBlocking()
+				b := h.another(bAgent, Options{Instance: "b"})
+				if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 2 {
+					t.Fatalf("adopted %d rows, %v; want 2", n, err)
+				}
+				if c.stamped {
+					bAgent.next(t)
+				} else {
+					<-begun
+				}
+				h.say(dm, "/new")
+				h.chat.waitFor(t, "the /new confirmation", has("New conversation"))
+				if c.stamped {
+					bAgent.release <- "the answer to second"
+				} else {
+					close(resume)
+				}
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+				h.inboxOutcome(h.key(dm), "second", stInterrupted, "interrupted by /new")
+				if !c.stamped {
+					select {
+					case turn := <-bAgent.started:
+						t.Fatalf("host b ran %q after the /new", turn.Text)
+					default:
+					}
+				}
+				if got := b.chat.texts(); len(got) != 1 || !strings.Contains(got[0], "please send it again") {
+					t.Fatalf("host b sent %q; want only the restart notice of the first message", got)
+				}
+				if tr := transcript(t, h.k, h.current(dm).SessionID); strings.Contains(tr, "assistant:") {
+					t.Fatalf("the new conversation got an answer: %q", tr)
+				}
+			})
+		})
+	}
+}

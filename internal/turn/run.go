@@ -41,6 +41,9 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 			testHookPopped(it)
 		}
 		if e.begin(key, it) {
+			if testHookBegun != nil {
+				testHookBegun(it)
+			}
 			e.run(ctx, key, it)
 		}
 		cancel(nil)
@@ -53,6 +56,10 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 // testHookPopped, when set by a test, runs in a chat's runner right after it took a turn off
 // the queue, before the turn is marked running.
 var testHookPopped func(*item)
+
+// testHookBegun, when set by a test, runs in a chat's runner after the turn's rows were marked
+// running, before the turn runs (and stamps).
+var testHookBegun func(*item)
 
 // testHookAnswered, when set by a test, runs in a chat's runner after the agent answered a
 // message turn (not interrupted meanwhile), before the answer is recorded.
