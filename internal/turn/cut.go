@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"slices"
 
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
@@ -24,17 +25,25 @@ func (i *interrupted) Error() string { return "interrupted by " + i.by }
 // the interruption of the running turn, the command's own row and its confirmation. Only after
 // that commit is the running turn's context cancelled. If the transition fails, the queued
 // work goes back and nothing is cancelled.
+//
+// The command is authoritative for the key whichever host owns the rows it cancels (see
+// cancelElsewhere): with several hosts on one database, a queued message that another host
+// adopted or received is dropped too, and another host's running turn is recorded interrupted.
 func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title string) (session.Route, error) {
 	by := "/" + cmd
 	confirm := "⏹ Stopped."
 	if cmd != "stop" {
 		confirm = "✨ New conversation started."
 	}
+	elsewhere, err := e.loadOpen(b.Context(), `session_key = $1 AND owner <> $2`, key, e.opt.Instance)
+	if err != nil {
+		return session.Route{}, err
+	}
 	queued, running := e.detach(key, cmd != "stop")
 	record := func(tx *store.Tx) error {
 		ctx := b.Context()
 		for _, it := range queued {
-			if _, err := e.settle(ctx, tx, key, it, stDropped, "cancelled by "+by+" before it ran", stQueued); err != nil {
+			if _, err := e.settleRows(ctx, tx, false, key, it, stDropped, "cancelled by "+by+" before it ran", stQueued); err != nil {
 				return err
 			}
 		}
@@ -44,7 +53,15 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 				to = stDropped
 			}
 			// Still queued counts: its runner may not have marked it running yet.
-			if _, err := e.settle(ctx, tx, key, running, to, "interrupted by "+by, stRunning, stQueued); err != nil {
+			if _, err := e.settleRows(ctx, tx, false, key, running, to, "interrupted by "+by, stRunning, stQueued); err != nil {
+				return err
+			}
+		}
+		for _, r := range elsewhere {
+			if cmd == "stop" && r.kind == kindNotification && r.state == stQueued {
+				continue // /stop keeps queued notifications
+			}
+			if err := e.cancelElsewhere(ctx, tx, key, e.itemOf(r), by); err != nil {
 				return err
 			}
 		}
@@ -54,10 +71,7 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 		_, err := e.ledger.EnqueueTx(ctx, tx, e.noticeMsg(row.plugin, row.profile, key, row.src, confirm))
 		return err
 	}
-	var (
-		r   session.Route
-		err error
-	)
+	var r session.Route
 	if cmd == "stop" {
 		r, err = b.Stop(record)
 	} else {
@@ -74,6 +88,25 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 	return r, nil
 }
 
+// cancelElsewhere records that the user's command by cancelled it, a turn whose rows another
+// host owns: queued, it is dropped, and that host's runner, which moves it to running only from
+// queued (begin), leaves it; running, it is recorded interrupted (a notification turn dropped).
+// That host's turn cannot be cancelled from here, but it is fenced: it finds its rows no longer
+// running and writes nothing more, no draft, no answer (holds, end), and a turn that had not
+// stamped yet does not run (foreground).
+func (e *Engine) cancelElsewhere(ctx context.Context, tx *store.Tx, key string, it *item, by string) error {
+	n, err := e.settleRows(ctx, tx, false, key, it, stDropped, "cancelled by "+by+" before it ran", stQueued)
+	if err != nil || n > 0 {
+		return err
+	}
+	to := stInterrupted
+	if it.kind == kindNotification {
+		to = stDropped
+	}
+	_, err = e.settleRows(ctx, tx, false, key, it, to, "interrupted by "+by, stRunning)
+	return err
+}
+
 // recall handles a message its sender recalled (the transcript is already redacted): a queued
 // turn forgets it (and leaves the queue when nothing else is left in it), and a running turn
 // that answers it is interrupted. As with /stop, the outcomes are recorded first and the running
@@ -82,19 +115,30 @@ func (e *Engine) recall(key, msgID string) {
 	if msgID == "" {
 		return
 	}
+	// The recall is authoritative whichever host owns the message's row (see cancelElsewhere).
+	elsewhere, err := e.loadOpen(e.ctx, `session_key = $1 AND owner <> $2 AND kind = $3`, key, e.opt.Instance, kindMessage)
+	if err != nil {
+		e.log.Error("turn: reading the recalled message's rows on other hosts failed", "key", key, "error", err)
+	}
+	elsewhere = slices.DeleteFunc(elsewhere, func(r inboxRow) bool { return r.src.MessageID != msgID })
 	dropped, running := e.forget(key, msgID)
-	if len(dropped) == 0 && running == nil {
+	if len(dropped) == 0 && running == nil && len(elsewhere) == 0 {
 		return
 	}
-	err := e.write(func(ctx context.Context, t *store.Tx) error {
-		if _, err := e.setState(ctx, t, dropped, stDropped, "recalled by the sender before its turn", stQueued); err != nil {
+	err = e.write(func(ctx context.Context, t *store.Tx) error {
+		if _, err := e.setStateAnyOwner(ctx, t, dropped, stDropped, "recalled by the sender before its turn", stQueued); err != nil {
 			return err
+		}
+		for _, r := range elsewhere {
+			if err := e.cancelElsewhere(ctx, t, key, e.itemOf(r), "a recall"); err != nil {
+				return err
+			}
 		}
 		if running == nil {
 			return nil
 		}
 		// Still queued counts: its runner may not have marked it running yet.
-		_, err := e.settle(ctx, t, key, running, stInterrupted, "interrupted: the sender recalled the message", stRunning, stQueued)
+		_, err := e.settleRows(ctx, t, false, key, running, stInterrupted, "interrupted: the sender recalled the message", stRunning, stQueued)
 		return err
 	})
 	if err != nil {

@@ -2,6 +2,9 @@ package turn
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,4 +50,170 @@ func TestTakeOverFromStoppedHost(t *testing.T) {
 			t.Fatalf("notice sent %d times: %q", n, b.chat.texts())
 		}
 	})
+}
+
+// sentByEither is what the two hosts h and b sent into the chats, in h's then b's order: with
+// leased lanes, a message one host enqueued may be sent by the other host's lane.
+func sentByEither(h, b *harness) []string { return append(h.chat.texts(), b.chat.texts()...) }
+
+// waitEither waits until one of the two hosts sent a message containing sub.
+func waitEither(t *testing.T, h, b *harness, what, sub string) {
+	t.Helper()
+	until(t, what, func() bool { return h.chat.count(sub)+b.chat.count(sub) > 0 })
+}
+
+// stepper is an agent that streams its answer in steps the test hands it: each value received
+// from steps is the text so far (Turn.OnText); when steps is closed, the last one is the answer.
+type stepper struct{ steps chan string }
+
+func (s *stepper) Turn(_ context.Context, t *agent.Turn) (*agent.Reply, error) {
+	var text string
+	for step := range s.steps {
+		text = step
+		if t.OnText != nil {
+			t.OnText(step)
+		}
+	}
+	return &agent.Reply{Text: text}, nil
+}
+
+// A host paused mid-stream past its lease, whose running turn another host adopted, posts
+// nothing more when it resumes: no further draft edit and no final answer. The adopting host's
+// interruption notice is the only message either host sends after the adoption.
+func TestPausedHostStreamsNothingAfterAdoption(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		edit := func(string) bool { return true }
+		s := &stepper{steps: make(chan string)}
+		h := newHarness(t, s, Options{Instance: "a", CanEdit: edit})
+		h.say(dm, "tell me a story")
+		s.steps <- "Once upon"
+		h.chat.waitFor(t, "the first draft", has("Once upon"))
+		// Host a is paused (its agent waits for the next step); host b adopts its rows.
+		b := h.another(agent.NewBuiltin(agent.Config{}), Options{Instance: "b", CanEdit: edit})
+		if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 1 {
+			t.Fatalf("adopted %d rows, %v; want 1", n, err)
+		}
+		waitEither(t, h, b, "the restart notice", "please send it again")
+		// Host a resumes: its agent writes on, then ends its answer.
+		s.steps <- "Once upon a time"
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		s.steps <- "Once upon a time, the end."
+		close(s.steps)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		got := sentByEither(h, b)
+		if len(got) != 2 || got[0] != "Once upon"+streamSuffix || !slices.ContainsFunc(got, func(m string) bool { return strings.Contains(m, "please send it again") }) {
+			t.Fatalf("sent %q; want the first draft and then only the restart notice", got)
+		}
+		b.inboxOutcome(h.key(dm), "tell me a story", stInterrupted, "the host restarted")
+	})
+}
+
+// A /new received by one host cancels the chat's queued message that another host adopted: the
+// adopting host, which took the message off its queue before the /new, does not run it, and
+// nothing is answered into the new conversation.
+func TestNewCancelsAMessageAnotherHostAdopted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{Instance: "a"})
+		h.say(dm, "first")
+		a.next(t)
+		h.say(dm, "second") // queued behind the busy turn on host a
+		// Host a is paused past its lease; host b adopts its rows and takes "second" off its
+		// queue, to run it next.
+		b := h.another(agent.NewBuiltin(agent.Config{}), Options{Instance: "b"})
+		popped, resume := make(chan struct{}), make(chan struct{})
+		var once, resumed sync.Once
+		release := func() { resumed.Do(func() { close(resume) }) }
+		t.Cleanup(release) // before the engines' cleanups wait for the runner
+		testHookPopped = func(it *item) {
+			if it.texts()[0] == "second" {
+				once.Do(func() { close(popped); <-resume })
+			}
+		}
+		defer func() { testHookPopped = nil }()
+		if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 2 {
+			t.Fatalf("adopted %d rows, %v; want 2", n, err)
+		}
+		<-popped
+		// Host a resumes and receives the user's /new.
+		h.say(dm, "/new")
+		waitEither(t, h, b, "the /new confirmation", "New conversation")
+		release()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		h.inboxOutcome(h.key(dm), "second", stDropped, "cancelled by /new")
+		if got := sentByEither(h, b); len(got) != 2 {
+			t.Fatalf("sent %q; want only the restart notice of the first message and the /new confirmation", got)
+		}
+		if tr := transcript(t, h.k, h.current(dm).SessionID); strings.Contains(tr, "assistant:") {
+			t.Fatalf("the new conversation got an answer: %q", tr)
+		}
+	})
+}
+
+// A /new received by one host while another host runs the chat's adopted message: the running
+// row is recorded interrupted by the /new, and the other host writes nothing for it. If that
+// host had marked the row running but not yet stamped its turn, the turn does not run at all
+// (its agent never starts, so no tool of it acts in the new conversation); if its agent is
+// already answering, the answer is not sent.
+func TestNewInterruptsWhatAnotherHostRuns(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		stamped bool // the other host's turn is in its agent when the /new arrives
+	}{{"before the stamp", false}, {"in the agent", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newBlocking()
+				h := newHarness(t, a, Options{Instance: "a"})
+				h.say(dm, "first")
+				a.next(t)
+				h.say(dm, "second")
+				bAgent := newBlocking()
+				b := h.another(bAgent, Options{Instance: "b"})
+				begun, resume := make(chan struct{}), make(chan struct{})
+				var once, resumed sync.Once
+				release := func() { resumed.Do(func() { close(resume) }) }
+				t.Cleanup(release) // before the engines' cleanups wait for the runner
+				testHookBegun = func(it *item) {
+					if !c.stamped && it.texts()[0] == "second" {
+						once.Do(func() { close(begun); <-resume })
+					}
+				}
+				defer func() { testHookBegun = nil }()
+				if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 2 {
+					t.Fatalf("adopted %d rows, %v; want 2", n, err)
+				}
+				if c.stamped {
+					bAgent.next(t)
+				} else {
+					<-begun
+				}
+				h.say(dm, "/new")
+				waitEither(t, h, b, "the /new confirmation", "New conversation")
+				if c.stamped {
+					bAgent.release <- "the answer to second"
+				} else {
+					release()
+				}
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+				h.inboxOutcome(h.key(dm), "second", stInterrupted, "interrupted by /new")
+				if !c.stamped {
+					select {
+					case turn := <-bAgent.started:
+						t.Fatalf("host b ran %q after the /new", turn.Text)
+					default:
+					}
+				}
+				if got := sentByEither(h, b); len(got) != 2 {
+					t.Fatalf("sent %q; want only the restart notice of the first message and the /new confirmation", got)
+				}
+				if tr := transcript(t, h.k, h.current(dm).SessionID); strings.Contains(tr, "assistant:") {
+					t.Fatalf("the new conversation got an answer: %q", tr)
+				}
+			})
+		})
+	}
 }

@@ -165,12 +165,23 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 // that was paused past its host lease, and whose rows another host adopted meanwhile
 // (Engine.Adopt), moves none of them when it resumes.
 func (e *Engine) setState(ctx context.Context, db execer, ids []string, state, outcome string, from ...string) ([]string, error) {
+	return e.move(ctx, db, true, ids, state, outcome, from...)
+}
+
+// setStateAnyOwner is setState for a user's command on the key (/stop, /new, /reset, a recall):
+// the command is authoritative for the key, so the rows it cancels move whichever host owns
+// them; the compare-and-set on the from states still decides between it and their turn.
+func (e *Engine) setStateAnyOwner(ctx context.Context, db execer, ids []string, state, outcome string, from ...string) ([]string, error) {
+	return e.move(ctx, db, false, ids, state, outcome, from...)
+}
+
+func (e *Engine) move(ctx context.Context, db execer, fenced bool, ids []string, state, outcome string, from ...string) ([]string, error) {
 	var moved []string
-	q := `UPDATE turn_inbox SET state = $1, outcome = $2, updated_at = $3 WHERE id = $4 AND owner = $5 AND state IN (` +
-		store.Placeholders(6, len(from)) + `)`
+	q := `UPDATE turn_inbox SET state = $1, outcome = $2, updated_at = $3 WHERE id = $4 AND (owner = $5 OR NOT $6) AND state IN (` +
+		store.Placeholders(7, len(from)) + `)`
 	now := e.opt.Now()
 	for _, id := range ids {
-		args := []any{state, outcome, now.UnixMilli(), id, e.opt.Instance}
+		args := []any{state, outcome, now.UnixMilli(), id, e.opt.Instance, fenced}
 		for _, f := range from {
 			args = append(args, f)
 		}
@@ -187,6 +198,28 @@ func (e *Engine) setState(ctx context.Context, db execer, ids []string, state, o
 		}
 	}
 	return moved, nil
+}
+
+// holds reports whether every row of ids is still this host's and in state (any state for ""): the fence of what a
+// turn writes before its end (a streamed draft, the stamp it answers with). It is a conditional
+// update rather than a read so that in PostgreSQL it locks the rows until db commits: a takeover
+// (takeOver) or a command that cancels the rows waits for db, or db's check waits for it and
+// sees it.
+func (e *Engine) holds(ctx context.Context, db execer, ids []string, state string) (bool, error) {
+	if len(ids) == 0 {
+		return false, nil
+	}
+	args := []any{e.opt.Instance, state}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := db.ExecContext(ctx, `UPDATE turn_inbox SET owner = owner WHERE owner = $1 AND ($2 = '' OR state = $2) AND id IN (`+
+		store.Placeholders(3, len(ids))+`)`, args...)
+	if err != nil {
+		return false, fmt.Errorf("turn: checking the inbox rows are still this host's: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == int64(len(ids)), err
 }
 
 // loadOpen returns the queued or running rows that match where (a condition on turn_inbox with

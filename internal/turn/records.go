@@ -52,7 +52,13 @@ func (e *Engine) end(key string, it *item, state, outcome string, answer *delive
 // settle moves it's inbox rows that are in one of the from states to state with outcome, and
 // writes a ledger drop record for each notification row it drops. It returns how many rows moved.
 func (e *Engine) settle(ctx context.Context, t *store.Tx, key string, it *item, state, outcome string, from ...string) (int, error) {
-	moved, err := e.setState(ctx, t, it.ids(), state, outcome, from...)
+	return e.settleRows(ctx, t, true, key, it, state, outcome, from...)
+}
+
+// settleRows is settle, fenced by this host's ownership of the rows (a turn's own outcome) or
+// not (what a user's command on the key cancels: see setStateAnyOwner).
+func (e *Engine) settleRows(ctx context.Context, t *store.Tx, fenced bool, key string, it *item, state, outcome string, from ...string) (int, error) {
+	moved, err := e.move(ctx, t, fenced, it.ids(), state, outcome, from...)
 	if err != nil || state != stDropped || it.kind != kindNotification {
 		return len(moved), err
 	}

@@ -41,6 +41,9 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 			testHookPopped(it)
 		}
 		if e.begin(key, it) {
+			if testHookBegun != nil {
+				testHookBegun(it)
+			}
 			e.run(ctx, key, it)
 		}
 		cancel(nil)
@@ -53,6 +56,10 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 // testHookPopped, when set by a test, runs in a chat's runner right after it took a turn off
 // the queue, before the turn is marked running.
 var testHookPopped func(*item)
+
+// testHookBegun, when set by a test, runs in a chat's runner after the turn's rows were marked
+// running, before the turn runs (and stamps).
+var testHookBegun func(*item)
 
 // testHookAnswered, when set by a test, runs in a chat's runner after the agent answered a
 // message turn (not interrupted meanwhile), before the answer is recorded.
@@ -95,14 +102,30 @@ func (e *Engine) run(ctx context.Context, key string, it *item) {
 // foreground runs the agent on the user's (merged) message and queues its answer, guarded by the
 // session and generation the turn started at.
 func (e *Engine) foreground(ctx context.Context, key string, it *item) {
-	var st session.Stamp
-	err := e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
+	var (
+		st   session.Stamp
+		gone bool // the turn's rows are no longer this host's running rows
+	)
+	// The stamp is taken together with the check that the rows are still this host's and
+	// running: a user's command on another host that cancelled them (cancelElsewhere) either
+	// committed before, and the turn does not run, or after, and the stamp it answers with is
+	// stale for the ledger's guard.
+	stamp := func(b *session.Boundary) error {
 		var err error
-		st, err = b.Stamp(it.src)
+		if st, err = b.Stamp(it.src); err != nil {
+			return err
+		}
+		ok, err := e.holds(b.Context(), e.db, it.ids(), stRunning)
+		gone = !ok
 		return err
-	})
+	}
+	err := e.k.WithBoundary(ctx, key, stamp)
 	if ctx.Err() != nil {
 		return // interrupted (the command recorded it) or the host is stopping (Start reports it)
+	}
+	if err == nil && gone {
+		e.log.Debug("turn: the turn's rows were cancelled or taken over before it ran", "key", key, "ids", it.ids())
+		return
 	}
 	if err != nil {
 		n := e.noticeMsg(it.plugin, it.profile, key, it.src, "⚠️ I could not open this conversation; please try again.")
@@ -128,7 +151,7 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 			Model: e.sessionModel(ctx, st.SessionID),
 		}
 		if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
-			stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.first()))
+			stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.first()), it.ids())
 			t.OnText = stream.update
 		}
 		stopTyping := e.typing(ctx, it)
@@ -160,12 +183,12 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 			stream.halt()
 			stream = nil
 		}
-		err = e.k.WithBoundary(ctx, key, func(b *session.Boundary) error {
-			var err error
-			st, err = b.Stamp(it.src)
-			return err
-		})
+		err = e.k.WithBoundary(ctx, key, stamp)
 		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && gone {
+			e.log.Debug("turn: the turn's rows were cancelled or taken over", "key", key, "ids", it.ids())
 			return
 		}
 		if err != nil || st.SessionID != r.SessionID {

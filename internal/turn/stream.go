@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -9,13 +10,17 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // streamer shows an answer while the agent writes it, on a platform that can edit messages: the
 // first text is posted at once, later text replaces it in place, at most once per
 // Options.EditInterval per chat and Options.EditsPerSecond per bot; the final text is put in
 // place by finish. Posts and edits go
-// through the ledger with the turn's guard, so a /new during the turn stops them too.
+// through the ledger with the turn's guard, so a /new during the turn stops them too, and each is
+// enqueued in one unit of work with the check that the turn's inbox rows are still this host's
+// and running (holds): a host paused past its lease, whose turn another host adopted, or whose
+// turn a user's command on another host cancelled, posts nothing more when it resumes.
 //
 // The draft rule: a post or edit whose outcome is unknown (the platform may have applied it)
 // stops streaming into that draft; nothing is posted again in its place. If the draft's first
@@ -29,6 +34,7 @@ type streamer struct {
 	key    string
 	msg    delivery.Message // plugin, profile, key, target, guard, stamp, generation
 	origin string
+	rows   []string // the turn's inbox rows: the fence of every post and edit (see enqueue)
 
 	mu      sync.Mutex
 	latest  string
@@ -52,8 +58,8 @@ const DraftStopped = "(stopped)"
 // streamSuffix marks a message that is still being written.
 const streamSuffix = " …"
 
-func (e *Engine) newStreamer(key string, msg delivery.Message) *streamer {
-	s := &streamer{e: e, key: key, msg: msg, origin: msg.Origin, changed: make(chan struct{}, 1),
+func (e *Engine) newStreamer(key string, msg delivery.Message, rows []string) *streamer {
+	s := &streamer{e: e, key: key, msg: msg, origin: msg.Origin, rows: rows, changed: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	go s.run()
 	return s
@@ -203,8 +209,11 @@ func (s *streamer) show(text string, final bool) bool {
 		m.Target.EditMessageID = id
 		m.Target.ReplyTo = ""
 	}
-	ctx := context.WithoutCancel(s.e.ctx)
-	group, err := s.e.ledger.Enqueue(ctx, m)
+	group, err := s.enqueue(m, stRunning)
+	if errors.Is(err, errOvertaken) {
+		s.e.log.Debug("turn: the streamed turn is no longer this host's; streaming stops", "key", s.key)
+		return false
+	}
 	if err != nil {
 		s.e.log.Warn("turn: streaming an answer failed", "key", s.key, "error", err)
 		return false
@@ -249,7 +258,7 @@ func (s *streamer) finish(parts []string) bool {
 		m.Parts = parts[1:]
 		m.Text = parts[1]
 		m.Target.ReplyTo = ""
-		if _, err := s.e.ledger.Enqueue(context.WithoutCancel(s.e.ctx), m); err != nil {
+		if _, err := s.enqueue(m, stRunning); err != nil && !errors.Is(err, errOvertaken) {
 			s.e.log.Warn("turn: sending the rest of a streamed answer failed", "key", s.key, "error", err)
 		}
 	}
@@ -259,7 +268,8 @@ func (s *streamer) finish(parts []string) bool {
 // finishStopped finalises the draft of a turn that was stopped (/stop, /new, a recall): one last edit
 // puts the text the chat shows without the still-writing mark, and DraftStopped after it. The
 // edit is not guarded by the turn (the command superseded it; the draft is in the chat either
-// way). A draft whose first post has an unknown outcome is left alone (the draft rule).
+// way), but it is fenced by the rows' owner: a host whose turn another host adopted leaves the
+// draft to it. A draft whose first post has an unknown outcome is left alone (the draft rule).
 func (s *streamer) finishStopped() {
 	s.halt()
 	s.mu.Lock()
@@ -277,9 +287,27 @@ func (s *streamer) finishStopped() {
 	m.Text, m.Parts = parts[0], parts[:1]
 	m.Target.EditMessageID, m.Target.ReplyTo = id, ""
 	s.waitGate(true)
-	if _, err := s.e.ledger.Enqueue(context.WithoutCancel(s.e.ctx), m); err != nil {
+	if _, err := s.enqueue(m, ""); err != nil && !errors.Is(err, errOvertaken) {
 		s.e.log.Warn("turn: finalising a stopped turn's draft failed", "key", s.key, "error", err)
 	}
+}
+
+// enqueue queues m in one unit of work with the check that the turn's inbox rows are still this
+// host's and in state (any state for ""); errOvertaken, with nothing queued, when they are not.
+func (s *streamer) enqueue(m delivery.Message, state string) (string, error) {
+	var group string
+	err := s.e.write(func(ctx context.Context, t *store.Tx) error {
+		ok, err := s.e.holds(ctx, t, s.rows, state)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errOvertaken
+		}
+		group, err = s.e.ledger.EnqueueTx(ctx, t, m)
+		return err
+	})
+	return group, err
 }
 
 // completes returns the ledger group of the draft the answer completes, once finish reported
