@@ -495,6 +495,9 @@ func TestPushesDroppedMidwayAreNotLost(t *testing.T) {
 		during := bot.DM(ann, long, ybt.DropWhilePushing(ybt.DropDuringPush))
 		evs := pollUntil(t, h, "main", func(evs []abi.InboundEvent, _ *abi.PollResult) bool { return len(evs) > 0 })
 		mustPoll(t, h, "main") // acknowledges what the last poll returned
+		for deadline := time.Now().Add(wait); bot.Acked(during) < 1 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond) // the fake reads the acknowledgement on its own time
+		}
 		// The push cut in half never reached the plugin: it came once, after the reconnect.
 		if len(evs) != 1 || evs[0].ID != "msg:"+during.MsgID || evs[0].Text != strings.TrimSpace(long) || bot.Binds() != 2 || bot.Acked(during) != 1 {
 			t.Fatalf("events %v, binds %d, acks %d", ids(evs), bot.Binds(), bot.Acked(during))
@@ -512,8 +515,13 @@ func TestPushesDroppedMidwayAreNotLost(t *testing.T) {
 				t.Fatalf("events %v", ids(evs))
 			}
 		}
-		if bot.Acked(after) < 1 {
-			t.Fatal("the push dropped after writing was never acknowledged")
+		// The acknowledgement is a frame the fake reads on its own time after the poll that
+		// wrote it returned: wait for it to arrive (polling on, as the host would).
+		for deadline := time.Now().Add(wait); bot.Acked(after) < 1; mustPoll(t, h, "main") {
+			if time.Now().After(deadline) {
+				t.Fatal("the push dropped after writing was never acknowledged")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }
