@@ -142,9 +142,8 @@ func Refused(err error) bool {
 	if errors.Is(err, ErrBusy) {
 		return true
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff { // the primary code; extended codes keep it in the low byte
+	if code, ok := sqliteCode(err); ok {
+		switch code {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR,
 			sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB,
 			sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOLFS, sqlite3.SQLITE_NOMEM:
@@ -285,4 +284,14 @@ func (h *Health) probe(ctx context.Context) {
 	case h.log != nil:
 		h.log.Warn("store: the probe write failed", "error", err)
 	}
+}
+
+// sqliteCode is the primary SQLite result code err carries (extended codes keep it in the low
+// byte), if it carries one.
+func sqliteCode(err error) (int, bool) {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return 0, false
+	}
+	return se.Code() & 0xff, true
 }

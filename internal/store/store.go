@@ -225,14 +225,8 @@ func locked(err error) bool {
 	if errors.Is(err, ErrBusy) {
 		return true
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return true
-		}
-	}
-	return false
+	code, ok := sqliteCode(err)
+	return ok && (code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED)
 }
 
 // migrateTx applies one migration in one transaction unless schema_migrations says it was.
