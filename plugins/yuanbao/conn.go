@@ -29,7 +29,7 @@ import (
 //	token     both      the cached sign-token answer (any writer writes a valid token)
 //	wait:<id> send→poll a send waiting for its answer; whoever reads the answer stores it there
 //	done:<chat> send    the chat's answer was delivered (unix ms): its typing heartbeat ends
-//	closed:<conn> send  how a connection a send saw closing ended (the poll then acts on it)
+//	closed:<conn> send  how a connection a send saw closing, or closed, ended (the poll then acts on it)
 //
 // Only the poll reads the socket while it runs: a send writes its request and waits for the
 // poll to store the answer under wait:<id>. A send reads the socket itself only when no poll is
@@ -140,6 +140,11 @@ type session struct {
 
 	returnMode bool               // the host has no dispatch: events are returned from poll
 	returned   []abi.InboundEvent // events to return
+
+	// unrecorded: a send read a push the host did not record (a host without hermes_dispatch,
+	// or a failure to record). It stays unacknowledged, and the send replaces the connection
+	// when it ends (replaceForPush), so that Yuanbao delivers it again after the next bind.
+	unrecorded bool
 }
 
 func (s *session) now() time.Time {
@@ -465,8 +470,9 @@ func (s *session) deliver(events []abi.InboundEvent, ack *head) {
 			return
 		default:
 			if !s.owner {
-				s.c.Log(abi.LevelError, "the host could not record a push read by a send; it is lost unless Yuanbao resends it",
+				s.c.Log(abi.LevelWarn, "the host did not record a push read by a send; the connection is replaced after the send so that Yuanbao delivers it again",
 					"id", ev.ID, "error", err.Error())
+				s.unrecorded = true
 				return
 			}
 			s.c.Log(abi.LevelWarn, "the host could not record an event; holding it", "id", ev.ID, "error", err.Error())

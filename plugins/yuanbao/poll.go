@@ -111,7 +111,9 @@ func (s *session) run(deadline time.Time, res *abi.PollResult) {
 		}
 		r, err := c.WSRecv(st.Conn, max(next.Sub(now), time.Millisecond), 32)
 		if err != nil {
-			if h, ok := closedBySend(c, st.Conn); ok {
+			if h, ok := closedBySend(c, st.Conn); ok && h.Code == 0 {
+				s.drop(h.Reason) // the send closed it (replaceForPush)
+			} else if ok {
 				st.Conn = ""
 				s.closed(h.Code, h.Reason)
 			} else {

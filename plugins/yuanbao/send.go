@@ -116,6 +116,9 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		return res, nil
 	}
 	ans, lost := s.await(wait, s.now().Add(cfg.sendTimeout()))
+	if s.unrecorded && lost == "" {
+		s.replaceForPush()
+	}
 	switch {
 	case ans == nil && lost != "":
 		return failed(abi.SendUncertain, abi.CodeUncertain, "written, then "+lost+" before Yuanbao answered; it may have been posted"), nil
@@ -169,6 +172,16 @@ func (s *session) await(key string, until time.Time) (ans *sendAnswer, lost stri
 			return nil, fmt.Sprintf("the connection was closed (code %d)", r.CloseCode)
 		}
 	}
+}
+
+// replaceForPush closes the connection after a send read a push the host did not record: the
+// push was not acknowledged, and Yuanbao delivers it again after the poll's next bind. The poll
+// learns why the connection went (closed:<conn>, written before the close it will see).
+func (s *session) replaceForPush() {
+	conn := s.st.Conn
+	raw, _ := json.Marshal(halt{Reason: "replaced to receive again a push a send read", At: s.now().UnixMilli()})
+	s.c.KVSet(closedPrefix+conn, raw)
+	s.c.WSClose(conn, 1000, "reconnecting")
 }
 
 // pollReading reports whether a poll is reading the socket now.
