@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -343,6 +345,48 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	}
 	if n := len(a.Steps); n < shortSQLite.Steps {
 		t.Fatalf("%d steps", n)
+	}
+}
+
+// TestOutliveLeavesWhileTheProcessRuns: an aimed "outlive" step is a background process and,
+// in the same chat before it ends, /new or /reset; unaimed schedules have none (the seeds
+// recorded in FINDINGS.md keep their schedules).
+func TestOutliveLeavesWhileTheProcessRuns(t *testing.T) {
+	saved := map[bool][]struct {
+		kind string
+		n    int
+	}{}
+	for k, ws := range weights {
+		saved[k] = slices.Clone(ws)
+	}
+	t.Cleanup(func() { weights = saved })
+	pairs := func(s *Schedule) int {
+		n := 0
+		for i := 0; i+1 < len(s.Steps); i++ {
+			run, leave := s.Steps[i], s.Steps[i+1]
+			m := regexp.MustCompile(`run:ok:([0-9]+) `).FindStringSubmatch(run.Text)
+			if m == nil || leave.Chat != run.Chat || !slices.Contains(leaveCommands, command(leave.Text)) {
+				continue
+			}
+			secs, _ := strconv.Atoi(m[1])
+			if gap := leave.At - run.At; gap <= 0 || gap >= secs*1000 {
+				t.Fatalf("%q then %q %d ms later: not while the process runs", run.Text, leave.Text, gap)
+			}
+			n++
+		}
+		return n
+	}
+	plain := Generate(42, shape(1, 40))
+	if err := Aim("outlive=1000"); err != nil {
+		t.Fatal(err)
+	}
+	aimed := Generate(42, shape(1, 40))
+	if n := pairs(aimed); n < 10 {
+		t.Fatalf("%d processes outlive their conversation in an aimed schedule:\n%s", n, aimed.JSON())
+	}
+	weights = saved
+	if again := Generate(42, shape(1, 40)); again.JSON() != plain.JSON() {
+		t.Fatal("restoring the weights did not restore the schedule")
 	}
 }
 

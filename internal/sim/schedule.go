@@ -127,6 +127,8 @@ type Shape struct {
 }
 
 // weights are how often Generate picks each kind of step, on one host and on several.
+// "outlive" (a process, then /new or /reset in its chat while it runs: two steps) is picked only
+// when aimed (-aim outlive=N), so that the seeds recorded before it replay the same schedules.
 var weights = map[bool][]struct {
 	kind string
 	n    int
@@ -162,7 +164,7 @@ func Aim(spec string) error {
 				}{k, n})
 			}
 		}
-		if !known && !slices.Contains([]string{"say", "run", "cmd", "stranger", "model-fail", OpFault, OpStorm, OpStore, OpKill, OpPause, OpClock, OpReplace}, k) {
+		if !known && !slices.Contains([]string{"say", "run", "outlive", "cmd", "stranger", "model-fail", OpFault, OpStorm, OpStore, OpKill, OpPause, OpClock, OpReplace}, k) {
 			return fmt.Errorf("aim: no kind of step %q", k)
 		}
 	}
@@ -207,6 +209,15 @@ func Generate(seed uint64, shape Shape) *Schedule {
 				secs = fmt.Sprint(6 + rng.IntN(6))
 			}
 			st.Op, st.Text = OpSay, fmt.Sprintf("please %s%s:%s %s", dirRun, kind, secs, Nonce(i))
+		case "outlive":
+			// A background process that outlives its conversation: started, then the user leaves
+			// the conversation (/new or /reset) while it runs. Its completion must not follow.
+			secs := 3 + rng.IntN(3)
+			st.Op, st.Text = OpSay, fmt.Sprintf("please %sok:%d %s", dirRun, secs, Nonce(i))
+			s.Steps = append(s.Steps, st)
+			used[st.Chat] = true
+			at += 800 + rng.IntN(1200)
+			st = Step{At: at, Chat: chat.Name, Op: OpSay, Text: leaveCommands[rng.IntN(len(leaveCommands))] + " " + Nonce(4000+i)}
 		case "model-fail":
 			st.Op, st.Text = OpSay, fmt.Sprintf("hello %s%s", dirModelFail, Nonce(i))
 		case "cmd":
