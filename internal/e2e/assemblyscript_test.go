@@ -29,6 +29,7 @@ func requireTool(t *testing.T, name string) {
 // The AssemblyScript example (examples/assemblyscript), built from npm, passes conformance and
 // behaves: a webhook becomes an event, a send reaches the platform.
 func TestAssemblyScriptExample(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	requireTool(t, "npm")
 	dir, err := filepath.Abs("../../examples/assemblyscript")
 	if err != nil {

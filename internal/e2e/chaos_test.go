@@ -41,6 +41,7 @@ var chaosFor = flag.Duration("chaos", 30*time.Second, "how long TestChaosKill9 d
 //
 // The whole run is bounded to about three minutes.
 func TestChaosKill9(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	if testing.Short() {
 		t.Skip("chaos run skipped in -short mode")
 	}

@@ -14,6 +14,7 @@ import (
 // `hermes-host conformance` runs the separate hermes-conformance binary and passes its exit
 // status on: 0 for a conforming plugin, 1 for a failing one, 2 for a usage error.
 func TestConformanceCommand(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	bin, plugins := buildHost(t)
 	exit := func(args ...string) (int, string) {
 		out, err := exec.Command(bin, append([]string{"conformance"}, args...)...).CombinedOutput()

@@ -112,6 +112,7 @@ func TestCronMonthsOfDowntime(t *testing.T) {
 // its first occurrence only. Between the days the clock jumps seven months: each job catches up
 // once.
 func TestCronDSTDaysBerlin(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	ann := telegramtest.User{ID: 111, FirstName: "Ann"}
 	h := startCronHost(t, func(tg *telegramtest.Server) { tg.AddPrivate(ann) })
 	berlin, err := time.LoadLocation("Europe/Berlin")
@@ -219,6 +220,7 @@ func TestCronChatTargets(t *testing.T) {
 // settings used to replace the defaults' whole, limits included). With its own call_timeout of
 // 3 s, the deadline stops the run, and the job says so instead of "the host stopped".
 func TestCronAgentTurnDeadline(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	ann := telegramtest.User{ID: 111, FirstName: "Ann"}
 	model := agenttest.New(t)
 	slow := func(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
@@ -262,6 +264,7 @@ func TestCronAgentTurnDeadline(t *testing.T) {
 // the ledger sends it again after longer than hermes_send waits, and the run is recorded
 // pending; once the ledger has delivered it, the next tick asks the host and records the run ok.
 func TestCronPendingReconciled(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	ann := telegramtest.User{ID: 111, FirstName: "Ann"}
 	h := startCronHost(t, func(tg *telegramtest.Server) { tg.AddPrivate(ann) })
 	out, err := h.cron("add", "--schedule", "every 5m", "--text", "slow-send", "--to", "telegram:111")

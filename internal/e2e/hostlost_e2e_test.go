@@ -25,6 +25,7 @@ var reProcID = regexp.MustCompile(`proc_[0-9a-f]{12}`)
 // shows it lost with its reason. Before, the process stayed "running" forever and the chat never
 // heard of it.
 func TestKilledHostsProcessAnnouncedLost(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	if testing.Short() {
 		t.Skip("multi-host run skipped in -short mode")
 	}

@@ -11,6 +11,7 @@ import (
 // `hermes-host new plugin` writes a skeleton whose own tests pass and whose .wasm passes
 // conformance, as generated.
 func TestNewPluginSkeleton(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	bin, _ := buildHost(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {

@@ -35,6 +35,7 @@ import (
 // the run a host is paused past its leases (SIGSTOP, then SIGCONT): the others take its work over,
 // and on resuming it writes nothing over what they did.
 func TestSharedPostgres(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	if testing.Short() {
 		t.Skip("multi-host run skipped in -short mode")
 	}

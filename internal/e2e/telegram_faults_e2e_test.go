@@ -68,6 +68,7 @@ func count(texts []string, sub string) int {
 // that its answer may not have arrived. Meanwhile another chat's messages keep being fetched and
 // answered.
 func TestTelegramSlowSends(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	slowUser := telegramtest.Person(301, "Slow")
 	other := telegramtest.Person(302, "Other")
 	th := startTelegram(t, func(tg *telegramtest.Server) {
@@ -190,6 +191,8 @@ func TestTelegramAmbiguousAnswers(t *testing.T) {
 // conversation. Once learned from the service messages Telegram sends, once only from the
 // 400 "upgraded to a supergroup" answer of a send to the old group.
 func TestTelegramGroupMigration(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
+
 	const group, super = int64(-4001), int64(-1004001)   // with service messages
 	const group2, super2 = int64(-4002), int64(-1004002) // the 400 only
 	ann := telegramtest.Person(306, "Ann")

@@ -17,6 +17,7 @@ import (
 // never resent, and the chat gets exactly one line saying so once Telegram answers again; /last
 // then sends the reply again as a new message, on request only.
 func TestTelegramUncertainReplyIsNeverSilent(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	ann := telegramtest.Person(311, "Ann")
 	th := startTelegram(t, func(tg *telegramtest.Server) {
 		tg.AddPrivate(ann)
@@ -53,6 +54,7 @@ func TestTelegramUncertainReplyIsNeverSilent(t *testing.T) {
 // connection ("not connected; not sent") wait for it instead of using up their attempts: every
 // message is answered, once.
 func TestYuanbaoReconnectStormLosesNoReply(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	if testing.Short() {
 		t.Skip("a minute-long reconnect storm")
 	}

@@ -196,6 +196,7 @@ func TestYuanbaoEndToEnd(t *testing.T) {
 // its turn runs cancels the turn; a permanent close code stops reconnecting and shows on
 // /api/plugins.
 func TestYuanbaoReconnectRecallAndStop(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	h := startYuanbaoHost(t, "", "")
 	bot := h.bot
 
@@ -257,6 +258,7 @@ func TestYuanbaoReconnectRecallAndStop(t *testing.T) {
 // TestYuanbaoConnectionOwnedByTheHost: the WebSocket belongs to the host, so neither hot reloads
 // of the plugin nor an instance that dies mid-send open a new connection or bind again.
 func TestYuanbaoConnectionOwnedByTheHost(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	// A send waits up to 5 s for its answer but the call deadline is 2 s: a send whose answer is
 	// late kills its instance (a crash, outcome unknown).
 	h := startYuanbaoHost(t, "    limits: {call_timeout: 2s}", `, send_timeout_ms: 5000`)
@@ -313,6 +315,7 @@ func TestYuanbaoConnectionOwnedByTheHost(t *testing.T) {
 // `hermes-host conformance yuanbao.wasm --platform yuanbao` runs the Yuanbao profile against
 // its fake and passes.
 func TestYuanbaoConformanceCommand(t *testing.T) {
+	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	bin, plugins := buildHost(t)
 	out, err := exec.Command(bin, "conformance", filepath.Join(plugins, "yuanbao.wasm"), "--platform", "yuanbao").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "reload: same connection") || strings.Contains(string(out), "FAIL") {
