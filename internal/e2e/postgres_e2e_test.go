@@ -263,6 +263,7 @@ plugins:
 		GROUP BY plugin, profile, event_id HAVING COUNT(*) > 1) d`).Scan(&dupEvents)
 	if open != 0 || dupEvents != 0 {
 		t.Errorf("%d inbox rows never ended, %d events recorded twice", open, dupEvents)
+		logOpenTurns(t, db)
 	}
 	dups := dupEvents
 	// Per chat: what the fake shows against what the ledger says was, or may have been, sent.

@@ -6,6 +6,7 @@ package e2etest
 
 import (
 	"bufio"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -308,4 +310,47 @@ func Admin(method, addr, data, path, body string, v any) (int, error) {
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// StillRuns reports whether the OS process pid that started at startTicks (field 22 of
+// /proc/<pid>/stat, as the processes table records it) is still running: a process another
+// host recorded lost may still run under its own host (paused, not dead), which reconciles it
+// when it ends. A world with one is not settled.
+func StillRuns(pid int, startTicks uint64) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(s[i+1:]) // from field 3 (state) on
+	if len(f) < 20 || f[0] == "Z" {
+		return false
+	}
+	return f[19] == strconv.FormatUint(startTicks, 10)
+}
+
+// LostButRunning counts the processes recorded lost with their host (host_lost) that still run:
+// their host is alive and reconciles them when they end. db is the hosts' database.
+func LostButRunning(db *sql.DB) (int, error) {
+	rows, err := db.Query(`SELECT pid, start_ticks FROM processes WHERE state = 'lost' AND reason = 'host_lost'`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var pid int
+		var ticks uint64
+		if err := rows.Scan(&pid, &ticks); err != nil {
+			return 0, err
+		}
+		if StillRuns(pid, ticks) {
+			n++
+		}
+	}
+	return n, rows.Err()
 }
