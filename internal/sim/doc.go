@@ -80,8 +80,8 @@
 //
 // # Budgets
 //
-// The short run (TestPromise without flags, in make test) is two schedules on one SQLite host
-// and one on two hosts sharing PostgreSQL; make soak SOAK=30m loops schedules and prints, every
+// The short run (TestPromise without flags, in make test) is one schedule on one SQLite host
+// and one on two hosts sharing PostgreSQL, besides TestRegressions' saved schedules; make soak SOAK=30m loops schedules and prints, every
 // minute, the schedules, operations and faults per kind run so far and the violations found.
 // HERMES_SIM_KNOWN lists invariants known to be broken on the branch (comma-separated): their
 // violations are logged, not failed. HERMES_SIM_KEEP=DIR keeps each world's files (host logs,
