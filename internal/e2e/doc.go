@@ -5,7 +5,8 @@
 //
 // The long tests that mostly wait (reconnect storms and back-offs, several hosts, slow platform
 // answers, timers, building a plugin) call t.Parallel: they run side by side once the short ones
-// are done, at most -parallel at a time (GOMAXPROCS by default), which keeps the package, the
-// longest of make test, inside its budget. A test that sets the environment (t.Setenv) stays
+// are done, at most -parallel at a time (4 here unless -parallel is given: they use little CPU
+// while they wait; TestMain sets it), which keeps the package, the longest of make test, inside
+// its budget. A test that sets the environment (t.Setenv) stays
 // sequential.
 package e2e

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"flag"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/hermes-host/hermes-host/internal/e2e/e2etest"
@@ -10,8 +13,19 @@ import (
 // firstParty are the first-party plugins a default installation serves.
 var firstParty = e2etest.FirstParty
 
+// waitingTests is how many of the package's t.Parallel tests run at once unless -parallel says
+// otherwise: they mostly wait (on back-offs, storms, slow platforms, other hosts' leases), so more
+// of them than there are cores fit (doc.go).
+const waitingTests = 4
+
 // TestMain removes the binary built for the tests once they are done.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(max(waitingTests, runtime.GOMAXPROCS(0))))
+	}
 	code := m.Run()
 	e2etest.Cleanup()
 	os.Exit(code)
