@@ -184,13 +184,16 @@ func (e *Engine) record(ctx context.Context, key, sessionID, turn string, msgs [
 		if errors.As(context.Cause(ctx), &by) {
 			return nil
 		}
+		// Each statement is retried on its own while the store refuses writes (an append that
+		// was refused added nothing): a transcript without the answer shows the model the user's
+		// request again, unanswered, in the next turn, and it may run its command a second time.
 		for _, m := range msgs {
-			if _, err := b.Append(sessionID, toSession(m, turn)); err != nil {
+			if err := e.whileRefused(func() error { _, err := b.Append(sessionID, toSession(m, turn)); return err }); err != nil {
 				return err
 			}
 		}
 		if u.Calls > 0 {
-			return b.AddUsage(sessionID, u.PromptTokens, u.CompletionTokens, u.Calls)
+			return e.whileRefused(func() error { return b.AddUsage(sessionID, u.PromptTokens, u.CompletionTokens, u.Calls) })
 		}
 		return nil
 	})

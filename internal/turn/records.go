@@ -83,6 +83,21 @@ func (e *Engine) dropRecord(key string, it *item, en entry) delivery.Message {
 // writeAttempts bounds the retries of one durable write while the store fails.
 const writeAttempts = 5
 
+// whileRefused runs fn, one statement that either applies or not, again with backoff (at most
+// writeAttempts times) while the store refuses writes (store.Refused).
+func (e *Engine) whileRefused(fn func() error) error {
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if !store.Refused(err) || attempt == writeAttempts || e.ctx.Err() != nil {
+			return err
+		}
+		e.log.Warn("turn: the store refused a transcript write; retrying", "attempt", attempt, "error", err)
+		time.Sleep(wait)
+		wait *= 2
+	}
+}
+
 // write runs fn in one unit of work (the inbox rows and the ledger rows it writes through t commit
 // together), retrying with backoff while the store fails. errOvertaken is not retried.
 func (e *Engine) write(fn func(ctx context.Context, t *store.Tx) error) error {
