@@ -64,6 +64,9 @@ CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'recei
 	// the agent; text keeps its record for people. '' for rows of other kinds, and for
 	// notification rows an older version queued (their text is all there is).
 	store.Same(`ALTER TABLE turn_inbox ADD COLUMN notice TEXT NOT NULL DEFAULT '';`),
+	// A chat's events by when they were received: applying a message looks for a /stop, /new or
+	// /reset received after it and applied first (Engine.cutAfter).
+	store.Same(`CREATE INDEX turn_inbox_key_received ON turn_inbox (session_key, created_at);`),
 }
 
 // Inbox row states. An inbound event is received, then applied under its chat's boundary: it

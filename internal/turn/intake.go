@@ -2,6 +2,9 @@ package turn
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -195,6 +198,19 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		case abi.EventSeed:
 			res, err = b.Resolve(src, session.ResolveOptions{Internal: true})
 		default: // abi.EventMessage
+			if c, _ := e.parseCommand(row.text); c != "stop" && c != "new" && c != "reset" {
+				// A /stop, /new or /reset the user sent after this message, applied before it (it
+				// reached another host, or a host that took over a stopped one's rows applied it
+				// first), cancels it as it would have had it come in order.
+				by, err := e.cutAfter(b.Context(), row.id)
+				if err != nil {
+					return err
+				}
+				if by != "" {
+					_, err := e.setState(b.Context(), e.db, []string{row.id}, stDropped, "cancelled by "+by+" (sent after it, applied before it)", stReceived)
+					return err
+				}
+			}
 			if res, err = b.Resolve(src, session.ResolveOptions{}); err != nil {
 				return err
 			}
@@ -262,6 +278,24 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		e.notice(ctx, row.plugin, row.profile, key, src, confirm)
 	}
 	return ref, true, nil
+}
+
+// cutAfter returns the command (/stop, /new, /reset) of the same chat that was received after the
+// recorded message id and has been applied already, or "" if there is none. Received is the
+// receiving host's clock (inbox created_at): with several hosts, their clocks order the chat's
+// events.
+func (e *Engine) cutAfter(ctx context.Context, id string) (string, error) {
+	var outcome string
+	err := e.db.QueryRowContext(ctx, `SELECT c.outcome FROM turn_inbox m JOIN turn_inbox c ON c.session_key = m.session_key
+		WHERE m.id = $1 AND c.id <> m.id AND c.kind = $2 AND c.state = $3 AND c.created_at > m.created_at
+		AND c.outcome IN ('command /stop', 'command /new', 'command /reset') LIMIT 1`, id, kindMessage, stDone).Scan(&outcome)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("turn: looking for a later /stop, /new or /reset: %w", err)
+	}
+	return strings.TrimPrefix(outcome, "command "), nil
 }
 
 // migrate applies ev's migrate_from_chat_id: the new chat continues the old one's
