@@ -88,12 +88,14 @@ func (w *World) collect() *History {
 			h.CronRuns = append(h.CronRuns, CronRun{Job: "simtick", Created: r.CreatedAt})
 		}
 	}
-	err = queryDB(w.db, `SELECT id, COALESCE(event_id, ''), kind, source, text, state, outcome FROM turn_inbox`, func(rs *sql.Rows) error {
+	err = queryDB(w.db, `SELECT id, COALESCE(event_id, ''), kind, source, text, state, outcome, updated_at FROM turn_inbox`, func(rs *sql.Rows) error {
 		var r InboxRow
 		var src string
-		if err := rs.Scan(&r.ID, &r.EventID, &r.Kind, &src, &r.Text, &r.State, &r.Outcome); err != nil {
+		var updated int64
+		if err := rs.Scan(&r.ID, &r.EventID, &r.Kind, &src, &r.Text, &r.State, &r.Outcome, &updated); err != nil {
 			return err
 		}
+		r.Updated = time.UnixMilli(updated)
 		r.Chat = sourceChat(src)
 		h.Inbox = append(h.Inbox, r)
 		return nil

@@ -110,6 +110,7 @@ type InboxRow struct {
 	Text        string
 	State       string
 	Outcome     string
+	Updated     time.Time // when the row took its state (the receiving host's clock)
 }
 
 // Proc is one background process and its completion.

@@ -109,6 +109,60 @@ func checkDuplicates(h *History) []string {
 			out = append(out, fmt.Sprintf("delivery %s reached the platform %d times", id, n))
 		}
 	}
+	// A later turn may repeat what an interrupted turn's draft said: the messages it answered stay
+	// unanswered in the transcript and the next turn answers them with its own (the model fake
+	// answers the same messages with the same words). renewed says whether b is such a repeat of
+	// draft a: a is a draft of a turn recorded interrupted before b was posted, and b is no
+	// message of that turn (a turn that went on after it was recorded interrupted is the
+	// takeover defect, and stays a duplicate).
+	renewed := func(a, b Post) bool {
+		// A post's rows: those naming its message id; for a post no row names (an uncertain
+		// send), the rows of the same text without a message id, matched in order.
+		origins := func(p Post) []string {
+			var o []string
+			for _, r := range h.Rows {
+				if chatBase(r.Chat) == chatBase(p.Chat) && (slices.Contains(r.MessageIDs, p.ID) || r.Edit == p.ID && r.Edit != "") {
+					o = append(o, r.Origin)
+				}
+			}
+			if len(o) > 0 {
+				return o
+			}
+			var rows []Row
+			for _, r := range h.Rows {
+				if chatBase(r.Chat) == chatBase(p.Chat) && r.Text == p.Text && len(r.MessageIDs) == 0 && r.Edit == "" {
+					rows = append(rows, r)
+				}
+			}
+			sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
+			n := 0
+			for _, q := range h.Posts {
+				if q.ID == p.ID && q.Chat == p.Chat {
+					break
+				}
+				if chatBase(q.Chat) == chatBase(p.Chat) && q.Text == p.Text && !slices.ContainsFunc(h.Rows, func(r Row) bool { return slices.Contains(r.MessageIDs, q.ID) }) {
+					n++
+				}
+			}
+			if n < len(rows) {
+				o = append(o, rows[n].Origin)
+			}
+			return o
+		}
+		inbox := map[string]InboxRow{}
+		for _, in := range h.Inbox {
+			inbox[in.ID] = in
+		}
+		bo := origins(b)
+		for _, o := range origins(a) {
+			id, ok := strings.CutPrefix(o, "turn:")
+			in, found := inbox[id]
+			if !ok || !found || in.State != "interrupted" || in.Updated.IsZero() || !in.Updated.Before(b.At) || slices.Contains(bo, o) {
+				return false
+			}
+		}
+		return len(bo) > 0 && len(origins(a)) > 0
+	}
 	// No two messages carry the same full text (where the text is unique to one event).
 	texts := map[string][]Post{}
 	for _, p := range h.Posts {
@@ -117,7 +171,13 @@ func checkDuplicates(h *History) []string {
 		}
 	}
 	for text, ps := range texts {
-		if len(ps) > 1 {
+		dup := 0
+		for i := 1; i < len(ps); i++ {
+			if !renewed(ps[i-1], ps[i]) {
+				dup++
+			}
+		}
+		if dup > 0 {
 			out = append(out, fmt.Sprintf("%d messages in %s carry the same text %q", len(ps), ps[0].Chat, clip(text)))
 		}
 	}
@@ -131,7 +191,7 @@ func checkDuplicates(h *History) []string {
 				continue
 			}
 			for _, b := range ps[i+1:] {
-				if b.Text == a.Text || !strings.HasPrefix(b.Text, draft) || strings.HasPrefix(b.Text, CompleteMarker) {
+				if b.Text == a.Text || !strings.HasPrefix(b.Text, draft) || strings.HasPrefix(b.Text, CompleteMarker) || renewed(a, b) {
 					continue // identical texts are reported above
 				}
 				if slices.ContainsFunc(answerNonces(b.Text), func(n string) bool { return slices.Contains(ids, n) }) {

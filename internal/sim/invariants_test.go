@@ -122,6 +122,9 @@ func TestPlantedViolations(t *testing.T) {
 				Row{ID: "r6", Group: "g6", Part: 1, Plugin: "telegram", Chat: dm, Kind: "reply", State: "failed", Reason: "outcome unknown (not resent)", Text: "A:N0003x delta …", UpdatedAt: at(8)},
 				Row{ID: "r7", Group: "g7", Part: 1, Plugin: "telegram", Chat: dm, Kind: "reply", State: "delivered", MessageIDs: []string{"15"}, Text: "A:N0003x delta echo foxtrot", UpdatedAt: at(9)})
 		}},
+		{"an interrupted turn's draft posted again by a turn that ran on beside it", "no-duplicate-post", func(h *History) {
+			renewedDraft(h, 9.5) // recorded interrupted only after the second post: two turns at once
+		}},
 		{"a delivery into a left session (the chat)", "no-delivery-into-left-session", func(h *History) {
 			h.Posts = append(h.Posts, Post{Chat: dm, ID: "14", Text: "A:N0001x late answer", At: at(4)})
 			h.Rows = append(h.Rows, Row{ID: "r6", Group: "g6", Part: 1, Plugin: "telegram", Chat: dm, Kind: "reply", State: "delivered",
@@ -230,6 +233,23 @@ func TestPlantedViolations(t *testing.T) {
 	}
 }
 
+// renewedDraft adds a streamed draft of a turn (inX) recorded interrupted (a host restart) at
+// interrupted seconds, and a draft of the chat's next turn (inY) with the same words at 9 s: the
+// next turn answers the interrupted turn's messages again.
+func renewedDraft(h *History, interrupted float64) {
+	const text = "A:N0003x delta …"
+	h.Inbox = append(h.Inbox,
+		InboxRow{ID: "inX", Kind: "message", Chat: dm, Text: "please run:ok:1 N0003x", State: "interrupted",
+			Outcome: "interrupted: the host restarted during this turn", Updated: at(interrupted)},
+		InboxRow{ID: "inY", Kind: "message", Chat: dm, Text: "more N0099x", State: "done", Outcome: "answered (streamed)", Updated: at(9.5)})
+	h.Posts = append(h.Posts, Post{Chat: dm, ID: "14", Text: text, At: at(8)}, Post{Chat: dm, ID: "15", Text: text, At: at(9)})
+	h.Rows = append(h.Rows,
+		Row{ID: "rX", Group: "gX", Part: 1, Plugin: "telegram", Chat: dm, Kind: "draft", State: "delivered", MessageIDs: []string{"14"},
+			Origin: "turn:inX", Text: text, CreatedAt: at(8), UpdatedAt: at(8)},
+		Row{ID: "rY", Group: "gY", Part: 1, Plugin: "telegram", Chat: dm, Kind: "draft", State: "delivered", MessageIDs: []string{"15"},
+			Origin: "turn:inY", Text: text, CreatedAt: at(9), UpdatedAt: at(9)})
+}
+
 // TestAllowedLookalikes: what looks like a violation but is not is not reported.
 func TestAllowedLookalikes(t *testing.T) {
 	cases := []struct {
@@ -251,6 +271,9 @@ func TestAllowedLookalikes(t *testing.T) {
 			h.Rows[len(h.Rows)-1].Text = "Correction: background process proc_a1, reported earlier as lost, completed normally"
 			h.Posts = slices.DeleteFunc(h.Posts, func(p Post) bool { return p.ID == "13" || p.ID == "14" })
 			h.Processes[0].Outcome, h.Processes[0].CorrectionOutcome = "dropped: user_boundary", "dropped: user_boundary"
+		}},
+		{"the next turn repeats an interrupted turn's draft", func(h *History) {
+			renewedDraft(h, 8.5)
 		}},
 		{"two /resume listings alike", func(h *History) {
 			list := sessionsListing + " (resume one with /resume <id or title>):\n• S1 hello N0001x\n• S2 please run:ok:1 N0003x"
