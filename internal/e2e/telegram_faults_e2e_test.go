@@ -238,7 +238,8 @@ func TestTelegramGroupMigration(t *testing.T) {
 		waitText(c.super, tag+"-done")
 
 		bot.GroupText(c.super, ann, "ps")
-		if list := waitText(c.super, id); !strings.Contains(list, tag) {
+		// The listing itself: the completion notice names the process too.
+		if list := waitText(c.super, "Processes:\n"+id); !strings.Contains(list, tag) {
 			t.Fatalf("ps in the supergroup: %q", list)
 		}
 		key := fmt.Sprintf("agent:main:telegram:group:%d:%d", c.group, ann.ID)
