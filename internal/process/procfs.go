@@ -97,6 +97,13 @@ func checkLive(pid int, startTicks uint64) (liveness, error) {
 	return alive, nil
 }
 
+// Running reports whether pid is still the process that started at startTicks (as the
+// processes table records them): alive, not exited, its pid not reused.
+func Running(pid int, startTicks uint64) bool {
+	l, err := checkLive(pid, startTicks)
+	return err == nil && l == alive
+}
+
 var selfIdentity = sync.OnceValue(func() string {
 	pid := os.Getpid()
 	st, err := readProcStat(pid)

@@ -15,13 +15,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -312,29 +312,9 @@ func Admin(method, addr, data, path, body string, v any) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// StillRuns reports whether the OS process pid that started at startTicks (field 22 of
-// /proc/<pid>/stat, as the processes table records it) is still running: a process another
-// host recorded lost may still run under its own host (paused, not dead), which reconciles it
-// when it ends. A world with one is not settled.
-func StillRuns(pid int, startTicks uint64) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil || pid <= 0 {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(s[i+1:]) // from field 3 (state) on
-	if len(f) < 20 || f[0] == "Z" {
-		return false
-	}
-	return f[19] == strconv.FormatUint(startTicks, 10)
-}
-
-// LostButRunning counts the processes recorded lost with their host (host_lost) that still run:
-// their host is alive and reconciles them when they end. db is the hosts' database.
+// LostButRunning counts the processes recorded lost with their host (host_lost) that still run
+// (a host paused, not dead, reconciles them when they end): a world with one is not settled.
+// db is the hosts' database.
 func LostButRunning(db *sql.DB) (int, error) {
 	rows, err := db.Query(`SELECT pid, start_ticks FROM processes WHERE state = 'lost' AND reason = 'host_lost'`)
 	if err != nil {
@@ -348,7 +328,7 @@ func LostButRunning(db *sql.DB) (int, error) {
 		if err := rows.Scan(&pid, &ticks); err != nil {
 			return 0, err
 		}
-		if StillRuns(pid, ticks) {
+		if process.Running(pid, ticks) {
 			n++
 		}
 	}
