@@ -83,32 +83,32 @@ func (e *Engine) dropRecord(key string, it *item, en entry) delivery.Message {
 // writeAttempts bounds the retries of one durable write while the store fails.
 const writeAttempts = 5
 
-// whileRefused runs fn, one statement that either applies or not, again with backoff (at most
-// writeAttempts times) while the store refuses writes (store.Refused).
+// whileRefused runs fn, one statement that either applies or not, again while the store
+// refuses writes (store.Refused).
 func (e *Engine) whileRefused(fn func() error) error {
-	wait := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if !store.Refused(err) || attempt == writeAttempts || e.ctx.Err() != nil {
-			return err
-		}
-		e.log.Warn("turn: the store refused a transcript write; retrying", "attempt", attempt, "error", err)
-		time.Sleep(wait)
-		wait *= 2
-	}
+	return e.retrying("turn: the store refused a transcript write; retrying", store.Refused, fn)
 }
 
 // write runs fn in one unit of work (the inbox rows and the ledger rows it writes through t commit
 // together), retrying with backoff while the store fails. errOvertaken is not retried.
 func (e *Engine) write(fn func(ctx context.Context, t *store.Tx) error) error {
 	ctx := context.WithoutCancel(e.ctx)
+	return e.retrying("turn: write failed; retrying", func(err error) bool { return !errors.Is(err, errOvertaken) },
+		func() error {
+			return store.Update(ctx, e.db, store.PathLedger, func(t *store.Tx) error { return fn(ctx, t) })
+		})
+}
+
+// retrying runs fn again with backoff (50 ms, doubling; at most writeAttempts times) while it
+// fails with an error again accepts and the engine runs, logging each retry as what.
+func (e *Engine) retrying(what string, again func(error) bool, fn func() error) error {
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := store.Update(ctx, e.db, store.PathLedger, func(t *store.Tx) error { return fn(ctx, t) })
-		if err == nil || errors.Is(err, errOvertaken) || attempt == writeAttempts || e.ctx.Err() != nil {
+		err := fn()
+		if err == nil || !again(err) || attempt == writeAttempts || e.ctx.Err() != nil {
 			return err
 		}
-		e.log.Warn("turn: write failed; retrying", "attempt", attempt, "error", err)
+		e.log.Warn(what, "attempt", attempt, "error", err)
 		time.Sleep(wait)
 		wait *= 2
 	}
