@@ -115,6 +115,10 @@ func checkDuplicates(h *History) []string {
 	// draft a: a is a draft of a turn recorded interrupted before b was posted, and b is no
 	// message of that turn (a turn that went on after it was recorded interrupted is the
 	// takeover defect, and stays a duplicate).
+	inbox := map[string]InboxRow{}
+	for _, in := range h.Inbox {
+		inbox[in.ID] = in
+	}
 	renewed := func(a, b Post) bool {
 		// A post's rows: those naming its message id; for a post no row names (an uncertain
 		// send), the rows of the same text without a message id, matched in order.
@@ -148,10 +152,6 @@ func checkDuplicates(h *History) []string {
 				o = append(o, rows[n].Origin)
 			}
 			return o
-		}
-		inbox := map[string]InboxRow{}
-		for _, in := range h.Inbox {
-			inbox[in.ID] = in
 		}
 		bo := origins(b)
 		for _, o := range origins(a) {
