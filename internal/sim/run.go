@@ -19,6 +19,9 @@ type Result struct {
 	Violations []Violation
 	Faults     map[string]int // injected, by kind
 	Took       time.Duration
+	// Failed says the schedule did not run to its end (the world could not be built, a host
+	// did not start, its records could not be read): its history, if any, proves nothing.
+	Failed bool
 }
 
 // Broken returns the names of the invariants r violated, sorted.
@@ -35,12 +38,13 @@ func (r Result) Broken() []string {
 
 // RunOne runs sched in a world of its own, in a subtest called name (so that the world's
 // servers and processes are gone when it returns), and checks the history. It does not fail
-// the test for a violation: the caller decides.
+// the test for a violation: the caller decides. A schedule that could not run fails its subtest
+// (and so the test) and comes back Failed.
 func RunOne(t *testing.T, name string, sched *Schedule) Result {
 	t.Helper()
 	res := Result{Schedule: sched}
 	start := time.Now()
-	t.Run(name, func(t *testing.T) {
+	res.Failed = !t.Run(name, func(t *testing.T) {
 		w := NewWorld(t, sched)
 		h := w.Run()
 		res.History = h

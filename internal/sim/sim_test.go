@@ -109,6 +109,10 @@ func checkOne(t *testing.T, s *Schedule) Result {
 	}
 	t.Logf("schedule: %s\n%s", s.Summary(), s.JSON())
 	res := RunOne(t, fmt.Sprintf("seed-%d-hosts-%d", s.Seed, s.Hosts), s)
+	if res.Failed {
+		t.Logf("seed %d: the schedule did not run to its end (see its subtest): no verdict", s.Seed)
+		return res
+	}
 	t.Logf("seed %d: %d violations in %v; faults %v", s.Seed, len(res.Violations), res.Took.Round(time.Second), res.Faults)
 	if res.History != nil {
 		t.Logf("seed %d: %s", s.Seed, res.History.Stats())
@@ -183,6 +187,8 @@ func soak(t *testing.T, d time.Duration) {
 	var (
 		mu         sync.Mutex
 		schedules  int
+		failed     int // schedules that did not run to their end
+		inARow     int // of them, the last ones in a row
 		operations int
 		byHosts    = map[int]int{}
 		faults     = map[string]int{}
@@ -200,8 +206,8 @@ func soak(t *testing.T, d time.Duration) {
 		if final {
 			what = "soak total"
 		}
-		fmt.Printf("%s: %d schedules (by hosts %v), %d operations, faults {%s}, %d violations\n",
-			what, schedules, byHosts, operations, strings.Join(fk, " "), len(violations))
+		fmt.Printf("%s: %d schedules (by hosts %v), %d operations, faults {%s}, %d violations, %d schedules failed to run\n",
+			what, schedules, byHosts, operations, strings.Join(fk, " "), len(violations), failed)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -233,6 +239,16 @@ func soak(t *testing.T, d time.Duration) {
 		s := Generate(rng.Uint64(), shape(hosts, steps))
 		res := checkOne(t, s)
 		mu.Lock()
+		if res.Failed {
+			failed++
+			inARow++
+			mu.Unlock()
+			if inARow == 3 {
+				t.Fatalf("3 schedules in a row could not run (see their subtests); stopping the soak")
+			}
+			continue
+		}
+		inARow = 0
 		schedules++
 		byHosts[s.Hosts]++
 		for _, st := range s.Steps {

@@ -170,6 +170,9 @@ func NewWorld(tb testing.TB, sched *Schedule) *World {
 	dir := tb.TempDir()
 	if keep := os.Getenv(KeepEnv); keep != "" {
 		// The world's files (the hosts' logs and data) outlive the test, for a post-mortem.
+		if err := os.MkdirAll(keep, 0o755); err != nil {
+			tb.Fatal(err)
+		}
 		var err error
 		if dir, err = os.MkdirTemp(keep, "run-"); err != nil {
 			tb.Fatal(err)
