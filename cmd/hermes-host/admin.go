@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -30,14 +29,11 @@ func adminCall(ctx context.Context, cfg *config.Config, path string, body, out a
 	if err != nil {
 		return fmt.Errorf("%w in %s: %v", errNoToken, cfg.DataDir, err)
 	}
-	host, port, err := net.SplitHostPort(cfg.AdminListen)
+	addr, err := gateway.DialAddr(cfg.AdminListen)
 	if err != nil {
 		return fmt.Errorf("admin_listen %q: %w", cfg.AdminListen, err)
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	url := "http://" + net.JoinHostPort(host, port) + path
+	url := "http://" + addr + path
 	method, rd := http.MethodGet, io.Reader(nil)
 	if body != nil {
 		b, err := json.Marshal(body)

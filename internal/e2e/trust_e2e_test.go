@@ -144,15 +144,21 @@ func TestTelegramTrustBoundary(t *testing.T) {
 func TestOutOfTheBox(t *testing.T) {
 	bin, plugins := buildHost(t)
 	data := t.TempDir()
-	// The demo outbox URL of the defaults points at 127.0.0.1:8485; the test's admin listener is
-	// on a free port, so the test passes its URL in a config that repeats the defaults' echo
-	// settings otherwise (a plugin's settings in a file replace the defaults' for that plugin).
+	// The embedded defaults alone, with the admin listener on a free port: the demo's replies
+	// follow the listener. A trap on the default admin port, 8485, catches anything (a reply,
+	// the demo secret) still addressed there; when something else holds that port, the trap is
+	// left out and the replies alone are checked.
+	if trap, err := net.Listen("tcp", "127.0.0.1:8485"); err == nil {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			t.Errorf("a request reached 127.0.0.1:8485, which is not this host's admin listener: %s %s", r.Method, r.URL.Path)
+		})}
+		go srv.Serve(trap)
+		defer srv.Close()
+	} else {
+		t.Logf("127.0.0.1:8485 is taken (%v): the trap for requests sent there is left out", err)
+	}
 	admin := freeAddr(t)
-	cfg := filepath.Join(data, "hermes.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`plugins: {echo: {egress_extra: ["127.0.0.1"], profiles: {main: {outbox_url: "http://%s/demo/outbox"}},
-  access: {main: {allow_all: true, tools: [shell, processes]}}}}
-`, admin)), 0o600)
-	public, stop := startServe(t, bin, plugins, data, "--config", cfg, "--admin-listen", admin)
+	public, stop := startServe(t, bin, plugins, data, "--admin-listen", admin)
 	defer stop()
 
 	n := 0

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,7 +159,7 @@ func OpenWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Opt
 		Dir:          cfg.PluginsDir,
 		CacheDir:     cache,
 		Defaults:     limits(cfg.Limits),
-		Plugins:      pluginSettings(cfg, g.demoSecret),
+		Plugins:      pluginSettings(cfg),
 		Env:          g.env,
 		Logger:       log,
 		Metrics:      plugin.NewMetrics(g.registry),
@@ -199,9 +200,9 @@ func limits(l config.Limits) plugin.Limits {
 	}
 }
 
-// pluginSettings are the plugins' settings from cfg; the demo profile gets the demo secret
-// unless its configuration sets one.
-func pluginSettings(cfg *config.Config, demoSecret string) map[string]plugin.Settings {
+// pluginSettings are the plugins' settings from cfg. The demo profile's are completed by
+// demoSettings once the admin listener listens.
+func pluginSettings(cfg *config.Config) map[string]plugin.Settings {
 	out := map[string]plugin.Settings{}
 	for name, p := range cfg.Plugins {
 		s := plugin.Settings{EgressNarrow: p.EgressNarrow, EgressExtra: p.EgressExtra, EgressInternal: p.EgressInternal,
@@ -211,16 +212,53 @@ func pluginSettings(cfg *config.Config, demoSecret string) map[string]plugin.Set
 			s.Limits = limits(*p.Limits)
 		}
 		for profile, settings := range p.Profiles {
-			if demoSecret != "" && name == cfg.Demo.Plugin && profile == cfg.Demo.Profile && settings["secret"] == nil {
-				settings = maps.Clone(settings)
-				settings["secret"] = demoSecret
-			}
 			b, _ := json.Marshal(settings)
 			s.Profiles[profile] = b
 		}
 		out[name] = s
 	}
 	return out
+}
+
+// demoSettings are the demo plugin's settings once the admin listener listens on admin (the
+// address as bound): the demo profile posts its replies to that listener's /demo/outbox, the
+// one address its egress is granted for this, unless the operator configured an outbox_url;
+// the generated demo secret goes to the admin listener only: a configured outbox_url elsewhere
+// is posted to without it (and a warning says so).
+func (g *Gateway) demoSettings(admin string) (plugin.Settings, error) {
+	name, profile := g.cfg.Demo.Plugin, g.cfg.Demo.Profile
+	s := pluginSettings(g.cfg)[name]
+	dial, err := DialAddr(admin)
+	if err != nil {
+		return s, err
+	}
+	ps := maps.Clone(g.cfg.Plugins[name].Profiles[profile])
+	if ps == nil {
+		ps = map[string]any{}
+	}
+	own := "http://" + dial + "/demo/outbox"
+	u, _ := ps["outbox_url"].(string)
+	if u == "" {
+		u, ps["outbox_url"] = own, own
+		s.EgressExtra = append(slices.Clone(s.EgressExtra), dial)
+	}
+	if ps["secret"] == nil { // the generated secret (one the operator configured goes where told)
+		if sameOrigin(u, own) {
+			ps["secret"] = g.demoSecret
+		} else {
+			g.log.Warn("demo: outbox_url is not this host's admin listener: the demo's replies go there without the demo secret (leave outbox_url unset to use the admin listener)",
+				"plugin", name, "profile", profile, "outbox_url", u, "admin", dial)
+		}
+	}
+	b, err := json.Marshal(ps)
+	if err != nil {
+		return s, err
+	}
+	if s.Profiles == nil {
+		s.Profiles = map[string]json.RawMessage{}
+	}
+	s.Profiles[profile] = b
+	return s, nil
 }
 
 // demoSecret returns the demo platform's secret: the one its profile configures, else the one
@@ -503,6 +541,15 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	if !loopback(aln.Addr()) {
 		g.log.Warn("the admin listener is not on loopback: it is protected by its token only", "addr", aln.Addr().String())
 	}
+	if g.demoSecret != "" {
+		ds, err := g.demoSettings(aln.Addr().String())
+		if err != nil {
+			ln.Close()
+			aln.Close()
+			return fmt.Errorf("demo: %w", err)
+		}
+		g.runtime.SetSettings(g.cfg.Demo.Plugin, ds)
+	}
 	if err := g.startCore(ctx); err != nil {
 		ln.Close()
 		aln.Close()
@@ -540,6 +587,29 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	g.bg.Wait()
 	g.log.Info("hermes-host stopped")
 	return runErr
+}
+
+// DialAddr is the address a client on this machine dials to reach a listener on listen (host:port):
+// a wildcard or empty host is dialled on loopback.
+func DialAddr(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// sameOrigin reports whether the URLs a and b name the same scheme, host and port.
+func sameOrigin(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Scheme == ub.Scheme && strings.EqualFold(ua.Host, ub.Host)
 }
 
 func loopback(a net.Addr) bool {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -154,6 +155,9 @@ type Runtime struct {
 	// mu guards plugins, files, loading and owners. Lock order: Runtime.mu before Plugin.mu.
 	stop chan struct{} // closed by Close: stops the idle trimmer
 
+	// settingsMu guards cfg.Plugins, which SetSettings replaces (never changes in place).
+	settingsMu sync.Mutex
+
 	mu      sync.Mutex
 	plugins map[string]*Plugin    // by manifest name
 	files   map[string]*fileState // by path
@@ -232,7 +236,7 @@ func (r *Runtime) noteDenied(c Caller, fn string, err error) {
 // plugin, so the next call is warm), until Close.
 func (r *Runtime) trimIdle() {
 	every := time.Minute
-	for _, s := range append([]Settings{{Limits: r.cfg.Defaults}, r.cfg.Other}, mapValues(r.cfg.Plugins)...) {
+	for _, s := range append([]Settings{{Limits: r.cfg.Defaults}, r.cfg.Other}, mapValues(r.allSettings())...) {
 		l := s.Limits
 		if l == (Limits{}) {
 			l = r.cfg.Defaults
@@ -289,7 +293,7 @@ func (r *Runtime) scaleProcs() {
 // wazero enforces. Each instance's allocator enforces its own plugin's cap below it.
 func (r *Runtime) maxMemoryPages() uint32 {
 	pages := r.cfg.Defaults.withDefaults().MemoryPages
-	for _, s := range append([]Settings{r.cfg.Other}, mapValues(r.cfg.Plugins)...) {
+	for _, s := range append([]Settings{r.cfg.Other}, mapValues(r.allSettings())...) {
 		if s.Limits.MemoryPages > pages {
 			pages = s.Limits.MemoryPages
 		}
@@ -678,10 +682,31 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 }
 
 func (r *Runtime) settings(name string) Settings {
-	if s, ok := r.cfg.Plugins[name]; ok {
+	if s, ok := r.allSettings()[name]; ok {
 		return s
 	}
 	return r.cfg.Other
+}
+
+// allSettings is the operator's settings by plugin name (not to be changed: SetSettings
+// replaces the whole map).
+func (r *Runtime) allSettings() map[string]Settings {
+	r.settingsMu.Lock()
+	defer r.settingsMu.Unlock()
+	return r.cfg.Plugins
+}
+
+// SetSettings replaces the operator's settings of the plugin called name. They apply from its
+// next load: a version already loaded keeps the settings it was configured with.
+func (r *Runtime) SetSettings(name string, s Settings) {
+	r.settingsMu.Lock()
+	defer r.settingsMu.Unlock()
+	m := maps.Clone(r.cfg.Plugins)
+	if m == nil {
+		m = map[string]Settings{}
+	}
+	m[name] = s
+	r.cfg.Plugins = m
 }
 
 // Plugin is one loaded plugin, stable across reloads: it always calls the current version.
