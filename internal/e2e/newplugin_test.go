@@ -9,7 +9,8 @@ import (
 )
 
 // `hermes-host new plugin` writes a skeleton whose own tests pass and whose .wasm passes
-// conformance, as generated.
+// conformance, as generated, and whose tests fail when its send table retries what may have
+// been posted or its manifest gives the platform's API to every export.
 func TestNewPluginSkeleton(t *testing.T) {
 	t.Parallel() // mostly waiting: beside the other long tests (doc.go)
 	bin, _ := buildHost(t)
@@ -47,6 +48,29 @@ func TestNewPluginSkeleton(t *testing.T) {
 	if !strings.Contains(out, "ok:") || strings.Contains(out, "FAIL") {
 		t.Fatalf("conformance:\n%s", out)
 	}
+	// The skeleton's own tests hold it to the promises its authors copy: changed to retry a 5xx
+	// (which may follow the post) or to give the API to every export, its tests fail.
+	main := filepath.Join(dir, "main.go")
+	orig, err := os.ReadFile(main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, regress := range []struct{ name, from, to, test string }{
+		{"retry after effect", "return fail(abi.SendUncertain, fmt.Sprint(res.Status)", "return fail(abi.SendRetryable, fmt.Sprint(res.Status)", "TestSendOutcomes"},
+		{"the API as plain egress", "EgressScopes: []abi.EgressScope{", "Egress: []string{apiHost}, EgressScopes: []abi.EgressScope{", "TestOnlySendReachesThePlatformAPI"},
+	} {
+		if !strings.Contains(string(orig), regress.from) {
+			t.Fatalf("%s: the skeleton no longer has %q", regress.name, regress.from)
+		}
+		os.WriteFile(main, []byte(strings.Replace(string(orig), regress.from, regress.to, 1)), 0o644)
+		cmd := exec.Command("go", "test", "-run", regress.test+"/native", ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod")
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--- FAIL: "+regress.test) {
+			t.Errorf("%s: the skeleton's %s did not fail: %v\n%s", regress.name, regress.test, err, out)
+		}
+	}
+	os.WriteFile(main, orig, 0o644)
 	if out, err := exec.Command(bin, "new", "plugin", "Bad Name").CombinedOutput(); err == nil || !strings.Contains(string(out), "use 1-32 of a-z") {
 		t.Fatalf("a bad name: %v\n%s", err, out)
 	}
