@@ -149,6 +149,10 @@ type Engine struct {
 	typingRate chatRates // chat actions per chat (typing.go)
 	wg         sync.WaitGroup
 	ctx        context.Context
+
+	// insertFault, set by tests only, is the error an inbound event's insert reports after it
+	// committed: the ambiguous outcome of a context cancelled while the commit ran.
+	insertFault error
 }
 
 // New creates an Engine. Call Start to recover queued turns and consume process events.

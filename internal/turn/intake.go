@@ -74,8 +74,16 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		row.kind = kindRecord
 	}
 	fresh, err := e.insert(ctx, e.db, row, stReceived)
+	if err == nil && e.insertFault != nil {
+		err = e.insertFault
+	}
 	store.Report(e.db, store.PathInbox, err)
 	if err != nil {
+		// The insert may have committed all the same (ctx cancelled while the commit ran): the
+		// platform's retry would then be a duplicate, and the row would wait for the next
+		// start. Find out once the store answers, and apply the row if it is there.
+		e.wg.Add(1)
+		go e.settleInsert(row)
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeUnavailable, "recording the event: %v", err)
 	}
 	if !fresh {
@@ -107,6 +115,30 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 	}
 	e.intake.mu.Unlock()
 	return abi.DispatchReply{Session: ref}, nil
+}
+
+// settleInsert resolves the insert of row that failed with an error, which does not say whether
+// it committed: it looks for the row (by its id, new to this insert) until the store answers or
+// the engine stops, and applies it if it is there, as any recorded event. Without it, a row
+// committed behind an error would wait, unapplied, for the next start of this host.
+func (e *Engine) settleInsert(row *inboxRow) {
+	defer e.wg.Done()
+	for wait := 50 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {
+		received, err := e.loadReceived(e.ctx, `id = $1`, row.id)
+		if err == nil {
+			if len(received) > 0 {
+				e.log.Warn("turn: an inbound event whose recording reported an error was recorded after all; applying it",
+					"key", row.key, "id", row.id, "event", row.eventID)
+				e.applyLater(received)
+			}
+			return
+		}
+		select {
+		case <-e.ctx.Done():
+			return // the next start applies it, if it is there
+		case <-time.After(wait):
+		}
+	}
 }
 
 // intakeQueue holds a chat's recorded inbound events that wait for its boundary. Guarded by
@@ -175,6 +207,11 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		confirm, cmd string
 	)
 	fn := func(b *session.Boundary) error {
+		// Applied already (a row settleInsert found while its first attempt was still queued):
+		// once is all. The boundary orders this check before the row's own change of state.
+		if still, err := e.stillReceived(b.Context(), row.id); err != nil || !still {
+			return err
+		}
 		var res session.Resolution
 		var err error
 		switch row.eventKind {
@@ -278,6 +315,17 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		e.notice(ctx, row.plugin, row.profile, key, src, confirm)
 	}
 	return ref, true, nil
+}
+
+// stillReceived reports whether the inbox row id is still waiting to be applied by this host.
+func (e *Engine) stillReceived(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := e.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM turn_inbox WHERE id = $1 AND state = $2 AND owner = $3`,
+		id, stReceived, e.opt.Instance).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("turn: reading an inbound event's state: %w", err)
+	}
+	return n == 1, nil
 }
 
 // cutAfter returns the command (/stop, /new, /reset) of the same chat that was received after the
