@@ -1,15 +1,11 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/abi/schema"
@@ -26,56 +22,6 @@ import (
 // profileName is the profile the suite configures.
 const profileName = "conformance"
 
-// schemas compiles the ABI's schema once per run.
-type schemas struct{ c *jsonschema.Compiler }
-
-func newSchemas() (*schemas, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.JSON()))
-	if err != nil {
-		return nil, fmt.Errorf("abi schema: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("abi.schema.json", doc); err != nil {
-		return nil, fmt.Errorf("abi schema: %w", err)
-	}
-	return &schemas{c: c}, nil
-}
-
-// validate checks data against the message type name (a $defs entry, e.g. "SendResult").
-func (s *schemas) validate(name string, data []byte) error {
-	sch, err := s.c.Compile("abi.schema.json#/$defs/" + name)
-	if err != nil {
-		return fmt.Errorf("abi schema has no %s: %w", name, err)
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not JSON: %v (%q)", firstLine(err.Error()), clip(data))
-	}
-	if err := sch.Validate(v); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("not a valid %s: %s", name, firstLine(leaf(ve)))
-		}
-		return fmt.Errorf("not a valid %s: %v", name, err)
-	}
-	return nil
-}
-
-// leaf returns the most specific cause of a validation error, with its location.
-func leaf(ve *jsonschema.ValidationError) string {
-	for len(ve.Causes) > 0 {
-		ve = ve.Causes[0]
-	}
-	return "/" + strings.Join(ve.InstanceLocation, "/") + ": " + ve.Error()
-}
-
-func clip(b []byte) string {
-	if len(b) > 60 {
-		return string(b[:60]) + "…"
-	}
-	return string(b)
-}
-
 func knownCode(c string) bool {
 	switch c {
 	case abi.CodeBadRequest, abi.CodeDenied, abi.CodeNotFound, abi.CodeUnavailable, abi.CodeTimeout, abi.CodeTooLarge,
@@ -87,14 +33,9 @@ func knownCode(c string) bool {
 
 // normalPath runs the normal-path checks; add records each result.
 func normalPath(ctx context.Context, p *host.Plugin, m abi.Manifest, config json.RawMessage, add func(name string, start time.Time, err error, detail string)) {
-	sch, err := newSchemas()
-	if err != nil {
-		add("normal/schema", time.Now(), err, "")
-		return
-	}
 	start := time.Now()
 	mb, _ := json.Marshal(m)
-	add("normal/describe", start, sch.validate("Manifest", mb), "")
+	add("normal/describe", start, schema.Validate("Manifest", mb), "")
 
 	if len(config) == 0 {
 		config = json.RawMessage(`{}`)
@@ -121,7 +62,7 @@ func normalPath(ctx context.Context, p *host.Plugin, m abi.Manifest, config json
 			}
 			return
 		}
-		if err := sch.validate(resultType, out); err != nil {
+		if err := schema.Validate(resultType, out); err != nil {
 			add(name, start, err, "")
 			return
 		}

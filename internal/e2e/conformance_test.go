@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hermes-host/hermes-host/conformance/echotest"
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
 // `hermes-host conformance` runs the separate hermes-conformance binary and passes its exit
@@ -65,5 +66,35 @@ func TestCallCommand(t *testing.T) {
 	}
 	if out, err := exec.Command(bin, "call", echo, "nope").CombinedOutput(); err == nil {
 		t.Fatalf("an unknown export succeeded:\n%s", out)
+	}
+
+	// The plugin's own log lines, at --log-level (info by default; warn hides an info line).
+	probe := filepath.Join(dir, "probe.wasm")
+	wasmbuild.CopyTo(t, "../plugin/testdata/probe", probe)
+	logReq := filepath.Join(dir, "log.json")
+	os.WriteFile(logReq, []byte(`{"message": {"chat_id": "1", "text": "log hello-from-the-plugin"}}`), 0o600)
+	if out, err := exec.Command(bin, "call", probe, "send", "--input", logReq).CombinedOutput(); err != nil || !strings.Contains(string(out), "hello-from-the-plugin") {
+		t.Fatalf("the plugin's info line at the default level: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "call", probe, "send", "--input", logReq, "--log-level", "warn").CombinedOutput(); err != nil || strings.Contains(string(out), "level=INFO") {
+		t.Fatalf("an info line at --log-level warn: %v\n%s", err, out)
+	}
+	// A webhook body given raw (--body), encoded for the author: the probe's event carries it.
+	body := filepath.Join(dir, "update.json")
+	os.WriteFile(body, []byte(`{"update_id": 7}`), 0o600)
+	if out, err := exec.Command(bin, "call", probe, "webhook", "--body", body).CombinedOutput(); err != nil || !strings.Contains(string(out), `"text": "{\"update_id\": 7}"`) {
+		t.Fatalf("webhook --body: %v\n%s", err, out)
+	}
+	// Invalid results exit 1 with the reason: a status outside 100-599, a send that is not JSON.
+	wrong := filepath.Join(dir, "wrong.wasm")
+	wasmbuild.CopyTo(t, "../../conformance/testdata/wrong", wrong)
+	for export, want := range map[string]string{"webhook": "not a valid WebhookResult", "send": "not JSON"} {
+		cmd := exec.Command(bin, "call", wrong, export, "--input", "-")
+		cmd.Stdin = strings.NewReader(`{"body": {"id": "1"}, "message": {"chat_id": "1", "text": "x"}}`)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), want) {
+			t.Errorf("call wrong.wasm %s: %v (want exit 1, %q)\n%s", export, err, want, out)
+		}
 	}
 }
