@@ -91,6 +91,18 @@ type Options struct {
 	CallTimeout time.Duration
 	// CacheDir is the compilation cache; empty uses the user cache directory.
 	CacheDir string
+	// WebhookSamples are requests as the plugin's platform posts them (an update the author
+	// captured or wrote): each is given to the webhook, for the profile configured by Config,
+	// and must be accepted (2xx) with a valid result whose events are well formed. The suite's
+	// own request ({}) is refused by most plugins, which leaves their normal path unchecked.
+	WebhookSamples []WebhookSample
+}
+
+// WebhookSample is one webhook request as the platform sends it.
+type WebhookSample struct {
+	Name    string              // shown in the report (a file name)
+	Headers map[string][]string // besides Content-Type: application/json
+	Body    []byte              // raw, as posted
 }
 
 // Run runs the contract checks against the plugin file at path.
@@ -166,7 +178,7 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 	add("describe/stable", start, err, "")
 
 	// Normal operation: well-formed requests, answers validated against the ABI's schema.
-	normalPath(ctx, p, info.Manifest, opt.Config, add)
+	normalPath(ctx, p, info.Manifest, opt.Config, opt.WebhookSamples, add)
 
 	// The instance must still be healthy after all that.
 	start = time.Now()

@@ -32,7 +32,7 @@ func knownCode(c string) bool {
 }
 
 // normalPath runs the normal-path checks; add records each result.
-func normalPath(ctx context.Context, p *host.Plugin, m abi.Manifest, config json.RawMessage, add func(name string, start time.Time, err error, detail string)) {
+func normalPath(ctx context.Context, p *host.Plugin, m abi.Manifest, config json.RawMessage, samples []WebhookSample, add func(name string, start time.Time, err error, detail string)) {
 	start := time.Now()
 	mb, _ := json.Marshal(m)
 	add("normal/describe", start, schema.Validate("Manifest", mb), "")
@@ -107,9 +107,47 @@ func normalPath(ctx context.Context, p *host.Plugin, m abi.Manifest, config json
 			Path: "/hooks/" + m.Name + "/" + profileName, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{}`)})
 		answered("normal/webhook", abi.ExportWebhook, "WebhookResult", start, out, err, nil)
 	}
+	for _, sample := range samples {
+		name := "normal/webhook-sample " + sample.Name
+		start = time.Now()
+		if !m.Has(abi.CapWebhook) {
+			add(name, start, errors.New("the plugin does not declare the webhook capability"), "")
+			continue
+		}
+		headers := map[string][]string{"Content-Type": {"application/json"}}
+		for k, v := range sample.Headers {
+			headers[k] = v
+		}
+		out, err = call(abi.ExportWebhook, abi.WebhookRequest{Call: abi.Call{Profile: profileName, Config: config}, Method: "POST",
+			Path: "/hooks/" + m.Name + "/" + profileName, Headers: headers, Body: sample.Body})
+		if err != nil {
+			add(name, start, fmt.Errorf("the sample failed: %v", firstLine(err.Error())), "")
+			continue
+		}
+		answered(name, abi.ExportWebhook, "WebhookResult", start, out, nil, func(b []byte) error {
+			var r abi.WebhookResult
+			json.Unmarshal(b, &r)
+			if st := r.Response.Status; st < 200 || st > 299 {
+				return fmt.Errorf("the sample was refused: status %d %q", st, clip(r.Response.Body))
+			}
+			for i, ev := range r.Events {
+				if ev.ID == "" || ev.Source.ChatID == "" || ev.Source.ChatType == "" {
+					return fmt.Errorf("event %d lacks its id, chat_id or chat_type: %+v", i, ev)
+				}
+			}
+			return nil
+		})
+	}
 	if m.Has(abi.CapPoll) {
 		start = time.Now()
 		out, err = call(abi.ExportPoll, abi.PollRequest{Call: abi.Call{Profile: profileName, Config: config}, WaitMs: 10})
 		answered("normal/poll", abi.ExportPoll, "PollResult", start, out, err, nil)
 	}
+}
+
+func clip(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
 }

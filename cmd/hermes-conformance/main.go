@@ -1,7 +1,7 @@
 // Command hermes-conformance runs the plugin contract suite against a plugin, and optionally a
 // platform's behavioural profile against a loopback fake of that platform:
 //
-//	hermes-conformance FILE.wasm [--platform telegram|slack|cron|yuanbao] [--config profile.json] [--json]
+//	hermes-conformance FILE.wasm [--platform telegram|slack|cron|yuanbao] [--config profile.json] [--webhook-sample update.json [--webhook-header "Name: value"]] [--json]
 //
 // It exits 0 when every check passes, 1 when one fails and 2 on a usage error. It is a binary
 // of its own so that the platform fakes (loopback HTTP and WebSocket servers) are not linked into
@@ -12,8 +12,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -63,6 +65,7 @@ func main() {
 func run(ctx context.Context, args []string) int {
 	var asJSON bool
 	var platform, configFile string
+	var samples, sampleHeaders []string
 	code := 0
 	cmd := &cobra.Command{
 		Use:   "hermes-conformance FILE.wasm",
@@ -89,6 +92,22 @@ that platform's behavioural profile against a loopback fake of the platform (` +
 				}
 				opt.Config = b
 			}
+			headers := map[string][]string{}
+			for _, h := range sampleHeaders {
+				name, value, ok := strings.Cut(h, ":")
+				if !ok || strings.TrimSpace(name) == "" {
+					return fmt.Errorf("--webhook-header %q: want \"Name: value\"", h)
+				}
+				name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+				headers[name] = append(headers[name], strings.TrimSpace(value))
+			}
+			for _, f := range samples {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return err
+				}
+				opt.WebhookSamples = append(opt.WebhookSamples, conformance.WebhookSample{Name: filepath.Base(f), Headers: headers, Body: b})
+			}
 			rep := conformance.Run(cmd.Context(), args[0], opt)
 			if profile != nil {
 				rep.Results = append(rep.Results, profile(cmd.Context(), args[0])...)
@@ -108,6 +127,8 @@ that platform's behavioural profile against a loopback fake of the platform (` +
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&configFile, "config", "", "JSON file with the profile configuration the normal-path checks use (default {})")
+	cmd.Flags().StringArrayVar(&samples, "webhook-sample", nil, "file with a webhook request body as the platform posts it (raw): the webhook must accept it with well-formed events (repeatable)")
+	cmd.Flags().StringArrayVar(&sampleHeaders, "webhook-header", nil, `"Name: value" sent with every webhook sample (a signature, a secret token; repeatable)`)
 	cmd.Flags().StringVar(&platform, "platform", "", "also run a platform profile: "+platforms())
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {

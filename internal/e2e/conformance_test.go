@@ -41,6 +41,24 @@ func TestConformanceCommand(t *testing.T) {
 	if code, out := exit(filepath.Join(plugins, "missing.wasm")); code != 1 {
 		t.Fatalf("missing file: exit %d\n%s", code, out)
 	}
+	// The author's own webhook request: the plugin whose webhook breaks only on a real update
+	// passes its normal/webhook check (it refuses the suite's {}) and fails on the sample.
+	dir := t.TempDir()
+	wrong := filepath.Join(dir, "wrong.wasm")
+	wasmbuild.CopyTo(t, "../../conformance/testdata/wrong", wrong)
+	sample := filepath.Join(dir, "update.json")
+	os.WriteFile(sample, []byte(`{"id":"1","chat_id":"1","text":"hi"}`), 0o600)
+	if code, out := exit(wrong, "--webhook-sample", sample, "--webhook-header", "X-Sig: abc"); code != 1 ||
+		!strings.Contains(out, "normal/webhook-sample update.json") || !strings.Contains(out, "/response/status") {
+		t.Fatalf("wrong.wasm --webhook-sample: exit %d\n%s", code, out)
+	}
+	echoSample := filepath.Join(dir, "echo.json")
+	os.WriteFile(echoSample, []byte(`{"id":"m1","chat_id":"42","text":"hello"}`), 0o600)
+	cfg := filepath.Join(dir, "echo-cfg.json")
+	os.WriteFile(cfg, []byte(`{"outbox_url":"http://127.0.0.1:1/"}`), 0o600)
+	if code, out := exit(echo, "--config", cfg, "--webhook-sample", echoSample); code != 0 {
+		t.Fatalf("echo.wasm --webhook-sample: exit %d\n%s", code, out)
+	}
 }
 
 // `hermes-host call` runs one export against the real host functions: describe prints the

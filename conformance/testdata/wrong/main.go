@@ -1,7 +1,8 @@
 // Command wrong is a plugin whose answers are well-behaved in every way the contract checks
 // could see before the normal-path checks existed (it never traps), and wrong in normal
-// operation: send answers non-JSON, webhook answers status 999, poll returns an event without a
-// chat type. The conformance suite must fail it.
+// operation: send answers non-JSON, webhook answers status 999 to a real update (and refuses the
+// suite's own empty one, so only a webhook sample finds it), poll returns an event without a chat
+// type. The conformance suite must fail it.
 package main
 
 import (
@@ -48,6 +49,12 @@ func send() int32 {
 func webhook() int32 {
 	if !input() {
 		return 1
+	}
+	// The suite's own request ({}) is refused, as a real adapter would refuse it: only a real
+	// update (a webhook sample) reaches the broken path.
+	if contains(pdk.Input(), `"body":"e30="`) {
+		pdk.OutputString(`{"response":{"status":400,"body":"YmFkIHVwZGF0ZQ=="}}`)
+		return 0
 	}
 	pdk.OutputString(`{"response":{"status":999}}`)
 	return 0
