@@ -29,6 +29,7 @@ import (
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/sys"
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -1007,10 +1008,14 @@ func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export s
 			return nil, fmt.Errorf("plugin %s: %s cancelled by the host: %w", c.Plugin, export, context.Canceled)
 		}
 		reason := "trap"
+		var exit *sys.ExitError
 		switch {
 		case ctx.Err() != nil:
 			reason = "deadline"
 			err = fmt.Errorf("call deadline of %v exceeded; instance stopped: %w", timeout, err)
+		case errors.As(err, &exit):
+			reason = "exit"
+			err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed: %w", exit.ExitCode(), err)
 		case err == nil:
 			// proc_exit(0): Extism reports a clean return, but the module is closed. Whatever
 			// the guest wrote before exiting is not trusted.

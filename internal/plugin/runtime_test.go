@@ -541,7 +541,7 @@ func TestHotReload(t *testing.T) {
 }
 
 // TestProcExitDiscardsInstance: an export that calls proc_exit(0) looks like a clean return to
-// Extism, but its module is closed. The runtime discards that instance as a crash, and later
+// Extism, but its module is closed; proc_exit(3) is an error from wazero. Both are an exit. The runtime discards that instance as a crash, and later
 // calls, unrelated to the exit, all run on live instances.
 func TestProcExitDiscardsInstance(t *testing.T) {
 	ctx := context.Background()
@@ -557,6 +557,11 @@ func TestProcExitDiscardsInstance(t *testing.T) {
 	}
 	if n := p.Info().Instances; n != 0 {
 		t.Fatalf("the exited instance was kept: %d instances", n)
+	}
+	// A non-zero status is an exit too, with its status: not a trap.
+	_, err = p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "exit 3"})
+	if !errors.As(err, &crash) || crash.Reason != "exit" || !strings.Contains(err.Error(), "proc_exit(3)") {
+		t.Fatalf("exit 3: %v", err)
 	}
 	for i := 0; i < 20; i++ {
 		res, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "hello"})

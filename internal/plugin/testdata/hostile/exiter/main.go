@@ -1,5 +1,6 @@
-// Command exiter calls proc_exit(0) (os.Exit) from send when the message text is "exit", and
-// answers every other send normally: the instance that exited must never serve again.
+// Command exiter calls proc_exit(0) (os.Exit) from send when the message text is "exit" (and
+// proc_exit(3) for "exit 3"), and answers every other send normally: the instance that exited
+// must never serve again.
 package main
 
 import (
@@ -21,8 +22,11 @@ func send() int32 {
 		} `json:"message"`
 	}
 	json.Unmarshal(pdk.Input(), &req)
-	if req.Message.Text == "exit" {
+	switch req.Message.Text {
+	case "exit":
 		os.Exit(0)
+	case "exit 3":
+		os.Exit(3)
 	}
 	pdk.OutputString(`{"message_ids":["ok"]}`)
 	return 0
