@@ -594,6 +594,11 @@ func (f *fileState) nameOrEmpty() string {
 	return f.name
 }
 
+// MaxManifestBytes bounds the manifest describe returns: it is kept in memory and sent with
+// every plugin listing (/api/plugins, plugins ls); the largest first-party manifest (slack's)
+// is about 2 KiB.
+const MaxManifestBytes = 64 << 10
+
 // build compiles and validates one file into a ready version with one live instance.
 func (r *Runtime) build(ctx context.Context, path string, data []byte, sum string) (*version, error) {
 	info, err := parseModule(data)
@@ -634,6 +639,10 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	if err != nil {
 		v.close()
 		return nil, fmt.Errorf("describe: %w", err)
+	}
+	if len(out) > MaxManifestBytes {
+		v.close()
+		return nil, fmt.Errorf("describe returned a manifest of %d bytes; at most %d are accepted (it is shown in every plugin listing)", len(out), MaxManifestBytes)
 	}
 	if err := json.Unmarshal(out, &v.manifest); err != nil {
 		v.close()

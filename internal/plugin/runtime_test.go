@@ -571,6 +571,19 @@ func TestProcExitDiscardsInstance(t *testing.T) {
 	}
 }
 
+// TestOversizedManifestIsRefused: a valid manifest of 3 MiB is refused at load with its size,
+// never kept to be sent with every listing.
+func TestOversizedManifestIsRefused(t *testing.T) {
+	r := newRuntime(t, map[string]string{"bigmanifest.wasm": hostileTD + "bigmanifest"}, Config{})
+	rej := r.Scan(context.Background())
+	if len(rej) != 1 || !strings.Contains(rej[0].Error, "a manifest of 3145") || !strings.Contains(rej[0].Error, "at most 65536") {
+		t.Fatalf("rejections %+v", rej)
+	}
+	if r.Get("bigmanifest") != nil {
+		t.Fatal("the plugin loaded")
+	}
+}
+
 // TestDeadIdleInstanceIsReplaced: an instance that died while idle refuses calls without running
 // guest code, so the call moves to a fresh instance and no crash is counted.
 func TestDeadIdleInstanceIsReplaced(t *testing.T) {
