@@ -82,12 +82,18 @@ type PluginInfo struct {
 	// EgressDenied counts egress calls the policy refused; LastDenied is the last refusal.
 	EgressDenied int64  `json:"egress_denied,omitempty"`
 	LastDenied   string `json:"last_denied,omitempty"`
+	// Crashes counts the crashes of the loaded version (before the breaker trips as after);
+	// LastCrash is the latest, at LastCrashAt.
+	Crashes     int        `json:"crashes,omitempty"`
+	LastCrash   string     `json:"last_crash,omitempty"`
+	LastCrashAt *time.Time `json:"last_crash_at,omitempty"`
 }
 
 func infoOf(i plugin.Info) PluginInfo {
 	return PluginInfo{Name: i.Name, File: i.File, SHA256: i.SHA256, ABI: i.ABI, Manifest: i.Manifest, State: i.State,
 		LastError: i.LastError, Instances: i.Instances, Loaded: i.Loaded, Profiles: i.Profiles, Status: i.Status,
-		Warnings: i.Warnings, EgressDenied: i.EgressDenied, LastDenied: i.LastDenied}
+		Warnings: i.Warnings, EgressDenied: i.EgressDenied, LastDenied: i.LastDenied,
+		Crashes: i.Crashes, LastCrash: i.LastCrash, LastCrashAt: i.LastCrashAt}
 }
 
 // Rejection is a plugin file that could not be loaded, and why.

@@ -291,6 +291,10 @@ func writePlugins(out io.Writer, infos []host.PluginInfo, rejected []host.Reject
 		if info.EgressDenied > 0 {
 			fmt.Fprintf(out, "DENIED %s: %d egress calls refused (last: %s)\n", info.Name, info.EgressDenied, info.LastDenied)
 		}
+		if info.Crashes > 0 && info.State == "active" { // a failed plugin's LastError is its last crash
+			fmt.Fprintf(out, "CRASHED %s: %d crashes, the breaker has not tripped (last at %s: %s)\n", info.Name, info.Crashes,
+				info.LastCrashAt.UTC().Format(time.DateTime), info.LastCrash)
+		}
 	}
 	for _, r := range rejected {
 		fmt.Fprintf(out, "REJECTED %s: %s\n", r.Path, r.Error)

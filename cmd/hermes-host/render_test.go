@@ -122,3 +122,20 @@ func TestWritePluginsStatus(t *testing.T) {
 		t.Errorf("an ok status is shown:\n%s", out)
 	}
 }
+
+// Crashes before the breaker trips are shown with the last one; a failed plugin's last crash is
+// its LastError already.
+func TestWritePluginsCrashes(t *testing.T) {
+	at := time.Date(2026, 12, 2, 7, 30, 0, 0, time.UTC)
+	var b bytes.Buffer
+	writePlugins(&b, []host.PluginInfo{
+		{Name: "flaky", State: "active", File: "flaky.wasm", Crashes: 2, LastCrash: "plugin flaky crashed in send (trap): unreachable", LastCrashAt: &at},
+		{Name: "dead", State: "failed", File: "dead.wasm", Crashes: 5, LastError: "breaker tripped", LastCrash: "x", LastCrashAt: &at},
+	}, nil, "plugins")
+	out := b.String()
+	contains(t, "plugins ls", out, "CRASHED flaky: 2 crashes, the breaker has not tripped (last at 2026-12-02 07:30:00: plugin flaky crashed in send (trap): unreachable)",
+		"FAILED dead: breaker tripped")
+	if strings.Contains(out, "CRASHED dead") {
+		t.Errorf("a failed plugin's crashes shown twice:\n%s", out)
+	}
+}

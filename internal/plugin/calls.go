@@ -279,6 +279,11 @@ type Info struct {
 	// EgressDenied counts egress calls the policy refused; LastDenied is the last refusal.
 	EgressDenied int64  `json:"egress_denied,omitempty"`
 	LastDenied   string `json:"last_denied,omitempty"`
+	// Crashes counts the instances of this version that crashed (trapped, exited, ran past
+	// their deadline), before the breaker trips as after; LastCrash is the latest, at LastCrashAt.
+	Crashes     int        `json:"crashes,omitempty"`
+	LastCrash   string     `json:"last_crash,omitempty"`
+	LastCrashAt *time.Time `json:"last_crash_at,omitempty"`
 }
 
 // Info reports the plugin's current state.
@@ -294,6 +299,9 @@ func (p *Plugin) Info() Info {
 		Profiles: map[string][]string{}, Warnings: v.warnings, EgressDenied: v.denied.Load(),
 	}
 	info.LastDenied, _ = v.lastDenied.Load().(string)
+	if n, last, at := v.breaker.crashed(); n > 0 {
+		info.Crashes, info.LastCrash, info.LastCrashAt = n, last.Error(), &at
+	}
 	v.profMu.RLock()
 	for name, ps := range v.profiles {
 		info.Profiles[name] = append([]string{}, ps.problems...)

@@ -1098,6 +1098,9 @@ type breaker struct {
 	mu     sync.Mutex
 	times  []time.Time
 	failed *FailedError
+	total  int         // crashes of this version, whether or not they tripped the breaker
+	last   *CrashError // the latest of them
+	lastAt time.Time
 }
 
 func (b *breaker) check(plugin string) error {
@@ -1121,11 +1124,20 @@ func (b *breaker) record(err *CrashError) bool {
 		}
 	}
 	b.times = append(keep, now)
+	b.total++
+	b.last, b.lastAt = err, now
 	if len(b.times) >= b.crashes && b.failed == nil {
 		b.failed = &FailedError{Plugin: err.Plugin, Last: err}
 		return true
 	}
 	return false
+}
+
+// crashed returns how many crashes were recorded, the latest and when.
+func (b *breaker) crashed() (int, *CrashError, time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total, b.last, b.lastAt
 }
 
 func (b *breaker) state() (string, string) {

@@ -563,6 +563,10 @@ func TestProcExitDiscardsInstance(t *testing.T) {
 	if !errors.As(err, &crash) || crash.Reason != "exit" || !strings.Contains(err.Error(), "proc_exit(3)") {
 		t.Fatalf("exit 3: %v", err)
 	}
+	// Both are shown before any breaker trips: how many, and the last.
+	if info := p.Info(); info.State != "active" || info.Crashes != 2 || !strings.Contains(info.LastCrash, "proc_exit(3)") || info.LastCrashAt == nil {
+		t.Fatalf("info after two crashes: %+v", info)
+	}
 	for i := 0; i < 20; i++ {
 		res, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "hello"})
 		if err != nil || len(res.MessageIDs) != 1 {
