@@ -29,8 +29,8 @@ import (
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/sys"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/egress"
