@@ -7,39 +7,55 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 )
 
 // configureProfiles validates every configured profile (schema, then the plugin's configure
-// export). A profile with problems is disabled and reported; the others serve.
+// export), all at once, each under its own call deadline: a profile whose configure hangs costs
+// the load one deadline, not one per profile. A profile with problems is disabled and reported;
+// the others serve.
 func (v *version) configureProfiles(ctx context.Context) error {
-	v.profiles = map[string]*profileState{}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	profiles := map[string]*profileState{}
 	for profile, cfg := range v.settings.Profiles {
-		ps := &profileState{config: cfg}
-		ps.problems = validateConfig(&v.manifest, cfg)
-		if len(ps.problems) == 0 {
-			in, _ := json.Marshal(abi.ConfigureRequest{Call: abi.Call{Profile: profile, Config: cfg,
-				DeadlineMs: remaining(ctx, v.limits.CallTimeout).Milliseconds()}})
-			out, err := v.call(ctx, v.caller(profile), abi.ExportConfigure, in, v.limits.CallTimeout)
-			var res abi.ConfigureResult
-			switch {
-			case err != nil:
-				ps.problems = []string{"configure failed: " + err.Error()}
-			case json.Unmarshal(out, &res) != nil:
-				ps.problems = []string{"configure returned malformed JSON"}
-			default:
-				ps.problems = res.Problems
+		wg.Go(func() {
+			ps := &profileState{config: cfg, problems: v.configure(ctx, profile, cfg)}
+			if len(ps.problems) > 0 {
+				v.rt.log.Warn("plugin profile disabled: configuration rejected",
+					"plugin", v.manifest.Name, "profile", profile, "problems", strings.Join(ps.problems, "; "))
 			}
-		}
-		if len(ps.problems) > 0 {
-			v.rt.log.Warn("plugin profile disabled: configuration rejected",
-				"plugin", v.manifest.Name, "profile", profile, "problems", strings.Join(ps.problems, "; "))
-		}
-		v.profiles[profile] = ps
+			mu.Lock()
+			profiles[profile] = ps
+			mu.Unlock()
+		})
 	}
+	wg.Wait()
+	v.profiles = profiles
 	return nil
+}
+
+// configure validates one profile's configuration and returns its problems (none: it serves).
+func (v *version) configure(ctx context.Context, profile string, cfg json.RawMessage) []string {
+	if problems := validateConfig(&v.manifest, cfg); len(problems) > 0 {
+		return problems
+	}
+	in, _ := json.Marshal(abi.ConfigureRequest{Call: abi.Call{Profile: profile, Config: cfg,
+		DeadlineMs: remaining(ctx, v.limits.CallTimeout).Milliseconds()}})
+	out, err := v.call(ctx, v.caller(profile), abi.ExportConfigure, in, v.limits.CallTimeout)
+	var res abi.ConfigureResult
+	switch {
+	case err != nil:
+		return []string{"configure failed: " + err.Error()}
+	case json.Unmarshal(out, &res) != nil:
+		return []string{"configure returned malformed JSON"}
+	}
+	return res.Problems
 }
 
 func (v *version) profile(name string) (*profileState, error) {

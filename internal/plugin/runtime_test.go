@@ -633,6 +633,42 @@ func spinloaders(t testing.TB, dir string) {
 	}
 }
 
+// TestHangingProfilesConfigureAtOnce: three profiles whose configure hangs are configured at
+// once, each under its own deadline, so the load takes about one deadline, never three (as it
+// did one profile after another).
+func TestHangingProfilesConfigureAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	built, err := wasmbuild.BuildWith(hostileTD+"spinload", "-X main.where=configure -X main.name=spinc1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wasmbuild.CopyFile(built, filepath.Join(dir, "spinc1.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	// Compiled once first (into the run's cache), so the load timed below is the configures.
+	newRuntime(t, nil, Config{Dir: dir}).Scan(context.Background())
+	const deadline = 2 * time.Second
+	cfg := Config{Dir: dir, Plugins: map[string]Settings{"spinc1": {Limits: Limits{CallTimeout: deadline, BreakerCrashes: 10},
+		Profiles: map[string]json.RawMessage{"a": json.RawMessage(`{}`), "b": json.RawMessage(`{}`), "c": json.RawMessage(`{}`)}}}}
+	r := newRuntime(t, nil, cfg)
+	start := time.Now()
+	if rej := r.Scan(context.Background()); len(rej) != 0 {
+		t.Fatalf("rejections %+v", rej)
+	}
+	took := time.Since(start)
+	info := r.Get("spinc1").Info()
+	for _, name := range []string{"a", "b", "c"} {
+		if ps := info.Profiles[name]; len(ps) != 1 || !strings.Contains(ps[0], "deadline") {
+			t.Errorf("profile %s: %v", name, ps)
+		}
+	}
+	// One after another, three deadlines cannot pass in less than 3 x deadline.
+	if took >= 3*deadline {
+		t.Fatalf("loading took %v: the profiles were configured one after another (deadline %v each)", took, deadline)
+	}
+	t.Logf("three hanging profiles configured in %v (deadline %v each)", took.Round(time.Millisecond), deadline)
+}
+
 // TestSlowLoadsDoNotDelayOthers: four files spin while loading; a good plugin in the same
 // directory loads and serves while they are still spinning, and each spinner is rejected at its
 // own deadline with the reason.
