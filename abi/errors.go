@@ -76,9 +76,10 @@ func ParseError(msg string) *Error {
 	return &Error{Code: CodeInternal, Message: msg}
 }
 
-// Reply is the envelope every host function returns: exactly one of Result or Error is set.
+// Reply is the envelope every host function returns (SPEC section 4): ok with the function's
+// result (absent for the functions that have none), or not ok with an error.
 type Reply struct {
 	OK     bool            `json:"ok"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"` // the function's reply message (e.g. a KVGetReply)
+	Error  *Error          `json:"error,omitempty"`  // set when OK is false
 }

@@ -26,7 +26,9 @@ func Types() []any {
 		abi.SendRequest{}, abi.SendResult{}, abi.TickRequest{}, abi.TickResult{},
 		abi.JobsRequest{}, abi.JobsResult{},
 		abi.Error{},
-		// Host functions: requests the plugin sends and replies the host returns.
+		// Host functions: requests the plugin sends and replies the host returns, each reply
+		// inside the envelope (Reply: ok, then result or error).
+		abi.Reply{},
 		abi.LogRequest{}, abi.ClockReply{},
 		abi.KVGetRequest{}, abi.KVGetReply{}, abi.KVSetRequest{}, abi.KVDeleteRequest{},
 		abi.HTTPRequest{}, abi.HTTPResponse{},

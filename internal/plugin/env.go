@@ -229,14 +229,17 @@ func (e *Env) hostLog(ctx context.Context, c *Caller, b []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	level := slog.LevelInfo
+	level, known := slog.LevelInfo, true
 	switch req.Level {
 	case abi.LevelDebug:
 		level = slog.LevelDebug
+	case abi.LevelInfo, "":
 	case abi.LevelWarn:
 		level = slog.LevelWarn
 	case abi.LevelError:
 		level = slog.LevelError
+	default:
+		known = false // logged at info all the same, and the reply says so (SPEC 5.1)
 	}
 	msg := req.Message
 	if len(msg) > maxLogMessage {
@@ -250,7 +253,13 @@ func (e *Env) hostLog(ctx context.Context, c *Caller, b []byte) (any, error) {
 		}
 		attrs = append(attrs, slog.String("p."+k, v))
 	}
+	if !known {
+		attrs = append(attrs, "unknown_level", req.Level)
+	}
 	e.logger().Log(ctx, level, msg, attrs...)
+	if !known {
+		return nil, abi.Errorf(abi.CodeBadRequest, "unknown log level %q (debug, info, warn or error): logged at info", req.Level)
+	}
 	return nil, nil
 }
 
