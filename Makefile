@@ -56,7 +56,9 @@ HERMES_TEST_DEADLINE_SCALE ?= 3
 # that none of them starts last and runs alone at the end.
 TEST_FIRST := ./internal/e2e ./internal/sim ./internal/session ./internal/gateway ./internal/turn \
 	./conformance/yuanbao ./internal/plugin ./plugins/yuanbao
-test: all vet tools
+# The tests build the binaries and plugins they run (from source, cached by content), so test
+# does not build them first.
+test: vet tools
 	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) \
 		HERMES_TEST_DEADLINE_SCALE=$(HERMES_TEST_DEADLINE_SCALE) \
 		scripts/with-postgres $(GO) test -race -timeout 30m $(TEST_FIRST) ./...

@@ -55,11 +55,13 @@ const soakSteps = 40
 // platforms, and checks every invariant (invariants.go) on what they recorded. Without flags it
 // is the short run of make test: one schedule on one SQLite host and one on two hosts sharing
 // PostgreSQL, from random seeds it prints. -seed N (with -hosts), -schedule FILE or -soak D
-// choose other runs; see the README's Testing section.
+// choose other runs; see the README's Testing section. It runs beside TestRegressions: both
+// mostly wait for their schedules' steps, which are spread in time.
 func TestPromise(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the promise checker runs real hosts: skipped in -short mode")
 	}
+	t.Parallel()
 	if *aimFlag != "" {
 		if err := Aim(*aimFlag); err != nil {
 			t.Fatal(err)
@@ -166,6 +168,7 @@ func TestRegressions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the promise checker runs real hosts: skipped in -short mode")
 	}
+	t.Parallel() // beside TestPromise's short run (see there)
 	files, _ := filepath.Glob(filepath.Join(RegressDir, "*.json"))
 	if len(files) == 0 {
 		t.Skip("no saved cases")

@@ -15,6 +15,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/session"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // history returns the transcript of sessionID as the agent sees it before a turn, oldest first:
@@ -34,7 +35,74 @@ func (e *Engine) history(ctx context.Context, sessionID string, exclude []string
 			return m.Role == agent.RoleUser && e.opt.Commands[cmd] != nil
 		})
 	}
-	return assemble(msgs, exclude, e.opt.HistoryLimit)
+	return assemble(e.answerInterrupted(ctx, sessionID, msgs), exclude, e.opt.HistoryLimit)
+}
+
+// interruptedNote begins what the model reads after a message whose turn a restart or a takeover
+// interrupted.
+const interruptedNote = "(Not answered: the host restarted while I was answering this, and the user was asked to send it again.)"
+
+// answerInterrupted gives each message of msgs whose turn a restart or a takeover interrupted,
+// and that has no answer, one for the model: that it was interrupted, and which background
+// processes run in the conversation now (the turn may have started some before it stopped).
+// Left unanswered, the message would read as still open, and the model of the next turn would
+// answer it again with its own message, running its command a second time (found by the
+// promise checker: a watch started twice, each of its matches posted twice).
+func (e *Engine) answerInterrupted(ctx context.Context, sessionID string, msgs []session.Message) []session.Message {
+	var asked []any
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		switch {
+		case m.Turn == "":
+		case m.Role == agent.RoleUser:
+			asked = append(asked, m.Turn)
+		case m.Role == agent.RoleAssistant:
+			answered[m.Turn] = true
+		}
+	}
+	if len(asked) == 0 {
+		return msgs
+	}
+	rows, err := e.db.QueryContext(ctx, `SELECT id FROM turn_inbox WHERE state = $1 AND outcome LIKE 'interrupted: the host restarted%'
+		AND id IN (`+store.Placeholders(2, len(asked))+`)`, append([]any{stInterrupted}, asked...)...)
+	if err != nil {
+		e.log.Warn("turn: reading which turns were interrupted failed", "session", sessionID, "error", err)
+		return msgs
+	}
+	interrupted := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if rows.Scan(&id) == nil && !answered[id] {
+			interrupted[id] = true
+		}
+	}
+	rows.Close()
+	if len(interrupted) == 0 {
+		return msgs
+	}
+	note := interruptedNote
+	if e.procs != nil {
+		if infos, err := e.procs.List(ctx); err == nil {
+			var running []string
+			for _, p := range infos {
+				if p.Stamp.SessionID == sessionID && !p.State.Final() {
+					running = append(running, p.ID+": "+p.Command)
+				}
+			}
+			if len(running) > 0 {
+				note += "\nBackground processes running in this conversation now (do not start them again unless asked):\n" + strings.Join(running, "\n")
+			}
+		}
+	}
+	out := make([]session.Message, 0, len(msgs)+len(interrupted))
+	for _, m := range msgs {
+		out = append(out, m)
+		if m.Role == agent.RoleUser && interrupted[m.Turn] {
+			out = append(out, session.Message{Seq: m.Seq, SessionID: sessionID, Role: agent.RoleAssistant, Text: note, Turn: m.Turn})
+			delete(interrupted, m.Turn) // once per turn
+		}
+	}
+	return out
 }
 
 // assemble orders and converts a transcript; see history.

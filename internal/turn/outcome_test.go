@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -147,6 +148,41 @@ func TestRestartOutcomes(t *testing.T) {
 			t.Fatalf("confirmed %d times", n)
 		}
 	})
+}
+
+// TestInterruptedTurnIsAnsweredForTheModel: a message turn interrupted by a restart after it
+// started a process reads, in the next turns' history, as answered by a note naming the
+// process, right after the message: neither a turn queued before the restart nor a later one
+// takes it as still open (their model would start the command again; found by the promise
+// checker: a watch started twice, each match posted twice).
+func TestInterruptedTurnIsAnsweredForTheModel(t *testing.T) {
+	// In real time: the process is a real one.
+	a := newBlocking()
+	h := newHarness(t, a, Options{}, withShell("/bin/sh"))
+	h.say(dm, "please run the job")
+	a.next(t)
+	p := h.spawn(dm, "sleep 3", false) // what the turn's tool call started
+	h.say(dm, "queued behind it")
+	a2 := newBlocking()
+	h2 := h.crashAndRestart(a2)
+	if st, out := h.settled(h.key(dm), "please run the job"); st != stInterrupted || !strings.Contains(out, "the host restarted") {
+		t.Fatalf("the interrupted turn: %s %q", st, out)
+	}
+	for _, want := range []string{"queued behind it", "and then?"} {
+		if want == "and then?" {
+			h2.say(dm, want)
+		}
+		turn := a2.next(t)
+		var hist []string
+		for _, m := range turn.History {
+			hist = append(hist, m.Role+":"+m.Text)
+		}
+		got := strings.Join(hist, "\n")
+		if !strings.HasPrefix(got, "user:please run the job\nassistant:"+interruptedNote) || !strings.Contains(got, p.ID+": sleep 3") {
+			t.Fatalf("turn %q: the interrupted message is not answered by a note naming %s:\n%s", want, p.ID, got)
+		}
+		a2.release <- "answer to " + want
+	}
 }
 
 // crashAndRestart stops h's engine the way a crash leaves it (open turns stay open: the engine
