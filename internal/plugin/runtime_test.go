@@ -487,6 +487,11 @@ func TestHotReload(t *testing.T) {
 					return
 				default:
 				}
+				// Paced, not spinning: four callers in a tight loop under -race starve the
+				// compiler of the new version (five times slower on 2 cores) and, on a loaded
+				// CI machine, its describe past the deadline. Paced, each call still overlaps
+				// the swap: the property is that none fails, not how many there are.
+				time.Sleep(2 * time.Millisecond)
 				got, err := probeSend(t, p, "main", "version")
 				calls.Add(1)
 				if err != nil {
@@ -512,6 +517,7 @@ func TestHotReload(t *testing.T) {
 	if failures.Load() != 0 || !sawV2.Load() {
 		t.Fatalf("%d of %d calls failed; saw v2: %v", failures.Load(), calls.Load(), sawV2.Load())
 	}
+	t.Logf("%d calls during the swap", calls.Load())
 	if got, _ := probeSend(t, p, "main", "version"); got != `"2"` {
 		t.Fatalf("after reload: %s", got)
 	}
