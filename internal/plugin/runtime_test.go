@@ -23,6 +23,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/store"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -460,8 +461,8 @@ func TestHotReload(t *testing.T) {
 	ctx := context.Background()
 	// The swap is what is under test, not the machine's speed: a loaded CI machine running
 	// four callers under -race may take longer than the default deadline to start the new
-	// module's runtime.
-	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Defaults: Limits{CallTimeout: time.Minute}})
+	// module's runtime, so the deadline is stretched by the harness's factor.
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{Defaults: Limits{CallTimeout: testdeadline.Scale(time.Minute)}})
 	r.Scan(ctx)
 	p := r.Get("probe")
 	v2, err := wasmbuild.BuildWith(probeDir, "-X main.version=2")
@@ -510,7 +511,7 @@ func TestHotReload(t *testing.T) {
 	if rej := r.Scan(ctx); len(rej) != 0 {
 		t.Fatalf("reload rejected: %+v", rej)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !sawV2.Load() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testdeadline.Scale(10 * time.Second)); !sawV2.Load() && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	stopCallers()
