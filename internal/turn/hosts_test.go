@@ -2,6 +2,8 @@ package turn
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -216,4 +218,53 @@ func TestNewInterruptsWhatAnotherHostRuns(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A host paused mid-turn past its lease, whose running turn another host adopted (and told the
+// user it was interrupted), starts no process when it resumes and its model asks for one: the
+// turn's tool calls are fenced by the rows' owner, as its drafts are. Otherwise the command the
+// user was told did not finish runs anyway, and runs again when the user sends it again.
+func TestPausedHostStartsNoProcessAfterAdoption(t *testing.T) {
+	// In real time: a process that starts is a real one.
+	resume, spawned := make(chan struct{}), make(chan error, 1)
+	a := agent.Func(func(ctx context.Context, t *agent.Turn) (*agent.Reply, error) {
+		<-resume
+		_, err := t.Tools.Spawn(ctx, agent.SpawnRequest{Command: "sleep 30", Background: true, NotifyOnComplete: true})
+		spawned <- err
+		return &agent.Reply{Text: "started it"}, nil
+	})
+	h := newHarness(t, a, Options{Instance: "a"}, withShell("/bin/sh"))
+	h.say(dm, "please run the job")
+	until := time.Now().Add(20 * time.Second)
+	for !h.inboxIs(h.key(dm), "please run the job", stRunning) {
+		if time.Now().After(until) {
+			t.Fatal("the turn did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b := h.another(agent.NewBuiltin(agent.Config{}), Options{Instance: "b"})
+	if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 1 {
+		t.Fatalf("adopted %d rows, %v; want 1", n, err)
+	}
+	b.chat.waitFor(t, "the restart notice", has("please send it again"))
+	close(resume) // host a resumes: its model asks to start the job
+	if err := <-spawned; !errors.Is(err, ErrTurnGone) {
+		t.Errorf("the adopted turn's spawn: %v; want ErrTurnGone", err)
+	}
+	var n int
+	if err := h.db.QueryRow(`SELECT COUNT(*) FROM processes`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the adopted turn started %d processes (%v)", n, err)
+	}
+}
+
+// inboxIs reports whether the newest inbox row of key with text is in state.
+func (h *harness) inboxIs(key, text, state string) bool {
+	h.t.Helper()
+	var st string
+	err := h.e.db.QueryRow(`SELECT state FROM turn_inbox WHERE session_key = $1 AND text = $2 ORDER BY rowid DESC LIMIT 1`,
+		key, text).Scan(&st)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		h.t.Fatal(err)
+	}
+	return st == state
 }

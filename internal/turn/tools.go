@@ -13,6 +13,11 @@ import (
 // ErrReadOnly is returned by the tools of a notification turn for anything with side effects.
 var ErrReadOnly = errors.New("notification turns cannot run or kill commands (approval denied automatically)")
 
+// ErrTurnGone is returned by the tools of a turn that is no longer this host's running turn
+// for anything with side effects: another host adopted its rows (this host was paused past
+// its lease and the user was told the turn was interrupted), or a user's command cancelled it.
+var ErrTurnGone = errors.New("this turn was interrupted or taken over by another host; the command was not started")
+
 // ErrNotGranted is returned by a tool the operator did not grant this chat's profile (the
 // agent counts the refusal).
 var ErrNotGranted = agent.ErrNotGranted
@@ -26,7 +31,8 @@ type tools struct {
 	key              string
 	stamp            session.Stamp
 	synthetic        bool
-	shell, processes bool // what the operator granted
+	shell, processes bool     // what the operator granted
+	rows             []string // the turn's inbox rows: the fence of what its tools start
 }
 
 var _ agent.Tools = (*tools)(nil)
@@ -44,7 +50,7 @@ func (e *Engine) tools(ctx context.Context, it *item, key string, st session.Sta
 	if !shell && !processes {
 		return nil
 	}
-	return &tools{e: e, key: key, stamp: st, synthetic: synthetic, shell: shell, processes: processes}
+	return &tools{e: e, key: key, stamp: st, synthetic: synthetic, shell: shell, processes: processes, rows: it.ids()}
 }
 
 // own checks that id is a process of the turn's key.
@@ -74,6 +80,15 @@ func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnR
 		// Stamp at spawn time, inside the boundary: a /new that already happened makes this
 		// turn stale, and one that comes later finds the process stamped with the old session.
 		if err := b.CheckGeneration(t.stamp.Generation); err != nil {
+			return err
+		}
+		// And only while the turn is still this host's and running (the fence of its drafts,
+		// stream.go): a turn adopted by another host, whose user was told it was
+		// interrupted, starts nothing when its paused host resumes.
+		if ok, err := t.e.holds(b.Context(), t.e.db, t.rows, stRunning); err != nil || !ok {
+			if err == nil {
+				err = ErrTurnGone
+			}
 			return err
 		}
 		var err error
