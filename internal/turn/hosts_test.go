@@ -268,3 +268,37 @@ func (h *harness) inboxIs(key, text, state string) bool {
 	}
 	return st == state
 }
+
+// A host paused while it applied an event (after it checked the row was still its own, inside
+// the chat's boundary), whose row another host adopted meanwhile, leaves the event to that host
+// when it resumes (which then applies it, once it has the boundary): the command is answered
+// once, not by both.
+func TestPausedHostLeavesAnAdoptedEventAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, agent.NewBuiltin(agent.Config{}), Options{Instance: "a"})
+		applying, resume := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		testHookApplying = func(r *inboxRow) {
+			if r.text == "/status" {
+				once.Do(func() { close(applying); <-resume })
+			}
+		}
+		defer func() { testHookApplying = nil }()
+		done := make(chan struct{})
+		go func() { h.say(dm, "/status"); close(done) }()
+		<-applying // host a is paused inside the apply
+		b := h.another(agent.NewBuiltin(agent.Config{}), Options{Instance: "b"})
+		if n, err := b.e.Adopt(context.Background(), "a"); err != nil || n != 1 {
+			t.Fatalf("adopted %d rows, %v; want 1", n, err)
+		}
+		// Host b waits for the chat's boundary, which host a holds; host a resumes.
+		close(resume)
+		<-done
+		waitEither(t, h, b, "the answer", "Session key:")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := h.chat.count("Session key:") + b.chat.count("Session key:"); n != 1 {
+			t.Fatalf("/status answered %d times: %q", n, sentByEither(h, b))
+		}
+	})
+}

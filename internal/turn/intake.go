@@ -212,6 +212,9 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		if still, err := e.stillReceived(b.Context(), row.id); err != nil || !still {
 			return err
 		}
+		if testHookApplying != nil {
+			testHookApplying(row)
+		}
 		var res session.Resolution
 		var err error
 		switch row.eventKind {
@@ -288,8 +291,15 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		case submit != nil:
 			state = stQueued
 		}
-		if _, err := e.setState(b.Context(), e.db, []string{row.id}, state, outcome, stReceived); err != nil {
+		moved, err := e.setState(b.Context(), e.db, []string{row.id}, state, outcome, stReceived)
+		if err != nil {
 			return err
+		}
+		if len(moved) == 0 {
+			// Another host adopted the row while this one was paused after the check above: the
+			// row is that host's to apply, its turn and its answer too.
+			submit, confirm = nil, ""
+			return nil
 		}
 		if submit != nil {
 			// Queued inside the boundary: a /new applied after this message cannot overtake it.
@@ -316,6 +326,10 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 	}
 	return ref, true, nil
 }
+
+// testHookApplying, when set by a test, runs while an event is applied, after the check that
+// its row is still this host's to apply.
+var testHookApplying func(*inboxRow)
 
 // stillReceived reports whether the inbox row id is still waiting to be applied by this host.
 func (e *Engine) stillReceived(ctx context.Context, id string) (bool, error) {
