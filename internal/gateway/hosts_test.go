@@ -195,3 +195,36 @@ func TestPausedHostComesBack(t *testing.T) {
 	}
 	t.Logf("lost notice delivered before the host came back: %v; events %+v", lost == 1, recs)
 }
+
+// A host taken over while it was paused goes on when it resumes and, before it holds its lease
+// again, starts a process; then it stops for good. No lease of it is left to expire, yet a
+// survivor finds the process (it names a host without a lease), takes it over and records it as
+// lost, once. Before, nobody ever did: the process ran on with its chat never told (found by
+// the promise checker: no-process-left-running).
+func TestWorkOfAHostGoneAfterItsTakeoverIsTakenOver(t *testing.T) {
+	t.Parallel()
+	hosts := newHosts(t, 2)
+	a, b := hosts[0], hosts[1]
+	ctx := context.Background()
+	a.say("34", "", "hi")
+	a.wait("hello", func(echotest.Message) bool { return true })
+	// The pause: b claims a's lease and takes a over (there is nothing to take yet).
+	if _, err := b.g.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0, fence = fence + 1 WHERE name = $1`, "host:"+a.g.shared.id); err != nil {
+		t.Fatal(err)
+	}
+	b.g.shared.sweep(ctx, b.g)
+	// a resumes and, before it takes its lease back (a third of the lease later), starts a
+	// process; then it stops. (Had it taken its lease back, it releases it as it stops, and the
+	// ordinary takeover follows: the outcome asserted below is the same.)
+	cmd, _ := gated(t, "never-seen", 0)
+	id := a.spawn(src("34", ""), cmd, nil)
+	a.stop()
+	b.wait("the lost notice", mentions(id))
+	recs := settled(t, b, id)
+	if len(recs) != 1 || recs[0].State != process.StateLost || recs[0].Reason != process.ReasonHostLost {
+		t.Fatalf("events %+v", recs)
+	}
+	if n := countAbout(a.fake, id); n != 1 {
+		t.Fatalf("the chat heard of %s %d times: %+v", id, n, a.fake.Messages())
+	}
+}

@@ -19,6 +19,10 @@ import (
 //     UPDATE SKIP LOCKED, so one survivor per gone host), recovers its rows as a restart would
 //     (turn.Engine.Adopt), then deletes the lease; a survivor that dies meanwhile lets its claim
 //     expire in turn, and another finishes;
+//   - what it recorded after it was taken over: a host paused past its lease goes on when it
+//     resumes, and records events, turns and processes as its own until it holds its lease
+//     again; if it stops before, a survivor finds that work naming a host with no lease and
+//     records the lease as expired, to be claimed as above (orphans);
 //   - its deliveries (delivery.Options.Sweep): sends it left "sending" become failed (outcome
 //     unknown, never resent) and its lanes' pending rows are sent by whoever holds the chat;
 //   - its poll and tick loops (loop.Supervisor's leases): one poller per bot token, one
@@ -102,6 +106,45 @@ func (s *shared) sweep(ctx context.Context, g *Gateway) {
 			g.log.Warn("deleting the lease of a host that stopped failed", "host", dead, "error", err)
 		}
 		g.log.Info("took over the work of a host that stopped", "host", dead, "turns", n, "lost_processes", procs)
+	}
+	s.orphans(ctx, g)
+}
+
+// orphans looks for hosts that still own open turns or running processes but have no lease: a
+// host taken over while it was paused goes on when it resumes, and until it holds its lease
+// again (a third of the lease later) what it records is its own; if it stops before then,
+// no lease would ever expire to hand that work to a survivor. Such a host's lease is recorded
+// as expired (lease.Manager.Orphan), after the claims of this sweep: the next sweep claims it
+// and takes the work over, unless the host, alive after all, took its lease back first.
+func (s *shared) orphans(ctx context.Context, g *Gateway) {
+	owners, err := g.engine.Owners(ctx)
+	if err == nil {
+		var hosts []string
+		hosts, err = g.procs.Hosts(ctx)
+		owners = append(owners, hosts...)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("looking for work of hosts without a lease failed", "error", err)
+		}
+		return
+	}
+	seen := map[string]bool{s.id: true, "": true}
+	for _, host := range owners {
+		if seen[host] {
+			continue
+		}
+		seen[host] = true
+		created, err := s.leases.Orphan(ctx, "host:"+host)
+		if err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("recording the lease of a host without one failed", "host", host, "error", err)
+			}
+			continue
+		}
+		if created {
+			g.log.Warn("found work of a host that has no lease (it went on after another host took it over, then stopped?); taking it over at the next sweep", "host", host)
+		}
 	}
 }
 

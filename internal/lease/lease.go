@@ -195,6 +195,21 @@ func (m *Manager) Delete(ctx context.Context, name string, fence int64) error {
 	return nil
 }
 
+// Orphan records lease name as expired and held by nobody, unless there is a lease of that name,
+// so that ClaimExpired hands it out: for work that still names a holder whose lease is gone (it
+// was claimed and deleted, and the holder recorded more work before it stopped). It reports
+// whether it recorded one. The holder itself, if it is still alive, takes it back as any
+// expired lease (TryAcquire).
+func (m *Manager) Orphan(ctx context.Context, name string) (bool, error) {
+	res, err := m.db.ExecContext(ctx, `INSERT INTO leases (name, holder, expires_at, fence) VALUES ($1, '', 0, 0)
+		ON CONFLICT (name) DO NOTHING`, name)
+	if err != nil {
+		return false, fmt.Errorf("lease: orphan %s: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 // Fence returns lease name's current fence inside the unit of work tx, and whether this holder
 // holds it under that fence and it has not expired. Work done under a lease can check it in the
 // transaction that records the work (on PostgreSQL under SERIALIZABLE, as store.Update runs it,

@@ -400,3 +400,36 @@ func TestCampaignTakeoverAfterHolderDies(t *testing.T) {
 		}
 	})
 }
+
+// Orphan records a lease that does not exist as expired and unheld, so that ClaimExpired hands
+// it out once; a lease that exists (held, or claimed) is left as it is.
+func TestOrphan(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		clk := fakeclock.New(t0)
+		a, _ := manager(t, b, "A", clk)
+		bm, _ := manager(t, b, "B", clk)
+		acquire(t, a, "host:a")
+		if created, err := bm.Orphan(ctx, "host:a"); err != nil || created {
+			t.Fatalf("orphan of a held lease: created %v, %v", created, err)
+		}
+		if created, err := bm.Orphan(ctx, "host:gone"); err != nil || !created {
+			t.Fatalf("orphan of a missing lease: created %v, %v", created, err)
+		}
+		if created, err := a.Orphan(ctx, "host:gone"); err != nil || created {
+			t.Fatalf("orphan twice: created %v, %v", created, err)
+		}
+		claims, err := bm.ClaimExpired(ctx, "host:", 10)
+		if err != nil || len(claims) != 1 || claims[0].Name != "host:gone" {
+			t.Fatalf("claims %+v, %v; want host:gone alone", claims, err)
+		}
+		if again, err := a.ClaimExpired(ctx, "host:", 10); err != nil || len(again) != 0 {
+			t.Fatalf("claimed again: %+v, %v", again, err)
+		}
+		// A holder that is alive after all takes an orphaned lease back as any expired one.
+		if created, err := bm.Orphan(ctx, "host:back"); err != nil || !created {
+			t.Fatalf("orphan: %v, %v", created, err)
+		}
+		acquire(t, a, "host:back")
+	})
+}

@@ -51,6 +51,15 @@ import (
 // out to be running: the notice is final (suppressed) but is replaced by the real end.
 const outcomeWithdrawn = "withdrawn: the host running it came back"
 
+// Hosts returns the hosts other than this one that the checkpoint names as running processes
+// (starting or running). With several hosts, one of them that has no lease started a process
+// after another took it over, and then stopped: nobody would record that process's end (the
+// gateway's sweep looks for such hosts).
+func (r *Registry) Hosts(ctx context.Context) ([]string, error) {
+	return store.Strings(ctx, r.db, `SELECT DISTINCT host FROM processes WHERE state IN ($1, $2) AND host <> $3`,
+		string(StateStarting), string(StateRunning), r.host)
+}
+
 // TakeOver records the open processes of host dead as lost (reason host_lost), with their
 // completions, in one transaction. The caller has established that dead stopped: it claimed
 // dead's expired host lease (one claimer per lease). It returns how many processes it recorded.

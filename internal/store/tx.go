@@ -147,3 +147,21 @@ func Placeholders(first, n int) string {
 	}
 	return strings.Join(ps, ", ")
 }
+
+// Strings runs query on db and returns the first column of its rows, as text.
+func Strings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

@@ -291,6 +291,15 @@ func (e *Engine) Adopt(ctx context.Context, dead string) (int, error) {
 	return len(ids), nil
 }
 
+// Owners returns the hosts other than this one that own open inbox rows (received, queued or
+// running). With several hosts, one of them that has no lease went on recording events after
+// another took it over, and then stopped: nobody would take those rows over (the gateway's
+// sweep looks for such hosts).
+func (e *Engine) Owners(ctx context.Context) ([]string, error) {
+	return store.Strings(ctx, e.db, `SELECT owner FROM turn_inbox WHERE state IN ('queued', 'running') AND owner <> $1
+		UNION SELECT owner FROM turn_inbox WHERE state = 'received' AND owner <> $2`, e.opt.Instance, e.opt.Instance)
+}
+
 // takeOver moves dead's open inbox rows to this host and returns their ids.
 func (e *Engine) takeOver(ctx context.Context, dead string) ([]string, error) {
 	rows, err := e.db.QueryContext(ctx, `UPDATE turn_inbox SET owner = $1
