@@ -35,7 +35,30 @@ func (e *Engine) history(ctx context.Context, sessionID string, exclude []string
 			return m.Role == agent.RoleUser && e.opt.Commands[cmd] != nil
 		})
 	}
-	return assemble(e.answerInterrupted(ctx, sessionID, msgs), exclude, e.opt.HistoryLimit)
+	return assemble(e.answerInterrupted(ctx, sessionID, notYetAsked(msgs, exclude)), exclude, e.opt.HistoryLimit)
+}
+
+// notYetAsked is msgs without the users' messages that came after the first message of the turn
+// (its inbox rows own): those were applied while it waited or started, are queued behind it
+// and will be answered by their own turn. In the history the model would read them as asked
+// of this turn, answer them here and again in theirs. Messages without a turn (a group's
+// observed chatter) and what is not a user's message (a notice delivered meanwhile) stay.
+func notYetAsked(msgs []session.Message, own []string) []session.Message {
+	if len(own) == 0 {
+		return msgs
+	}
+	first := int64(-1)
+	for _, m := range msgs {
+		if m.Role == agent.RoleUser && slices.Contains(own, m.Turn) && (first < 0 || m.Seq < first) {
+			first = m.Seq
+		}
+	}
+	if first < 0 {
+		return msgs
+	}
+	return slices.DeleteFunc(slices.Clone(msgs), func(m session.Message) bool {
+		return m.Role == agent.RoleUser && m.Turn != "" && m.Seq > first && !slices.Contains(own, m.Turn)
+	})
 }
 
 // interruptedNote begins what the model reads after a message whose turn a restart or a takeover

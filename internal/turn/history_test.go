@@ -1,0 +1,49 @@
+package turn
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/hermes-host/hermes-host/internal/agent"
+)
+
+// A message applied after a turn was taken off the queue (it will be the next turn's) is not in
+// that turn's history: the model would answer it there, and again in its own turn (found by the
+// promise checker on a paused host: a turn that started late answered the three messages queued
+// behind it, which their own turn then answered again, each shown twice).
+func TestLaterMessagesAreNotInAnEarlierTurnsHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{})
+		var once sync.Once
+		testHookBegun = func(it *item) {
+			if it.texts()[0] == "first" {
+				once.Do(func() { h.say(dm, "second") }) // applied before the turn reads its history
+			}
+		}
+		defer func() { testHookBegun = nil }()
+		h.say(dm, "first")
+		turn := a.next(t)
+		if got := texts(turn.History); strings.Contains(got, "second") || turn.Text != "first" {
+			t.Fatalf("the first turn (%q) has the later message in its history:\n%s", turn.Text, got)
+		}
+		a.release <- "answer to first"
+		turn = a.next(t)
+		if got := texts(turn.History); turn.Text != "second" || !strings.Contains(got, "user:first\nassistant:answer to first") {
+			t.Fatalf("the second turn (%q) does not have the first exchange in its history:\n%s", turn.Text, got)
+		}
+		a.release <- "answer to second"
+		h.chat.waitFor(t, "the second answer", has("answer to second"))
+	})
+}
+
+// texts is a history as role:text lines.
+func texts(hist []agent.Message) string {
+	var out []string
+	for _, m := range hist {
+		out = append(out, m.Role+":"+m.Text)
+	}
+	return strings.Join(out, "\n")
+}
