@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -46,4 +47,30 @@ func texts(hist []agent.Message) string {
 		out = append(out, m.Role+":"+m.Text)
 	}
 	return strings.Join(out, "\n")
+}
+
+// A host that adopts inbox rows it had queued itself (taken over while paused, it took them
+// back when the other host was paused in turn) queues each row once: a row twice in one turn
+// made the turn's ownership check count one row too many, and the turn stopped before it ran,
+// its rows left running for ever (found by the promise checker: inbound-one-outcome).
+func TestARowQueuedTwiceRunsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{})
+		h.say(dm, "first")
+		a.next(t)
+		h.say(dm, "second") // queued behind the running turn
+		rows, err := h.e.loadOpen(context.Background(), `text = $1`, "second")
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("rows %+v, %v", rows, err)
+		}
+		h.e.enqueue(h.key(dm), h.e.itemOf(rows[0])) // as a recovery of the row would
+		a.release <- "answer to first"
+		turn := a.next(t)
+		if turn.Text != "second" {
+			t.Fatalf("the turn's text is %q; want the row once", turn.Text)
+		}
+		a.release <- "answer to second"
+		h.inboxOutcome(h.key(dm), "second", stDone, "answered")
+	})
 }

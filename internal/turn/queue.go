@@ -96,6 +96,14 @@ func (e *Engine) enqueue(key string, it *item) {
 	e.queues.mu.Lock()
 	defer e.queues.mu.Unlock()
 	kq := e.queueLocked(key)
+	// An inbox row is in one turn at most: a host that adopts rows it had queued itself (it was
+	// taken over while paused, and took them back while the other host was paused in turn)
+	// finds them here already. A row twice in one turn would fail the turn's check that it
+	// still holds its rows (one row too many), and the turn would stop before it ran.
+	it.entries = slices.DeleteFunc(it.entries, func(en entry) bool { return kq.has(en.id) })
+	if len(it.entries) == 0 {
+		return
+	}
 	if n := len(kq.items); n > 0 {
 		last := kq.items[n-1]
 		mergeable := last.kind == it.kind && last.cmd == "" && it.cmd == "" &&
@@ -110,6 +118,17 @@ func (e *Engine) enqueue(key string, it *item) {
 	}
 	kq.items = append(kq.items, it)
 	e.serveLocked(key, kq)
+}
+
+// has reports whether the inbox row id is in one of kq's turns, queued or running. queues.mu
+// must be held.
+func (kq *keyQueue) has(id string) bool {
+	for _, it := range append([]*item{kq.running}, kq.items...) {
+		if it != nil && slices.ContainsFunc(it.entries, func(en entry) bool { return en.id == id }) {
+			return true
+		}
+	}
+	return false
 }
 
 // queueLocked returns key's queue, creating it. queues.mu must be held.
