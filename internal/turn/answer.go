@@ -35,29 +35,62 @@ func (e *Engine) history(ctx context.Context, sessionID string, exclude []string
 			return m.Role == agent.RoleUser && e.opt.Commands[cmd] != nil
 		})
 	}
-	return assemble(e.answerInterrupted(ctx, sessionID, notYetAsked(msgs, exclude)), exclude, e.opt.HistoryLimit)
+	rows := e.turnRows(ctx, sessionID, msgs)
+	return assemble(e.answerInterrupted(ctx, sessionID, notYetAsked(msgs, exclude, rows), rows), exclude, e.opt.HistoryLimit)
 }
 
-// notYetAsked is msgs without the users' messages that came after the first message of the turn
-// (its inbox rows own): those were applied while it waited or started, are queued behind it
-// and will be answered by their own turn. In the history the model would read them as asked
-// of this turn, answer them here and again in theirs. Messages without a turn (a group's
-// observed chatter) and what is not a user's message (a notice delivered meanwhile) stay.
-func notYetAsked(msgs []session.Message, own []string) []session.Message {
-	if len(own) == 0 {
-		return msgs
+// turnRow is the state and outcome of the inbox row of a message in the transcript.
+type turnRow struct{ state, outcome string }
+
+// turnRows reads the inbox rows of the users' messages of msgs (one query), by id. If that fails
+// the history is built without what they say (logged).
+func (e *Engine) turnRows(ctx context.Context, sessionID string, msgs []session.Message) map[string]turnRow {
+	var ids []any
+	for _, m := range msgs {
+		if m.Role == agent.RoleUser && m.Turn != "" {
+			ids = append(ids, m.Turn)
+		}
 	}
+	out := map[string]turnRow{}
+	if len(ids) == 0 {
+		return out
+	}
+	rows, err := e.db.QueryContext(ctx, `SELECT id, state, outcome FROM turn_inbox WHERE id IN (`+store.Placeholders(1, len(ids))+`)`, ids...)
+	if err != nil {
+		e.log.Warn("turn: reading the turns of the history's messages failed", "session", sessionID, "error", err)
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var r turnRow
+		if rows.Scan(&id, &r.state, &r.outcome) == nil {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// notYetAsked is msgs without the users' messages that another turn is to answer: those that
+// came after the first message of this turn (its inbox rows own), applied while it waited or
+// started and queued behind it; and those whose turn is still open (received, queued or
+// running: with several hosts, a chat's earlier turn may run on another host while this one
+// runs here). In the history the model would read them as asked of this turn, answer them
+// here and again in theirs, running their commands twice. Messages without a turn (a group's
+// observed chatter) and what is not a user's message (a notice delivered meanwhile) stay.
+func notYetAsked(msgs []session.Message, own []string, rows map[string]turnRow) []session.Message {
 	first := int64(-1)
 	for _, m := range msgs {
 		if m.Role == agent.RoleUser && slices.Contains(own, m.Turn) && (first < 0 || m.Seq < first) {
 			first = m.Seq
 		}
 	}
-	if first < 0 {
-		return msgs
-	}
 	return slices.DeleteFunc(slices.Clone(msgs), func(m session.Message) bool {
-		return m.Role == agent.RoleUser && m.Turn != "" && m.Seq > first && !slices.Contains(own, m.Turn)
+		if m.Role != agent.RoleUser || m.Turn == "" || slices.Contains(own, m.Turn) {
+			return false
+		}
+		st := rows[m.Turn].state
+		return (first >= 0 && m.Seq > first) || st == stReceived || st == stQueued || st == stRunning
 	})
 }
 
@@ -71,35 +104,19 @@ const interruptedNote = "(Not answered: the host restarted while I was answering
 // Left unanswered, the message would read as still open, and the model of the next turn would
 // answer it again with its own message, running its command a second time (found by the
 // promise checker: a watch started twice, each of its matches posted twice).
-func (e *Engine) answerInterrupted(ctx context.Context, sessionID string, msgs []session.Message) []session.Message {
-	var asked []any
+func (e *Engine) answerInterrupted(ctx context.Context, sessionID string, msgs []session.Message, rows map[string]turnRow) []session.Message {
 	answered := map[string]bool{}
 	for _, m := range msgs {
-		switch {
-		case m.Turn == "":
-		case m.Role == agent.RoleUser:
-			asked = append(asked, m.Turn)
-		case m.Role == agent.RoleAssistant:
+		if m.Turn != "" && m.Role == agent.RoleAssistant {
 			answered[m.Turn] = true
 		}
 	}
-	if len(asked) == 0 {
-		return msgs
-	}
-	rows, err := e.db.QueryContext(ctx, `SELECT id FROM turn_inbox WHERE state = $1 AND outcome LIKE 'interrupted: the host restarted%'
-		AND id IN (`+store.Placeholders(2, len(asked))+`)`, append([]any{stInterrupted}, asked...)...)
-	if err != nil {
-		e.log.Warn("turn: reading which turns were interrupted failed", "session", sessionID, "error", err)
-		return msgs
-	}
 	interrupted := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if rows.Scan(&id) == nil && !answered[id] {
+	for id, r := range rows {
+		if r.state == stInterrupted && strings.HasPrefix(r.outcome, "interrupted: the host restarted") && !answered[id] {
 			interrupted[id] = true
 		}
 	}
-	rows.Close()
 	if len(interrupted) == 0 {
 		return msgs
 	}

@@ -74,3 +74,34 @@ func TestARowQueuedTwiceRunsOnce(t *testing.T) {
 		h.inboxOutcome(h.key(dm), "second", stDone, "answered")
 	})
 }
+
+// With several hosts a chat's turns may run on two at once (each runs the events it recorded):
+// a message another host's running turn answers is not in this turn's history, where the model
+// would read it as asked again and run its command a second time (found by the promise
+// checker: a watch started by two hosts from one message, its match posted twice).
+func TestAMessageAnotherTurnAnswersIsNotInTheHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newBlocking()
+		h := newHarness(t, a, Options{Instance: "a"})
+		h.say(dm, "please run the job")
+		a.next(t) // host a runs its turn
+		ab := newBlocking()
+		b := h.another(ab, Options{Instance: "b"})
+		b.say(dm, "meanwhile")
+		turn := ab.next(t)
+		if got := texts(turn.History); strings.Contains(got, "please run the job") {
+			t.Fatalf("host b's turn has host a's open message in its history:\n%s", got)
+		}
+		a.release <- "started the job"
+		ab.release <- "answer to meanwhile"
+		h.inboxOutcome(h.key(dm), "please run the job", stDone, "answered")
+		b.inboxOutcome(h.key(dm), "meanwhile", stDone, "answered")
+		// Answered, it is history again.
+		b.say(dm, "and then?")
+		turn = ab.next(t)
+		if got := texts(turn.History); !strings.Contains(got, "user:please run the job\nassistant:started the job") {
+			t.Fatalf("the answered exchange is not in the next turn's history:\n%s", got)
+		}
+		ab.release <- "done"
+	})
+}
