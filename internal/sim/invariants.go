@@ -295,8 +295,15 @@ func checkLeftSession(h *History) []string {
 	sepoch := map[string]int{} // nonce → the same, counting /stop
 	ambiguous := map[string]bool{}
 	count, scount := map[string]int{}, map[string]int{}
+	// An event counts if the host took it: the platform saw it taken, or the host recorded it
+	// although the platform did not hear so (a host paused while it read the webhook answers
+	// after the platform gave up on it; the platform retries, the host dedupes).
+	recorded := map[string]bool{}
+	for _, r := range h.Inbox {
+		recorded[r.EventID] = r.EventID != ""
+	}
 	for _, in := range h.Inbound {
-		if !in.Admitted || !in.Accepted {
+		if !in.Admitted || (!in.Accepted && !recorded[in.EventID]) {
 			continue
 		}
 		switch cmd := command(in.Text); {

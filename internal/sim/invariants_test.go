@@ -272,6 +272,9 @@ func TestAllowedLookalikes(t *testing.T) {
 			h.Posts = slices.DeleteFunc(h.Posts, func(p Post) bool { return p.ID == "13" || p.ID == "14" })
 			h.Processes[0].Outcome, h.Processes[0].CorrectionOutcome = "dropped: user_boundary", "dropped: user_boundary"
 		}},
+		{"a /new the platform saw refused (the host paused) that the host recorded and applied", func(h *History) {
+			h.Inbound[1].Accepted = false // update:2, the /new; its inbox row says it was applied
+		}},
 		{"the next turn repeats an interrupted turn's draft", func(h *History) {
 			renewedDraft(h, 8.5)
 		}},
