@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -169,6 +170,29 @@ type Runtime struct {
 	scanMu      sync.Mutex
 	loadSlots   chan struct{} // bounds concurrent loads
 	compileSlot chan struct{} // bounds concurrent compilations
+
+	reclaiming atomic.Bool // a reclaim (after a trap) runs or waits; see reclaim
+}
+
+// reclaimEvery spaces the returns of memory to the system that traps ask for.
+const reclaimEvery = 2 * time.Second
+
+// reclaim gives the memory a trapped call left in the host's heap back to the system, at most
+// once per reclaimEvery, in the background. A guest's call stack lives in the host's heap, not
+// in its linear memory (wazero grows it up to its ceiling, tens of MiB: a guest that recurses
+// without end), and once the call trapped it is garbage that the Go runtime would otherwise
+// keep resident, for reuse, long after (measured: +68 MiB after five overflows, for good).
+// Traps are rare (each one is a crash, and the breaker stops a plugin that repeats them), so a
+// forced collection after one costs little.
+func (r *Runtime) reclaim() {
+	if !r.reclaiming.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		debug.FreeOSMemory()
+		time.Sleep(reclaimEvery)
+		r.reclaiming.Store(false)
+	}()
 }
 
 // fileState is what the runtime last saw of one file in the plugins directory.
@@ -1032,6 +1056,9 @@ func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export s
 			err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed", inst.exitCode.Load())
 		}
 		crash := &CrashError{Plugin: c.Plugin, Export: export, Reason: reason, Err: err, Stderr: inst.stderr.take()}
+		if reason == "trap" {
+			v.rt.reclaim()
+		}
 		v.metrics.crash(reason)
 		v.metrics.call(export, "crash", start)
 		if v.breaker.record(crash) {
