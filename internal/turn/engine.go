@@ -302,21 +302,8 @@ func (e *Engine) Owners(ctx context.Context) ([]string, error) {
 
 // takeOver moves dead's open inbox rows to this host and returns their ids.
 func (e *Engine) takeOver(ctx context.Context, dead string) ([]string, error) {
-	rows, err := e.db.QueryContext(ctx, `UPDATE turn_inbox SET owner = $1
+	return store.Strings(ctx, e.db, `UPDATE turn_inbox SET owner = $1
 		WHERE owner = $2 AND state IN ('received', 'queued', 'running') RETURNING id`, e.opt.Instance, dead)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // Wait blocks until the engine's goroutines have stopped (after ctx is cancelled).

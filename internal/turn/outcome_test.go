@@ -173,11 +173,7 @@ func TestInterruptedTurnIsAnsweredForTheModel(t *testing.T) {
 			h2.say(dm, want)
 		}
 		turn := a2.next(t)
-		var hist []string
-		for _, m := range turn.History {
-			hist = append(hist, m.Role+":"+m.Text)
-		}
-		got := strings.Join(hist, "\n")
+		got := texts(turn.History)
 		if !strings.HasPrefix(got, "user:please run the job\nassistant:"+interruptedNote) || !strings.Contains(got, p.ID+": sleep 3") {
 			t.Fatalf("turn %q: the interrupted message is not answered by a note naming %s:\n%s", want, p.ID, got)
 		}
