@@ -65,6 +65,8 @@ test: vet tools
 	HERMES_REQUIRE_TOOLS=1 HERMES_TEST_ARTIFACTS=$(HERMES_TEST_ARTIFACTS) HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) \
 		HERMES_TEST_DEADLINE_SCALE=$(HERMES_TEST_DEADLINE_SCALE) \
 		scripts/with-postgres $(GO) test -race -p $(TEST_P) -timeout 30m $(TEST_FIRST) ./...
+	@# Resident-memory measurements again without -race, whose shadow memory stays resident.
+	HERMES_COMPILATION_CACHE=$(HERMES_COMPILATION_CACHE) $(GO) test -count=1 -run 'TestStackOverflowGivesMemoryBack' ./internal/plugin
 
 # The promise checker (internal/sim) for SOAK (default 30m): schedules one after another, on one
 # SQLite host and on two or three hosts sharing PostgreSQL, with a report every minute. SOAK_AIM

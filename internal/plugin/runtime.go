@@ -171,27 +171,35 @@ type Runtime struct {
 	loadSlots   chan struct{} // bounds concurrent loads
 	compileSlot chan struct{} // bounds concurrent compilations
 
-	reclaiming atomic.Bool // a reclaim (after a trap) runs or waits; see reclaim
+	reclaimWanted atomic.Bool // a reclaim is asked for and has not started; see reclaim
+	reclaimMu     sync.Mutex  // serializes reclaims; guards reclaimed
+	reclaimed     time.Time   // when the last reclaim started
 }
 
 // reclaimEvery spaces the returns of memory to the system that traps ask for.
 const reclaimEvery = 2 * time.Second
 
-// reclaim gives the memory a trapped call left in the host's heap back to the system, at most
-// once per reclaimEvery, in the background. A guest's call stack lives in the host's heap, not
-// in its linear memory (wazero grows it up to its ceiling, tens of MiB: a guest that recurses
-// without end), and once the call trapped it is garbage that the Go runtime would otherwise
-// keep resident, for reuse, long after (measured: +68 MiB after five overflows, for good).
+// reclaim gives the memory a trapped call left in the host's heap back to the system, in the
+// background, at most once per reclaimEvery but always after the last trap: a trap during the
+// pause after one reclaim gets the next. A guest's call stack lives in the host's heap, not in
+// its linear memory (wazero grows it up to its ceiling, tens of MiB: a guest that recurses
+// without end), and once the call trapped it is garbage that the Go runtime would otherwise keep
+// resident, for reuse, long after (measured: +53 to +68 MiB after five overflows, for good).
 // Traps are rare (each one is a crash, and the breaker stops a plugin that repeats them), so a
 // forced collection after one costs little.
 func (r *Runtime) reclaim() {
-	if !r.reclaiming.CompareAndSwap(false, true) {
-		return
+	if r.reclaimWanted.Swap(true) {
+		return // one is waiting to start; it covers this trap too
 	}
 	go func() {
+		r.reclaimMu.Lock()
+		defer r.reclaimMu.Unlock()
+		if wait := time.Until(r.reclaimed.Add(reclaimEvery)); wait > 0 {
+			time.Sleep(wait)
+		}
+		r.reclaimWanted.Store(false) // a trap from now on asks for another
+		r.reclaimed = time.Now()
 		debug.FreeOSMemory()
-		time.Sleep(reclaimEvery)
-		r.reclaiming.Store(false)
 	}()
 }
 
