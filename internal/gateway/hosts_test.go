@@ -159,10 +159,7 @@ func TestPausedHostComesBack(t *testing.T) {
 	// The pause: host a's lease runs out and b claims it (the claim's new fence makes a's next
 	// renewal fail, as after a real pause; a campaigns for it again only a third of the lease
 	// later, by when b has done its takeover).
-	if _, err := b.g.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0, fence = fence + 1 WHERE name = $1`, "host:"+a.g.shared.id); err != nil {
-		t.Fatal(err)
-	}
-	b.g.shared.sweep(ctx, b.g)
+	takeOver(t, b, a)
 	if in, _ := b.g.procs.Inspect(ctx, id); in.State != process.StateLost {
 		t.Fatalf("after the takeover: %+v", in)
 	}
@@ -205,14 +202,10 @@ func TestWorkOfAHostGoneAfterItsTakeoverIsTakenOver(t *testing.T) {
 	t.Parallel()
 	hosts := newHosts(t, 2)
 	a, b := hosts[0], hosts[1]
-	ctx := context.Background()
 	a.say("34", "", "hi")
 	a.wait("hello", func(echotest.Message) bool { return true })
 	// The pause: b claims a's lease and takes a over (there is nothing to take yet).
-	if _, err := b.g.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0, fence = fence + 1 WHERE name = $1`, "host:"+a.g.shared.id); err != nil {
-		t.Fatal(err)
-	}
-	b.g.shared.sweep(ctx, b.g)
+	takeOver(t, b, a)
 	// a resumes and, before it takes its lease back (a third of the lease later), starts a
 	// process; then it stops. (Had it taken its lease back, it releases it as it stops, and the
 	// ordinary takeover follows: the outcome asserted below is the same.)
@@ -227,4 +220,15 @@ func TestWorkOfAHostGoneAfterItsTakeoverIsTakenOver(t *testing.T) {
 	if n := countAbout(a.fake, id); n != 1 {
 		t.Fatalf("the chat heard of %s %d times: %+v", id, n, a.fake.Messages())
 	}
+}
+
+// takeOver makes host paused's lease run out, as a pause past it would, and has survivor claim
+// it and take paused over at once (one sweep).
+func takeOver(t *testing.T, survivor, paused *world) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := survivor.g.db.ExecContext(ctx, `UPDATE leases SET expires_at = 0, fence = fence + 1 WHERE name = $1`, "host:"+paused.g.shared.id); err != nil {
+		t.Fatal(err)
+	}
+	survivor.g.shared.sweep(ctx, survivor.g)
 }

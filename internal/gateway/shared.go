@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,21 +130,31 @@ func (s *shared) orphans(ctx context.Context, g *Gateway) {
 		}
 		return
 	}
-	seen := map[string]bool{s.id: true, "": true}
+	// Hosts alive (or taken over and not done) have a lease: one read in the usual case, a
+	// write only for a host that has none.
+	var names []string
 	for _, host := range owners {
-		if seen[host] {
-			continue
+		if name := "host:" + host; host != "" && host != s.id && !slices.Contains(names, name) {
+			names = append(names, name)
 		}
-		seen[host] = true
-		created, err := s.leases.Orphan(ctx, "host:"+host)
+	}
+	missing, err := s.leases.Missing(ctx, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("looking for work of hosts without a lease failed", "error", err)
+		}
+		return
+	}
+	for _, name := range missing {
+		created, err := s.leases.Orphan(ctx, name)
 		if err != nil {
 			if ctx.Err() == nil {
-				g.log.Warn("recording the lease of a host without one failed", "host", host, "error", err)
+				g.log.Warn("recording the lease of a host without one failed", "lease", name, "error", err)
 			}
 			continue
 		}
 		if created {
-			g.log.Warn("found work of a host that has no lease (it went on after another host took it over, then stopped?); taking it over at the next sweep", "host", host)
+			g.log.Warn("found work of a host that has no lease (it went on after another host took it over, then stopped?); taking it over at the next sweep", "host", strings.TrimPrefix(name, "host:"))
 		}
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -193,6 +194,22 @@ func (m *Manager) Delete(ctx context.Context, name string, fence int64) error {
 		return fmt.Errorf("lease: delete %s: %w", name, err)
 	}
 	return nil
+}
+
+// Missing returns the names of names that have no lease (held, expired or claimed).
+func (m *Manager) Missing(ctx context.Context, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = n
+	}
+	have, err := store.Strings(ctx, m.db, `SELECT name FROM leases WHERE name IN (`+store.Placeholders(1, len(names))+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("lease: look up %d leases: %w", len(names), err)
+	}
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(have, n) }), nil
 }
 
 // Orphan records lease name as expired and held by nobody, unless there is a lease of that name,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -410,6 +411,9 @@ func TestOrphan(t *testing.T) {
 		a, _ := manager(t, b, "A", clk)
 		bm, _ := manager(t, b, "B", clk)
 		acquire(t, a, "host:a")
+		if missing, err := bm.Missing(ctx, []string{"host:a", "host:gone"}); err != nil || !slices.Equal(missing, []string{"host:gone"}) {
+			t.Fatalf("missing %v, %v; want host:gone alone", missing, err)
+		}
 		if created, err := bm.Orphan(ctx, "host:a"); err != nil || created {
 			t.Fatalf("orphan of a held lease: created %v, %v", created, err)
 		}

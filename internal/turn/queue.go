@@ -123,12 +123,10 @@ func (e *Engine) enqueue(key string, it *item) {
 // has reports whether the inbox row id is in one of kq's turns, queued or running. queues.mu
 // must be held.
 func (kq *keyQueue) has(id string) bool {
-	for _, it := range append([]*item{kq.running}, kq.items...) {
-		if it != nil && slices.ContainsFunc(it.entries, func(en entry) bool { return en.id == id }) {
-			return true
-		}
+	in := func(it *item) bool {
+		return it != nil && slices.ContainsFunc(it.entries, func(en entry) bool { return en.id == id })
 	}
-	return false
+	return in(kq.running) || slices.ContainsFunc(kq.items, in)
 }
 
 // queueLocked returns key's queue, creating it. queues.mu must be held.
