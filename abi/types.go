@@ -105,8 +105,11 @@ type InboundEvent struct {
 	// ID deduplicates the event durably, per plugin and profile: Telegram update_id, Yuanbao
 	// msg_id; for Slack the message (team, channel, ts), since one message arrives as two
 	// events. Empty means "do not deduplicate".
-	ID        string `json:"id,omitempty"`
-	Kind      string `json:"kind" jsonschema:"enum=,enum=message,enum=observe,enum=redact,enum=seed"` // Event* values; empty means EventMessage
+	ID string `json:"id,omitempty"`
+	// Kind is one of the Event* values. A Go plugin may leave it empty: the event is encoded
+	// with EventMessage (MarshalJSON). On the wire it is required and never empty; the host
+	// still reads an empty or missing kind as EventMessage, for plugins built before that rule.
+	Kind      string `json:"kind" jsonschema:"enum=message,enum=observe,enum=redact,enum=seed"`
 	Source    Source `json:"source"`
 	Text      string `json:"text,omitempty"`
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
@@ -122,6 +125,16 @@ type InboundEvent struct {
 	// chat in the old chat's conversations and re-addresses what it still owes the old chat.
 	// Send it on the service message that announces the move, as an observe event.
 	MigrateFromChatID string `json:"migrate_from_chat_id,omitempty"`
+}
+
+// MarshalJSON encodes e with its Kind, EventMessage when e.Kind is empty: the schema requires
+// a kind, and the zero value of the Go type means a message.
+func (e InboundEvent) MarshalJSON() ([]byte, error) {
+	type wire InboundEvent // the same fields, without this method
+	if e.Kind == "" {
+		e.Kind = EventMessage
+	}
+	return json.Marshal(wire(e))
 }
 
 // OutboundMessage is one message for the plugin to transmit.

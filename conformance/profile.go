@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"path"
 	"runtime/debug"
@@ -87,4 +89,90 @@ func (o *OffSend) Check() (string, error) {
 			len(o.calls), o.api, strings.Join(o.calls[:min(len(o.calls), 5)], ", "))
 	}
 	return "every message-posting call came from send", nil
+}
+
+// Sample is a webhook request a platform profile ships (its samples directory: requests shaped
+// as the platform documents and sends them), with what any correct adapter makes of it. The
+// profiles run their samples through the plugin's webhook; authors can also give the files to
+// the generic suite (--webhook-sample) or to `hermes-host call`.
+type Sample struct {
+	WebhookSample
+	// Want are the events the request must become, in order; none for a request that must be
+	// accepted (2xx) without an event (an edit, the bot's own message).
+	Want []Expect
+}
+
+// Expect is what one event made of a Sample must carry. Empty fields are not checked; Kind is
+// compared as the host reads it (empty is a message).
+type Expect struct {
+	Kind, ChatType, ChatID, ThreadID, UserID string
+	Text                                     string // contained in the event's text
+	Mentioned                                bool   // the event says the bot was mentioned
+}
+
+// CheckSample says how res, the webhook's answer to sample, falls short of it: a status other
+// than 2xx, another number of events, or an event missing what sample.Want names.
+func CheckSample(sample Sample, res *abi.WebhookResult) error {
+	if st := res.Response.Status; st < 200 || st > 299 {
+		return fmt.Errorf("%s: answered %d %q, want a 2xx", sample.Name, st, clip(res.Response.Body))
+	}
+	if len(res.Events) != len(sample.Want) {
+		return fmt.Errorf("%s: %d events, want %d", sample.Name, len(res.Events), len(sample.Want))
+	}
+	var errs []error
+	for i, w := range sample.Want {
+		e := res.Events[i]
+		kind := e.Kind
+		if kind == "" {
+			kind = abi.EventMessage
+		}
+		for _, f := range []struct{ field, got, want string }{
+			{"kind", kind, w.Kind}, {"chat_type", e.Source.ChatType, w.ChatType}, {"chat_id", e.Source.ChatID, w.ChatID},
+			{"thread_id", e.Source.ThreadID, w.ThreadID}, {"user_id", e.Source.UserID, w.UserID},
+		} {
+			if f.want != "" && f.got != f.want {
+				errs = append(errs, fmt.Errorf("%s: event %d has %s %q, want %q", sample.Name, i, f.field, f.got, f.want))
+			}
+		}
+		if e.ID == "" {
+			errs = append(errs, fmt.Errorf("%s: event %d has no id (the platform redelivers: it must be deduplicated)", sample.Name, i))
+		}
+		if !strings.Contains(e.Text, w.Text) {
+			errs = append(errs, fmt.Errorf("%s: event %d has text %q, want it to contain %q", sample.Name, i, e.Text, w.Text))
+		}
+		if w.Mentioned && !e.Mentioned {
+			errs = append(errs, fmt.Errorf("%s: event %d does not say the bot was mentioned", sample.Name, i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LoadSamples reads the *.json files of fsys (a profile's embedded samples directory) as Samples,
+// in name order, each with its expectations from want (keyed by file name). A file without an
+// entry in want, or an entry without its file, is an error: every shipped sample is checked.
+func LoadSamples(fsys fs.FS, want map[string][]Expect) ([]Sample, error) {
+	names, err := fs.Glob(fsys, "*.json")
+	if err != nil {
+		return nil, err
+	}
+	var out []Sample
+	seen := map[string]bool{}
+	for _, name := range names {
+		w, ok := want[name]
+		if !ok {
+			return nil, fmt.Errorf("sample %s has no expectations", name)
+		}
+		seen[name] = true
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Sample{WebhookSample: WebhookSample{Name: name, Body: body}, Want: w})
+	}
+	for name := range want {
+		if !seen[name] {
+			return nil, fmt.Errorf("expectations for %s, which is not a sample", name)
+		}
+	}
+	return out, nil
 }

@@ -33,6 +33,11 @@ func TestValidate(t *testing.T) {
 		{"WebhookResult", `{"response": {"status": 200}}`, ""},
 		{"WebhookResult", `{"response": {"status": 999}}`, "/response/status"},
 		{"WebhookResult", `{"response": {"status": 200}, "extra": 1}`, "extra"},
+		// An event's kind is required and one of the listed values, never empty (issue 32).
+		{"PollResult", `{"events": [{"kind": "message", "source": {"chat_type": "dm"}}]}`, ""},
+		{"PollResult", `{"events": [{"kind": "", "source": {"chat_type": "dm"}}]}`, "/events/0/kind"},
+		{"PollResult", `{"events": [{"source": {"chat_type": "dm"}}]}`, "kind"},
+		{"PollResult", `{"events": [{"kind": "chat", "source": {"chat_type": "dm"}}]}`, "/events/0/kind"},
 	}
 	for _, c := range cases {
 		err := Validate(c.name, []byte(c.data))

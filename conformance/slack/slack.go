@@ -125,6 +125,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	check("webhook: url_verification", s.checkURLVerification)
 	check("webhook: forged requests refused", s.checkForgeries)
 	check("webhook: retries are one event", s.checkRetries)
+	check("webhook: shipped samples", s.checkSamples)
 	check("inbound: message + app_mention once", s.checkDoubleDelivery)
 	check("inbound: workspace in the scope", s.checkWorkspaces)
 	check("inbound: threads and mention gating", s.checkThreads)

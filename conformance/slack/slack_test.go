@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -33,4 +34,17 @@ func TestNaiveAdapterFails(t *testing.T) {
 		"socket: reconnect, no duplicates",       // envelope_id as the event's id
 		"egress: messages posted only from send", // acknowledges mentions from webhook
 	)
+}
+
+// Every shipped request has its expectations and is valid JSON.
+func TestShippedSamples(t *testing.T) {
+	samples, err := loadSamples()
+	if err != nil || len(samples) != len(sampleWants) {
+		t.Fatalf("%d samples: %v", len(samples), err)
+	}
+	for _, s := range samples {
+		if !json.Valid(s.Body) {
+			t.Errorf("%s is not JSON", s.Name)
+		}
+	}
 }

@@ -119,7 +119,11 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	var tgOpts []tgt.Option
 	tgOpts = append(tgOpts, tgt.WithoutDefaultBot(), tgt.WithSecond(fakeSecond))
 	for _, name := range sortedProfiles() {
-		tgOpts = append(tgOpts, tgt.WithBot(tokens[name], "conf_"+name+"_bot"))
+		username := "conf_" + name + "_bot"
+		if name == profHook {
+			username = tgt.DefaultBotUsername // the bot the shipped samples mention
+		}
+		tgOpts = append(tgOpts, tgt.WithBot(tokens[name], username))
 	}
 	s.tg = tgt.New(nil, tgOpts...)
 	defer s.tg.Close()
@@ -171,6 +175,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	}
 	s.check("webhook: registered with secret", s.checkWebhookRegistered)
 	s.check("webhook: secret enforced", s.checkWebhookSecret)
+	s.check("webhook: shipped samples", s.checkSamples)
 	s.check("configure: slow getMe accepts the profile", s.checkSlowGetMe)
 	s.check("profiles: own token only", s.checkTokens)
 	s.check("egress: messages posted only from send", s.offSend.Check)

@@ -2,9 +2,13 @@ package telegram
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
@@ -39,4 +43,25 @@ func TestNaiveAdapterFails(t *testing.T) {
 		"configure: slow getMe accepts the profile", // 30 s getMe at configure: rejected
 		"inbound: bots, edits, service, migration",  // migration service messages dropped
 	)
+}
+
+// Every shipped update has its expectations and is valid JSON; a sample that a broken adapter
+// answers wrongly is reported with its file name.
+func TestShippedSamples(t *testing.T) {
+	samples, err := loadSamples()
+	if err != nil || len(samples) != len(sampleWants) {
+		t.Fatalf("%d samples: %v", len(samples), err)
+	}
+	for _, s := range samples {
+		if !json.Valid(s.Body) {
+			t.Errorf("%s is not JSON", s.Name)
+		}
+	}
+	forum := samples[slices.IndexFunc(samples, func(s conformance.Sample) bool { return s.Name == "forum_topic.json" })]
+	wrong := &abi.WebhookResult{Response: abi.HTTPResponse{Status: 200}, Events: []abi.InboundEvent{{ID: "update:1",
+		Source: abi.Source{ChatType: abi.ChatGroup, ChatID: "-1002233445566", UserID: "580193422"}, Text: "status of the deploy?", Mentioned: true}}}
+	if err := conformance.CheckSample(forum, wrong); err == nil || !strings.Contains(err.Error(), "forum_topic.json: event 0 has chat_type \"group\", want \"forum\"") ||
+		!strings.Contains(err.Error(), "thread_id") {
+		t.Errorf("a topic message mapped as plain group chatter: %v", err)
+	}
 }
