@@ -48,6 +48,14 @@ func pairingCmd(g *globals) *cobra.Command {
 					out.Approved = a
 					return err
 				})
+			if err == nil && out.Approved.Tools == nil {
+				// Approved in the database directly: the grants are the configuration's.
+				cfg, _, cerr := g.load()
+				if cerr != nil {
+					return cerr
+				}
+				out.Approved.Tools = cfg.Plugins[out.Approved.Plugin].Access[out.Approved.Profile].Tools
+			}
 			if err != nil {
 				return err
 			}

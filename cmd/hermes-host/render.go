@@ -210,7 +210,7 @@ func writeApproved(w io.Writer, a auth.Approval, told bool) error {
 	if a.UserName != "" {
 		name += " (" + a.UserName + ")"
 	}
-	_, err := fmt.Fprintf(w, "approved %s on %s/%s\n", name, a.Plugin, a.Profile)
+	_, err := fmt.Fprintf(w, "approved %s on %s/%s\n%s\n", name, a.Plugin, a.Profile, humanize.Tools(a.Tools))
 	if err == nil && !told {
 		_, err = fmt.Fprintln(w, "no host is serving: the user was not told; they are admitted from their next message")
 	}

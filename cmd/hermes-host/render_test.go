@@ -101,7 +101,10 @@ func TestWriteAccess(t *testing.T) {
 	contains(t, "pairing ls", b.String(), "ABCD2345", "telegram", "111", "ann", "59m00s", "APPROVED", "222", "QRST6789")
 	b.Reset()
 	writeApproved(&b, auth.Approval{Plugin: "telegram", Profile: "main", UserID: "111", UserName: "ann"}, false)
-	contains(t, "pairing approve", b.String(), "approved 111 (ann) on telegram/main", "was not told")
+	contains(t, "pairing approve", b.String(), "approved 111 (ann) on telegram/main", "no tools: they can chat", "was not told")
+	b.Reset()
+	writeApproved(&b, auth.Approval{Plugin: "telegram", Profile: "main", UserID: "111", Tools: []string{"shell"}}, true)
+	contains(t, "pairing approve with a shell", b.String(), "tools: shell (the agent runs commands on this machine")
 	b.Reset()
 	writeAuthLog(&b, []auth.Entry{{At: now.Add(-5 * time.Second), Plugin: "telegram", Profile: "main", Verdict: auth.Refuse,
 		Reason: auth.ReasonPairingSent, ChatType: abi.ChatDM, ChatID: "111", UserID: "111", Text: "sh id", Detail: "code ABCD2345 sent as dlv_1"}}, now)

@@ -19,6 +19,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/httpguard"
 	"github.com/hermes-host/hermes-host/internal/httpjson"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
@@ -44,6 +45,8 @@ type API struct {
 	Loading func() []string
 	// Jobs hands job requests to scheduler plugins (nil: /api/cron answers 404).
 	Jobs Jobs
+	// Throttle limits wrong pairing codes per client (nil: not limited).
+	Throttle *httpguard.Throttle
 }
 
 // Jobs routes a jobs request to the scheduler plugin (name, or the only one) serving profile
@@ -304,9 +307,13 @@ func (a *API) approve(w http.ResponseWriter, r *http.Request) {
 		httpjson.Write(w, http.StatusBadRequest, abi.Errorf(abi.CodeBadRequest, `want {"code": "…"}`))
 		return
 	}
+	if !a.Throttle.Allow(w, r, "pairing code") {
+		return
+	}
 	ap, err := a.Auth.Approve(r.Context(), req.Code)
 	switch {
 	case errors.Is(err, auth.ErrNoCode):
+		a.Throttle.Fail(r)
 		httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "%v", err))
 	case err != nil:
 		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))

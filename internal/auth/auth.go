@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/store"
 )
 
@@ -42,6 +43,21 @@ type Policy struct {
 	// Shell and Processes are the tools admitted senders get: starting commands, and inspecting
 	// and stopping their own chat's processes. Cron lets them manage their chat's scheduled jobs.
 	Shell, Processes, Cron bool
+}
+
+// Tools names the tools p grants (config.ToolShell, ToolProcesses, ToolCron, in that order);
+// empty, never nil, when it grants none.
+func (p Policy) Tools() []string {
+	tools := []string{}
+	for _, t := range []struct {
+		on   bool
+		name string
+	}{{p.Shell, config.ToolShell}, {p.Processes, config.ToolProcesses}, {p.Cron, config.ToolCron}} {
+		if t.on {
+			tools = append(tools, t.name)
+		}
+	}
+	return tools
 }
 
 // Group is the rule of one group chat.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,8 +125,8 @@ func TestUnknownDMGetsOnePairingCode(t *testing.T) {
 		t.Fatalf("wrong code: %v", err)
 	}
 	a, err := f.g.Approve(ctx, strings.ToLower(pending[0].Code))
-	if err != nil || a.UserID != "111" || a.Source.ChatID != "111" {
-		t.Fatalf("approve %+v %v", a, err)
+	if err != nil || a.UserID != "111" || a.Source.ChatID != "111" || a.Tools == nil || len(a.Tools) != 0 {
+		t.Fatalf("approve %+v %v (want no tools, said as [])", a, err)
 	}
 	if f.n.count() != 2 || !strings.Contains(f.n.sent[1], "approved") {
 		t.Fatalf("approval notice %q", f.n.sent)
@@ -167,6 +168,26 @@ func TestUnknownDMGetsOnePairingCode(t *testing.T) {
 
 // TestPairingIsRateLimited: one code per user per lifetime, a cap of open codes per profile, and
 // a new code once the old one expired.
+// TestApprovalSaysWhichToolsItGrants: the pending code and the approval name the tools the
+// profile grants, so the operator knows what approving gives (a shell, here).
+func TestApprovalSaysWhichToolsItGrants(t *testing.T) {
+	ctx := context.Background()
+	f := newGate(t, map[string]map[string]Policy{"telegram": {"main": {Pairing: true, Shell: true, Processes: true}}}, Options{})
+	f.admit(t, f.event(abi.ChatDM, "222", "222", "hi"))
+	pending, _, err := f.g.Pairing(ctx)
+	if err != nil || len(pending) != 1 || !slices.Equal(pending[0].Tools, []string{"shell", "processes"}) {
+		t.Fatalf("pending %+v %v", pending, err)
+	}
+	a, err := f.g.Approve(ctx, pending[0].Code)
+	if err != nil || !slices.Equal(a.Tools, []string{"shell", "processes"}) {
+		t.Fatalf("approved %+v %v", a, err)
+	}
+	_, approved, err := f.g.Pairing(ctx)
+	if err != nil || len(approved) != 1 || !slices.Equal(approved[0].Tools, []string{"shell", "processes"}) {
+		t.Fatalf("approved list %+v %v", approved, err)
+	}
+}
+
 func TestPairingIsRateLimited(t *testing.T) {
 	f := newGate(t, nil, Options{MaxPending: 2, PairingTTL: time.Hour})
 	for _, u := range []string{"1", "2", "3"} {

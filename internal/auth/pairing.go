@@ -24,6 +24,9 @@ type Request struct {
 	Source    abi.Source `json:"-"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt time.Time  `json:"expires_at"`
+	// Tools are what approving the code grants the user: the profile's tools (config.Tool*
+	// names), set by the Gate; none means the user may chat only.
+	Tools []string `json:"tools"`
 }
 
 // Approval is a user the operator approved through pairing.
@@ -36,6 +39,9 @@ type Approval struct {
 	ApprovedAt time.Time `json:"approved_at"`
 	// Source is the DM the code was asked from (set by ApproveCode, to tell the user).
 	Source abi.Source `json:"-"`
+	// Tools are what the approval grants: the profile's tools (config.Tool* names), set by the
+	// Gate; none means the user may chat only.
+	Tools []string `json:"tools"`
 }
 
 // Errors of the operator's pairing commands.
@@ -157,7 +163,8 @@ func (g *Gate) Approve(ctx context.Context, code string) (Approval, error) {
 	if err != nil {
 		return a, err
 	}
-	g.log.Info("pairing approved", "plugin", a.Plugin, "profile", a.Profile, "user", a.UserID)
+	a.Tools = g.policy(a.Plugin, a.Profile).Tools()
+	g.log.Info("pairing approved", "plugin", a.Plugin, "profile", a.Profile, "user", a.UserID, "tools", a.Tools)
 	if g.opt.Notifier != nil {
 		if _, err := g.opt.Notifier.Notice(ctx, a.Plugin, a.Profile, a.Source, ApprovedText, "pairing:approved"); err != nil {
 			g.log.Error("auth: approval notice not recorded", "error", err)
@@ -171,9 +178,16 @@ func (g *Gate) Revoke(ctx context.Context, user, plugin, profile string) ([]Appr
 	return RevokeUser(ctx, g.db, user, plugin, profile, g.opt.Now())
 }
 
-// Pairing lists the open codes and the approved users.
+// Pairing lists the open codes and the approved users, each with the tools its profile grants.
 func (g *Gate) Pairing(ctx context.Context) ([]Request, []Approval, error) {
-	return ListPairing(ctx, g.db, g.opt.Now())
+	pending, approved, err := ListPairing(ctx, g.db, g.opt.Now())
+	for i, r := range pending {
+		pending[i].Tools = g.policy(r.Plugin, r.Profile).Tools()
+	}
+	for i, a := range approved {
+		approved[i].Tools = g.policy(a.Plugin, a.Profile).Tools()
+	}
+	return pending, approved, err
 }
 
 // ApproveCode approves an open pairing code: its user is admitted from now on. It works on the

@@ -167,7 +167,13 @@ func (c *Console) loginPost(w http.ResponseWriter, r *http.Request, _ *login) {
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
+	if token != "" && !c.LoginThrottle.Allow(w, r, "console login") {
+		return
+	}
 	if c.Tokens == nil || token == "" || !c.Tokens.Valid(token) {
+		if token != "" {
+			c.LoginThrottle.Fail(r)
+		}
 		c.Log.Warn("console: login refused (wrong admin token)", "remote", r.RemoteAddr)
 		c.showLogin(w, r, http.StatusUnauthorized, "That is not the admin token.")
 		return

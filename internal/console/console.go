@@ -30,6 +30,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
+	"github.com/hermes-host/hermes-host/internal/httpguard"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -66,6 +67,9 @@ type Console struct {
 	// Metrics is where the plugin call latencies and crash counts are read from.
 	Metrics prometheus.Gatherer
 	Log     *slog.Logger
+	// LoginThrottle limits wrong admin tokens on the login page and CodeThrottle wrong pairing
+	// codes, per client (nil: not limited); the host shares them with the admin API.
+	LoginThrottle, CodeThrottle *httpguard.Throttle
 
 	once   sync.Once
 	pages  map[string]*page

@@ -3,12 +3,14 @@ package console
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
+	"github.com/hermes-host/hermes-host/internal/httpguard"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -320,6 +323,27 @@ func TestLogin(t *testing.T) {
 		if got := localPath(next); got != Prefix+"chat" {
 			t.Errorf("localPath(%q) = %q", next, got)
 		}
+	}
+}
+
+// TestLoginGuessingIsThrottled: after five wrong tokens from one address, the login page
+// answers 429 with Retry-After, even to the right token, and the refusal is logged.
+func TestLoginGuessingIsThrottled(t *testing.T) {
+	f := newFixture(t)
+	var logs strings.Builder
+	f.c.LoginThrottle = httpguard.NewThrottle(5, time.Hour, slog.New(slog.NewTextHandler(&logs, nil)))
+	cl := f.client()
+	for i := range 5 {
+		if resp := f.login(cl, "guess-"+strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	resp := f.login(cl, testToken)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the right token after five wrong ones: %d (Retry-After %q), want 429", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if !strings.Contains(logs.String(), "console login") {
+		t.Errorf("the refusal is not logged:\n%s", logs.String())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hermes-host/hermes-host/internal/auth"
+	"github.com/hermes-host/hermes-host/internal/humanize"
 )
 
 // pairingView is the plugins page's pairing section: the open codes strangers got from a bot,
@@ -39,7 +40,7 @@ func (c *Console) pairing(r *http.Request) pairingView {
 		for _, a := range approved {
 			if a.Code == code {
 				v.Notice = "Approved " + who(a.UserID, a.UserName) + " on " + a.Plugin + "/" + a.Profile +
-					": they are told in their chat and admitted from their next message."
+					": they are told in their chat and admitted from their next message, with " + humanize.Tools(a.Tools) + "."
 			}
 		}
 	}
@@ -80,9 +81,15 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *login) {
 		return
 	}
 	code := strings.ToUpper(strings.TrimSpace(r.PostFormValue("code")))
+	if !c.CodeThrottle.Allow(w, r, "pairing code") {
+		return
+	}
 	ctx, cancel := pageCtx(r)
 	defer cancel()
 	a, err := c.Pairing.Approve(ctx, code)
+	if errors.Is(err, auth.ErrNoCode) {
+		c.CodeThrottle.Fail(r)
+	}
 	if c.pairingFailed(w, r, s, err, auth.ErrNoCode) {
 		return
 	}

@@ -30,6 +30,7 @@ var funcs = template.FuncMap{
 	"dur":       humanize.Duration,
 	"clock":     humanize.Clock,
 	"clip":      humanize.Clip,
+	"tools":     humanize.Tools,
 	"lines":     lastLines,
 	"hasPrefix": strings.HasPrefix,
 	"list":      func(s ...string) []string { return s },

@@ -88,9 +88,10 @@ func TestTelegramTrustBoundary(t *testing.T) {
 		t.Fatalf("pairing ls:\n%s", ls)
 	}
 
-	// 2. The operator approves the code (through the serving host): the user is told, and the
-	// same command now runs.
-	if out := cli("pairing", "approve", m[1]); !strings.Contains(out, "approved 501") || strings.Contains(out, "not told") {
+	// 2. The operator approves the code (through the serving host), and is told that this gives
+	// the user a shell: the user is told, and the same command now runs.
+	if out := cli("pairing", "approve", m[1]); !strings.Contains(out, "approved 501") || strings.Contains(out, "not told") ||
+		!strings.Contains(out, "tools: shell (the agent runs commands on this machine") {
 		t.Fatalf("approve: %s", out)
 	}
 	waitFor("the approval notice", func() bool { return sentTo(stranger.ID, "approved you") == 1 })

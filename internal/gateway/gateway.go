@@ -717,11 +717,16 @@ func (g *Gateway) Handler() http.Handler {
 // bearer token; the console takes the same token on its login page and keeps a session cookie.
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	mux := http.NewServeMux()
+	// Guessing is throttled per client: the admin token (the API's bearer token and the
+	// console's login share one count) and pairing codes (the API and the console share another,
+	// so an operator who mistypes codes is not locked out of the API).
+	tokens, codes := httpguard.NewThrottle(0, 0, g.log), httpguard.NewThrottle(0, 0, g.log)
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
-		Metrics: g.registry, Ping: g.db.PingContext, Writes: store.HealthOf(g.db), Loading: g.pluginsLoading, Jobs: g.sched}
+		Metrics: g.registry, Ping: g.db.PingContext, Writes: store.HealthOf(g.db), Loading: g.pluginsLoading, Jobs: g.sched,
+		Throttle: codes}
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
-		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log}
+		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log, LoginThrottle: tokens, CodeThrottle: codes}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
 		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Loading: g.pluginsLoading}
@@ -730,7 +735,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		g.demoChat(inbox)
 	}
 	g.console.Register(mux)
-	guard := &httpguard.Admin{Token: token, Hosts: g.cfg.AdminHosts, Refusals: g.refusals,
+	guard := &httpguard.Admin{Token: token, Hosts: g.cfg.AdminHosts, Refusals: g.refusals, Throttle: tokens,
 		Open: func(r *http.Request) bool { return adminapi.IsOpen(r) || demo.IsPluginPost(r) || console.Owns(r) }}
 	return guard.Wrap(mux)
 }

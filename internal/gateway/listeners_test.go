@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -155,6 +156,32 @@ func adminListenerGuards(t *testing.T, w *world) {
 	resp, _ = post(t, admin.URL+"/api/pairing/approve", `{"code":"ABCDEFGH"}`, bearer)
 	if resp.StatusCode != 404 {
 		t.Fatalf("unknown code answered %d", resp.StatusCode)
+	}
+	// Guessing codes is throttled per client: five wrong codes, then 429 with Retry-After; the
+	// operator's other requests still pass (codes and tokens are counted apart).
+	for i := 2; i <= 5; i++ {
+		if resp, _ := post(t, admin.URL+"/api/pairing/approve", `{"code":"WRONG00`+strconv.Itoa(i)+`"}`, bearer); resp.StatusCode != 404 {
+			t.Fatalf("wrong code %d answered %d, want 404", i, resp.StatusCode)
+		}
+	}
+	resp, _ = post(t, admin.URL+"/api/pairing/approve", `{"code":"WRONG006"}`, bearer)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("sixth wrong code answered %d (Retry-After %q), want 429", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if got := get("/api/pairing", bearer); got != 200 {
+		t.Fatalf("the token after wrong codes: %d, want 200", got)
+	}
+	// Guessing the token: one wrong token above, four more, then refused even with the right one.
+	for i := 0; i < 4; i++ {
+		if got := get("/api/plugins", map[string]string{"Authorization": "Bearer guess"}); got != 401 {
+			t.Fatalf("wrong token: %d, want 401", got)
+		}
+	}
+	if got := get("/api/plugins", bearer); got != http.StatusTooManyRequests {
+		t.Fatalf("the right token after five wrong ones: %d, want 429", got)
+	}
+	if got := get("/api/plugins", nil); got != 401 {
+		t.Fatalf("no token while throttled: %d, want 401 (a request without a token guesses nothing)", got)
 	}
 }
 

@@ -55,10 +55,14 @@ func NewRefusals(reg prometheus.Registerer) *Refusals {
 }
 
 func (r *Refusals) refuse(w http.ResponseWriter, listener, reason string, status int, msg string) {
+	r.count(listener, reason)
+	httpjson.Write(w, status, map[string]any{"ok": false, "error": reason, "message": msg})
+}
+
+func (r *Refusals) count(listener, reason string) {
 	if r != nil {
 		r.c.WithLabelValues(listener, reason).Inc()
 	}
-	httpjson.Write(w, status, map[string]any{"ok": false, "error": reason, "message": msg})
 }
 
 // Admin guards the admin listener. Every request must name an allowed Host and must not come
@@ -72,6 +76,9 @@ type Admin struct {
 	// carry their own secret).
 	Open     func(*http.Request) bool
 	Refusals *Refusals
+	// Throttle limits wrong tokens per client (nil: not limited). Only requests that carry a
+	// token count: a request without one is refused, but guesses nothing.
+	Throttle *Throttle
 }
 
 // loopbackHosts are always allowed.
@@ -90,7 +97,15 @@ func (a *Admin) Wrap(h http.Handler) http.Handler {
 			return
 		}
 		if a.Open == nil || !a.Open(r) {
+			guess := r.Header.Get("Authorization") != ""
+			if guess && !a.Throttle.Allow(w, r, "admin token") {
+				a.Refusals.count("admin", "throttled")
+				return
+			}
 			if !a.authorized(r) {
+				if guess {
+					a.Throttle.Fail(r)
+				}
 				w.Header().Set("WWW-Authenticate", `Bearer realm="hermes-host"`)
 				a.Refusals.refuse(w, "admin", "unauthorized", http.StatusUnauthorized,
 					"send Authorization: Bearer <token>; the token is in <data_dir>/admin.token")

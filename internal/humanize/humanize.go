@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/hermes-host/hermes-host/internal/config"
 )
 
 // Duration renders d in its two largest units: 45s, 3m05s, 2h10m, 3d04h.
@@ -46,4 +48,26 @@ func Clip(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// Tools says what the tool grants of a profile (config.Tool* names) let a user do, for the
+// operator about to approve or admit them.
+func Tools(tools []string) string {
+	if len(tools) == 0 {
+		return "no tools: they can chat with the agent only"
+	}
+	var parts []string
+	for _, t := range tools {
+		switch t {
+		case config.ToolShell:
+			parts = append(parts, "shell (the agent runs commands on this machine as the host's user, at their request)")
+		case config.ToolProcesses:
+			parts = append(parts, "processes (listing, reading and stopping their chat's background processes)")
+		case config.ToolCron:
+			parts = append(parts, "cron (their chat's scheduled jobs)")
+		default:
+			parts = append(parts, t)
+		}
+	}
+	return "tools: " + strings.Join(parts, ", ")
 }
