@@ -76,7 +76,7 @@ func TestStoreFromEnv(t *testing.T) {
 func TestErrorsAreClear(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ body, want string }{
-		"typo":     {"listne: x\n", "field listne not found"},
+		"typo":     {"listne: x\n", "listne: unknown key (did you mean listen?) (line 1)"},
 		"env":      {"agent: {api_key: \"${SURELY_NOT_SET_42}\"}\n", "SURELY_NOT_SET_42"},
 		"duration": {"limits: {call_timeout: soon}\n", `"soon" is not a duration`},
 		"agent":    {"agent: {kind: magic}\n", `agent.kind "magic"`},
