@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"reflect"
@@ -293,7 +294,14 @@ func (c *Config) Redacted() ([]byte, error) {
 	}
 	env := strings.NewReplacer(c.envPairs()...)
 	redactNode(&n, "", false, env)
-	return yaml.Marshal(&n)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, err
+	}
+	err := enc.Close()
+	return b.Bytes(), err
 }
 
 // envPairs are the values of the variables the file referenced and their ${NAME}s, longest
