@@ -318,10 +318,9 @@ func parse(b []byte) (*Config, []string, error) {
 	if len(b) > 0 {
 		var doc yaml.Node
 		if err := yaml.Unmarshal(b, &doc); err != nil {
-			// Not YAML: nothing below can be read. The parser's message names the line.
-			return &c, []string{strings.TrimPrefix(err.Error(), "yaml: ")}, nil
-		}
-		if doc.Kind != 0 {
+			// Not YAML: nothing in it can be read. The parser's message names the line.
+			problems = append(problems, strings.TrimPrefix(err.Error(), "yaml: "))
+		} else if doc.Kind != 0 {
 			var refs []string
 			refs, problems = expand(&doc)
 			c.EnvRefs = refs
