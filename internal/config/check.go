@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,22 @@ func errorOf(file string, problems []string) error {
 		return nil
 	}
 	return &Error{File: file, Problems: problems}
+}
+
+// lineOf is where a problem of the file's says it is ("… (line N)").
+var lineOf = regexp.MustCompile(`\(line (\d+)\)$`)
+
+// byLine orders problems by the line they name, in the file's order.
+func byLine(problems []string) []string {
+	line := func(p string) int {
+		if m := lineOf.FindStringSubmatch(p); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return n
+		}
+		return 0
+	}
+	sort.SliceStable(problems, func(i, j int) bool { return line(problems[i]) < line(problems[j]) })
+	return problems
 }
 
 var (

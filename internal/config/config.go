@@ -325,7 +325,7 @@ func parse(b []byte) (*Config, []string, error) {
 			refs, problems = expand(&doc)
 			c.EnvRefs = refs
 			shape := checkShape(&doc)
-			problems = append(problems, shape...)
+			problems = byLine(append(problems, shape...))
 			// Decode even past a problem, so the values around it are checked too: the
 			// decoder skips what it cannot place and goes on.
 			expanded, err := yaml.Marshal(&doc)
