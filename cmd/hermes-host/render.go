@@ -191,8 +191,11 @@ func writeDelivery(w io.Writer, v *deliveryView, now time.Time) error {
 	r := v.Row
 	var b strings.Builder
 	line := func(name, value string) {
-		if value != "" {
-			fmt.Fprintf(&b, "%-13s%s\n", name+":", value)
+		if name != "" {
+			name += ":"
+		}
+		if value != "" { // a line without a name continues the one above
+			fmt.Fprintf(&b, "%-13s%s\n", name, value)
 		}
 	}
 	line("id", r.ID)
