@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/internal/auth"
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 // The access commands: DM pairing and the auth log. Approving and revoking go through the
@@ -22,20 +23,29 @@ func init() {
 
 func pairingCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "pairing", Short: "DM pairing: list, approve and revoke users who asked for access"}
-	cmd.AddCommand(&cobra.Command{
+	var asJSON bool
+	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List open pairing codes and approved users",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withAuthDB(cmd.Context(), func(db *sql.DB) error {
-				pending, approved, err := auth.ListPairing(cmd.Context(), db, time.Now())
-				if err != nil {
-					return err
-				}
-				return writePairing(cmd.OutOrStdout(), pending, approved, time.Now())
-			})
+			db, _, err := g.openDB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			pending, approved, err := auth.ListPairing(cmd.Context(), db, time.Now())
+			if err != nil {
+				return err
+			}
+			if asJSON { // the admin API's /api/pairing
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"pending": orEmpty(pending), "approved": orEmpty(approved)})
+			}
+			return writePairing(cmd.OutOrStdout(), pending, approved, time.Now())
 		},
-	})
+	}
+	jsonFlag(ls, &asJSON)
+	cmd.AddCommand(ls)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "approve CODE",
 		Short: "Approve a pairing code: its user may talk to the agent from now on",
@@ -91,20 +101,28 @@ func authCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "auth", Short: "Inspect authorization decisions"}
 	var plugin string
 	var limit int
+	var asJSON bool
 	log := &cobra.Command{
 		Use:   "log",
 		Short: "List refused inbound events and the operator's approvals and revocations, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withAuthDB(cmd.Context(), func(db *sql.DB) error {
-				entries, err := auth.ListLog(cmd.Context(), db, auth.LogFilter{Plugin: plugin, Limit: limit})
-				if err != nil {
-					return err
-				}
-				return writeAuthLog(cmd.OutOrStdout(), entries, time.Now())
-			})
+			db, _, err := g.openDB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			entries, err := auth.ListLog(cmd.Context(), db, auth.LogFilter{Plugin: plugin, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), orEmpty(entries))
+			}
+			return writeAuthLog(cmd.OutOrStdout(), entries, time.Now())
 		},
 	}
+	jsonFlag(log, &asJSON)
 	log.Flags().StringVar(&plugin, "plugin", "", "only this plugin's events")
 	log.Flags().IntVar(&limit, "limit", 50, "at most this many")
 	cmd.AddCommand(log)
@@ -126,9 +144,20 @@ func (g *globals) adminOrDB(ctx context.Context, path string, body any, out any,
 	return false, g.withAuthDB(ctx, direct)
 }
 
-// withAuthDB runs fn on the database with the auth tables in place (the host may never have run).
+// withAuthDB runs fn on the database, opened to write, with the auth tables in place: an
+// approval or revocation made while no host serves. A database must be there already (a host ran
+// with this data directory); none is created.
 func (g *globals) withAuthDB(ctx context.Context, fn func(*sql.DB) error) error {
-	db, _, err := g.openDB()
+	r, _, err := g.openDB(ctx)
+	if err != nil {
+		return err
+	}
+	r.Close()
+	cfg, _, err := g.load()
+	if err != nil {
+		return err
+	}
+	db, err := store.OpenSource(ctx, cfg.Store, cfg.DataDir, store.Options{MaxConns: 4})
 	if err != nil {
 		return err
 	}

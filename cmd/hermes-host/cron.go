@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
@@ -31,7 +30,7 @@ func cronCmd(g *globals) *cobra.Command {
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.profile, "profile", "main", "the profile whose jobs to manage")
 	pf.StringVar(&f.plugin, "plugin", "", "the scheduler plugin (default: the only one)")
-	pf.BoolVar(&f.asJSON, "json", false, "print the jobs as JSON")
+	jsonFlag(cmd, &f.asJSON)
 
 	ls := &cobra.Command{
 		Use:   "ls",
@@ -105,9 +104,7 @@ func (g *globals) cron(cmd *cobra.Command, f *cronFlags, req abi.JobsRequest) er
 	}
 	w := cmd.OutOrStdout()
 	if f.asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res.Jobs)
+		return writeJSON(w, orEmpty(res.Jobs))
 	}
 	switch req.Op {
 	case abi.JobsRemove:

@@ -3,48 +3,55 @@ package main
 import (
 	"context"
 	"database/sql"
-	"os"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/humanize"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 )
 
-// The inspection commands read the database directly, so they work beside a serving host.
+// The inspection commands read the database directly, so they work beside a serving host. They
+// open it read-only (store.OpenReader): they never create or migrate a database, and say so
+// when there is none.
 
 func init() {
 	extraCommands = append(extraCommands, sessionsCmd, psCmd, deliveriesCmd)
 }
 
-func (g *globals) openDB() (*sql.DB, string, error) {
+// openDB opens the configuration's database for reading.
+func (g *globals) openDB(ctx context.Context) (*sql.DB, string, error) {
 	cfg, _, err := g.load()
 	if err != nil {
 		return nil, "", err
 	}
-	if cfg.Store == "" {
-		// Reading must not create an empty database where the host keeps none.
-		if _, err := os.Stat(filepath.Join(cfg.DataDir, "hermes.db")); err != nil {
-			return nil, "", err
+	db, err := store.OpenReader(ctx, cfg.Store, cfg.DataDir)
+	if errors.Is(err, store.ErrNoDatabase) {
+		if cfg.Store == "" {
+			return nil, "", fmt.Errorf("no database at %s: the host has not run with this data directory (--data-dir, data_dir)",
+				filepath.Join(cfg.DataDir, "hermes.db"))
 		}
+		return nil, "", fmt.Errorf("%v: the host has not run with this store (store)", err)
 	}
-	db, err := store.OpenSource(context.Background(), cfg.Store, cfg.DataDir, store.Options{MaxConns: 4})
 	return db, cfg.DataDir, err
 }
 
 func sessionsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "sessions", Short: "Inspect session keys and physical sessions"}
 	var prefix string
+	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List session keys with their current session and generation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, closeFn, err := g.kernel()
+			k, closeFn, err := g.kernel(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -52,6 +59,9 @@ func sessionsCmd(g *globals) *cobra.Command {
 			keys, err := k.List(cmd.Context(), prefix)
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), orEmpty(keys))
 			}
 			return writeSessions(cmd.OutOrStdout(), keys)
 		},
@@ -63,7 +73,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 		Short: "Show a key's current session, its ancestors and compression continuations, and the transcript tail",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, closeFn, err := g.kernel()
+			k, closeFn, err := g.kernel(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -72,20 +82,24 @@ func sessionsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
 			return writeSession(cmd.OutOrStdout(), v)
 		},
 	}
 	show.Flags().IntVar(&tail, "tail", 10, "transcript messages to show")
+	jsonFlag(cmd, &asJSON)
 	cmd.AddCommand(ls, show)
 	return cmd
 }
 
-func (g *globals) kernel() (*session.Kernel, func(), error) {
-	db, _, err := g.openDB()
+func (g *globals) kernel(ctx context.Context) (*session.Kernel, func(), error) {
+	db, _, err := g.openDB(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := session.Open(context.Background(), db, session.Options{CacheSize: -1})
+	k, err := session.Open(ctx, db, session.Options{CacheSize: -1, ReadOnly: true})
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -93,30 +107,52 @@ func (g *globals) kernel() (*session.Kernel, func(), error) {
 	return k, func() { k.Close(); db.Close() }, nil
 }
 
+// psRow is one background process as `ps --json` prints it: the process and what became of its
+// completion notice.
+type psRow struct {
+	process.Info
+	Outcome humanize.Outcome `json:"outcome"`
+}
+
 func psCmd(g *globals) *cobra.Command {
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ps",
-		Short: "List background processes with their session key, spawning session, state and age",
+		Short: "List background processes: session key, spawning session, state, start and end, what became of the completion notice",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, dataDir, err := g.openDB()
+			ctx := cmd.Context()
+			db, dataDir, err := g.openDB(ctx)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			list, err := process.ListProcesses(cmd.Context(), db, dataDir)
+			list, err := process.ListProcesses(ctx, db, dataDir)
 			if err != nil {
 				return err
 			}
-			return writeProcesses(cmd.OutOrStdout(), list, time.Now())
+			notices, err := delivery.List(ctx, db, delivery.Filter{Kind: delivery.KindNotification, Limit: 1000})
+			if err != nil {
+				return err
+			}
+			rows := humanize.NoticeRows(notices)
+			out := make([]psRow, 0, len(list))
+			for _, p := range list {
+				out = append(out, psRow{Info: p, Outcome: humanize.NoticeOutcome(p, rows)})
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			return writeProcesses(cmd.OutOrStdout(), out, time.Now())
 		},
 	}
+	jsonFlag(cmd, &asJSON)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "log ID",
 		Short: "Print a background process's output (also after its notification was dropped)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, dataDir, err := g.openDB()
+			db, dataDir, err := g.openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -129,7 +165,7 @@ func psCmd(g *globals) *cobra.Command {
 
 func deliveriesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "deliveries", Short: "Inspect the delivery ledger"}
-	var dropped bool
+	var asJSON, dropped bool
 	var key, state string
 	var limit int
 	ls := &cobra.Command{
@@ -137,7 +173,7 @@ func deliveriesCmd(g *globals) *cobra.Command {
 		Short: "List outbound messages, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, _, err := g.openDB()
+			db, _, err := g.openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -149,6 +185,9 @@ func deliveriesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), orEmpty(rows))
+			}
 			return writeDeliveries(cmd.OutOrStdout(), rows, time.Now())
 		},
 	}
@@ -156,6 +195,114 @@ func deliveriesCmd(g *globals) *cobra.Command {
 	ls.Flags().StringVar(&state, "state", "", "only this state: pending, sending, delivered, failed, dropped")
 	ls.Flags().StringVar(&key, "key", "", "only session keys starting with this prefix")
 	ls.Flags().IntVar(&limit, "limit", 50, "at most this many")
-	cmd.AddCommand(ls)
+	var related int
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one outbound message whole: every field, its attempts, its other parts, what it links to and what links to it, and the rows of the same origin and session key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, _, err := g.openDB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			v, err := showDelivery(cmd.Context(), db, args[0], related)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
+			return writeDelivery(cmd.OutOrStdout(), v, time.Now())
+		},
+	}
+	show.Flags().IntVar(&related, "related", 10, "at most this many rows of the same origin, and of the same session key")
+	jsonFlag(cmd, &asJSON)
+	cmd.AddCommand(ls, show)
 	return cmd
+}
+
+// deliveryView is `deliveries show`: one ledger row and the rows related to it.
+type deliveryView struct {
+	Row delivery.Row `json:"row"`
+	// Parts are the other parts of the same message (a long answer split for the platform).
+	Parts []delivery.Row `json:"parts"`
+	// LinksTo is the message this one relates to (Row.Link: the draft it completes, the message
+	// /last sent again); LinkedFrom are the messages that relate to this one.
+	LinksTo    []delivery.Row `json:"links_to"`
+	LinkedFrom []delivery.Row `json:"linked_from"`
+	// SameOrigin are other rows produced by what produced this one (a turn, a process, a job);
+	// SameKey the latest rows of its session key. Newest first, at most --related each.
+	SameOrigin []delivery.Row `json:"same_origin"`
+	SameKey    []delivery.Row `json:"same_key"`
+}
+
+// showDelivery reads the row id (a row id, or a message's group id: its first part) and the
+// rows related to it.
+func showDelivery(ctx context.Context, db *sql.DB, id string, related int) (*deliveryView, error) {
+	rows, err := delivery.List(ctx, db, delivery.Filter{Group: id, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no delivery %q in the ledger (`hermes-host deliveries ls` lists them)", id)
+	}
+	v := &deliveryView{}
+	pick := rows[len(rows)-1] // newest first: the last is the first part
+	for _, r := range rows {
+		if r.ID == id {
+			pick = r
+		}
+	}
+	v.Row = pick
+	others := func(f delivery.Filter) ([]delivery.Row, error) {
+		rs, err := delivery.List(ctx, db, f)
+		var out []delivery.Row
+		for _, r := range rs {
+			if r.ID != pick.ID {
+				out = append(out, r)
+			}
+		}
+		return orEmpty(out), err
+	}
+	if v.Parts, err = others(delivery.Filter{Group: pick.Group, Limit: 1000}); err != nil {
+		return nil, err
+	}
+	v.LinksTo = []delivery.Row{}
+	if pick.Link != "" {
+		if v.LinksTo, err = others(delivery.Filter{Group: pick.Link, Limit: 1000}); err != nil {
+			return nil, err
+		}
+	}
+	if v.LinkedFrom, err = others(delivery.Filter{Link: pick.Group, Limit: 1000}); err != nil {
+		return nil, err
+	}
+	v.SameOrigin = []delivery.Row{}
+	if pick.Origin != "" {
+		if v.SameOrigin, err = others(delivery.Filter{Origin: pick.Origin, Limit: related + 1}); err != nil {
+			return nil, err
+		}
+	}
+	if v.SameKey, err = others(delivery.Filter{Key: pick.Key, Limit: related + 1}); err != nil {
+		return nil, err
+	}
+	v.SameOrigin, v.SameKey = v.SameOrigin[:min(len(v.SameOrigin), related)], v.SameKey[:min(len(v.SameKey), related)]
+	return v, nil
+}
+
+// orEmpty is s, or an empty slice for none, so JSON shows [] rather than null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// chatOf is a row's chat, with its thread.
+func chatOf(r delivery.Row) string {
+	chat := r.Target.ChatID
+	if r.Target.ThreadID != "" {
+		chat += "/" + r.Target.ThreadID
+	}
+	return chat
 }

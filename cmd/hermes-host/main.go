@@ -2,6 +2,7 @@
 // WebAssembly plugins.
 //
 //	hermes-host serve [--config FILE]        run the gateway
+//	hermes-host config check|show            check the configuration, or show the one in effect
 //	hermes-host plugins ls                   list the plugins directory and what loads
 //	hermes-host plugins inspect FILE.wasm    validate one plugin and print its manifest
 //	hermes-host conformance FILE.wasm        run the plugin contract suite
@@ -83,7 +84,8 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// extraCommands are added by other files of this package (sessions, ps, deliveries).
+// extraCommands are added by other files of this package (config, sessions, ps, deliveries, cron,
+// pairing, auth).
 var extraCommands []func(*globals) *cobra.Command
 
 // hostConfig is the host's configuration as the flags give it: the file, and the settings

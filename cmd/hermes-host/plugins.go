@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +18,8 @@ import (
 
 func pluginsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "plugins", Short: "List and inspect plugins"}
-	cmd.AddCommand(&cobra.Command{
+	var asJSON bool
+	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the plugins: the running server's view if one answers, else validate the directory here",
 		Args:  cobra.NoArgs,
@@ -29,21 +29,29 @@ func pluginsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			w := cmd.OutOrStdout()
 			if view, err := serverPlugins(ctx, cfg); err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "from the server at %s\n", cfg.AdminListen)
-				return writePlugins(cmd.OutOrStdout(), view.Plugins, view.Rejected, cfg.PluginsDir)
+				if asJSON {
+					view.From = "http://" + cfg.AdminListen
+					view.Plugins, view.Rejected = orEmpty(view.Plugins), orEmpty(view.Rejected)
+					return writeJSON(w, view)
+				}
+				fmt.Fprintf(w, "from the server at %s\n", cfg.AdminListen)
+				return writePlugins(w, view.Plugins, view.Rejected, cfg.PluginsDir)
 			}
-			// No server: load every file here (its describe and configure run in this process).
-			h, err := host.Open(ctx, g.hostConfig(), host.Options{Logger: quietLogger()})
+			view, err := g.scanHere(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			defer h.Close()
-			infos, rej := h.ScanPlugins(ctx)
-			fmt.Fprintf(cmd.OutOrStdout(), "no server answering at %s; validated %s here\n", cfg.AdminListen, cfg.PluginsDir)
-			return writePlugins(cmd.OutOrStdout(), infos, rej, cfg.PluginsDir)
+			if asJSON {
+				return writeJSON(w, view)
+			}
+			fmt.Fprintf(w, "no server answering at %s; validated %s here\n", cfg.AdminListen, cfg.PluginsDir)
+			return writePlugins(w, view.Plugins, view.Rejected, cfg.PluginsDir)
 		},
-	})
+	}
+	jsonFlag(ls, &asJSON)
+	cmd.AddCommand(ls)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "inspect FILE.wasm",
 		Short: "Validate one plugin file and print its manifest",
@@ -55,9 +63,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 				return exitError{1}
 			}
 			info.Profiles = nil
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(info)
+			return writeJSON(cmd.OutOrStdout(), info)
 		},
 	})
 	return cmd
@@ -103,10 +109,45 @@ func conformanceBinary() (string, error) {
 	return "", fmt.Errorf("%s is not installed next to hermes-host or on PATH; build it with `make` or `go build ./cmd/%s`", name, name)
 }
 
-// pluginsView is the admin API's /api/plugins answer.
+// pluginsView is the admin API's /api/plugins answer, and `plugins ls --json`.
 type pluginsView struct {
+	// From is where the view came from: the serving host's admin address, or "here" (the
+	// plugins directory validated by this command).
+	From     string            `json:"from,omitempty"`
 	Plugins  []host.PluginInfo `json:"plugins"`
 	Rejected []host.Rejection  `json:"rejected"`
+}
+
+// scanHere validates the plugins directory in this process, as a host would load it (describe
+// and configure run here), without touching the data directory: the host it opens for that keeps
+// its database in a temporary directory, and the compiled code there too unless the
+// configuration's cache already exists. A plugins directory that is not there is an error here,
+// not created.
+func (g *globals) scanHere(ctx context.Context, cfg *config.Config) (*pluginsView, error) {
+	if fi, err := os.Stat(cfg.PluginsDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("no plugins directory at %s (plugins_dir, --plugins) and no host answering at %s", cfg.PluginsDir, cfg.AdminListen)
+	}
+	tmp, err := os.MkdirTemp("", "hermes-plugins-ls-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	hc := g.hostConfig()
+	hc.DataDir, hc.PluginsDir = tmp, cfg.PluginsDir
+	cache := cfg.CompilationCache
+	if cache == "" {
+		cache = filepath.Join(cfg.DataDir, "cache", "wazero")
+	}
+	if _, err := os.Stat(cache); err == nil {
+		hc.CompilationCache = cache
+	}
+	h, err := host.Open(ctx, hc, host.Options{Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	infos, rej := h.ScanPlugins(ctx)
+	return &pluginsView{From: "here", Plugins: orEmpty(infos), Rejected: orEmpty(rej)}, nil
 }
 
 // serverPlugins asks a running server for its plugins (GET /api/plugins on its admin listener).

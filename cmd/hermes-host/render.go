@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/host"
@@ -20,7 +23,8 @@ import (
 )
 
 // This file renders what the domain packages return as the plain text of the inspection
-// commands. The same data is served as JSON by the admin API.
+// commands, or as JSON with --json (writeJSON). The same data is served as JSON by the admin
+// API.
 
 // writeSessions renders `sessions ls`.
 func writeSessions(w io.Writer, keys []session.KeyInfo) error {
@@ -110,11 +114,13 @@ func writeSessionLine(b *strings.Builder, s session.SessionInfo) {
 	fmt.Fprintf(b, "  %d messages\n", s.Messages)
 }
 
-// writeProcesses renders `ps`.
-func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
+// writeProcesses renders `ps`: when each process started and ended, how long it ran, and what
+// became of its completion notice in the console's words (humanize.NoticeOutcome).
+func writeProcesses(w io.Writer, list []psRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tAGE\tMAX AGE\tSESSION KEY\tSPAWNED IN\tNOTICE\tCOMMAND")
-	for _, in := range list {
+	fmt.Fprintln(tw, "ID\tSTATE\tEXIT\tSTARTED\tENDED\tRAN\tMAX AGE\tSESSION KEY\tSPAWNED IN\tCOMMAND\tNOTICE")
+	for _, row := range list {
+		in := row.Info
 		exit := in.ExitStatus()
 		state := string(in.State)
 		if in.Reason != "" && in.Reason != process.ReasonExit {
@@ -130,9 +136,13 @@ func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
 				maxAge += " (" + duration(in.MaxAge-in.Age(now)) + " left)"
 			}
 		}
-		notice := orDash(in.Notice)
-		if in.NoticeOutcome != "" {
-			notice += ": " + in.NoticeOutcome
+		ran := duration(in.Age(now))
+		if !in.State.Final() {
+			ran += " so far"
+		}
+		notice := row.Outcome.State
+		if row.Outcome.Detail != "" {
+			notice += ": " + row.Outcome.Detail
 		}
 		if in.Correction != "" { // the real end of a process an earlier notice called lost
 			notice += "; correction " + in.Correction
@@ -140,8 +150,8 @@ func writeProcesses(w io.Writer, list []process.Info, now time.Time) error {
 				notice += ": " + in.CorrectionOutcome
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, state, exit, duration(in.Age(now)),
-			maxAge, orDash(in.Stamp.Key), orDash(in.Stamp.SessionID), notice, clip(in.Command, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, state, exit, clock(in.StartedAt), clock(in.EndedAt), ran,
+			maxAge, orDash(in.Stamp.Key), orDash(in.Stamp.SessionID), clip(in.Command, 60), notice)
 	}
 	return tw.Flush()
 }
@@ -163,19 +173,97 @@ func copyLog(ctx context.Context, w io.Writer, db *sql.DB, dataDir, id string) e
 	}
 }
 
-// writeDeliveries renders `deliveries ls`.
+// writeDeliveries renders `deliveries ls`; the reason is last and whole (`deliveries show ID`
+// has the rest of a row).
 func writeDeliveries(w io.Writer, rows []delivery.Row, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tAGE\tKEY\tCHAT\tTEXT\tREASON")
+	fmt.Fprintln(tw, "ID\tSTATE\tKIND\tAGE\tATTEMPTS\tKEY\tCHAT\tTEXT\tREASON")
 	for _, r := range rows {
-		chat := r.Target.ChatID
-		if r.Target.ThreadID != "" {
-			chat += "/" + r.Target.ThreadID
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Kind, duration(now.Sub(r.CreatedAt)), r.Key, chat,
-			clip(r.Target.Text, 40), clip(r.Reason, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Kind, duration(now.Sub(r.CreatedAt)), r.Attempts, r.Key, chatOf(r),
+			clip(r.Target.Text, 40), orDash(r.Reason))
 	}
 	return tw.Flush()
+}
+
+// writeDelivery renders `deliveries show`: the row's every field, then its related rows as
+// tables.
+func writeDelivery(w io.Writer, v *deliveryView, now time.Time) error {
+	r := v.Row
+	var b strings.Builder
+	line := func(name, value string) {
+		if name != "" {
+			name += ":"
+		}
+		if value != "" { // a line without a name continues the one above
+			fmt.Fprintf(&b, "%-13s%s\n", name, value)
+		}
+	}
+	line("id", r.ID)
+	if r.Parts > 1 {
+		line("message", fmt.Sprintf("%s (part %d of %d)", r.Group, r.Part, r.Parts))
+	}
+	line("state", string(r.State))
+	line("reason", r.Reason)
+	if r.Uncertain() {
+		line("", "the platform may have taken it: it is never resent (/last sends it again on request)")
+	}
+	line("kind", r.Kind)
+	line("plugin", r.Plugin+"/"+r.Profile)
+	line("chat", chatOf(r))
+	line("session key", r.Key)
+	if r.Guard != "" {
+		stamp := string(r.Guard)
+		if r.Stamp.SessionID != "" {
+			stamp += fmt.Sprintf(" (owner session %s, generation %d)", r.Stamp.SessionID, r.Generation)
+		}
+		line("guard", stamp)
+	}
+	line("origin", r.Origin)
+	if strings.HasPrefix(r.Origin, "proc_") {
+		proc, _, _ := strings.Cut(r.Origin, "#")
+		line("", "`hermes-host ps log "+proc+"` prints the process's output")
+	}
+	line("about", r.About)
+	line("delivered to", r.SessionID)
+	line("platform ids", strings.Join(r.MessageIDs, ", "))
+	attempts := fmt.Sprintf("%d", r.Attempts)
+	if !r.NextAttempt.IsZero() && !r.State.Final() {
+		attempts += fmt.Sprintf(", next at %s (in %s)", clock(r.NextAttempt), duration(r.NextAttempt.Sub(now)))
+	}
+	line("attempts", attempts)
+	line("created", fmt.Sprintf("%s (%s ago)", clock(r.CreatedAt), duration(now.Sub(r.CreatedAt))))
+	line("updated", clock(r.UpdatedAt))
+	line("links to", r.Link)
+	b.WriteString("text:\n  " + strings.ReplaceAll(r.Target.Text, "\n", "\n  ") + "\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	for _, rel := range []struct {
+		title string
+		rows  []delivery.Row
+	}{{"other parts of the message", v.Parts}, {"the message it links to", v.LinksTo}, {"messages linked to it", v.LinkedFrom},
+		{"other rows of origin " + r.Origin, v.SameOrigin}, {"latest rows of session key " + r.Key, v.SameKey}} {
+		if len(rel.rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", rel.title)
+		if err := writeDeliveries(w, rel.rows, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jsonFlag gives an inspection command (and its subcommands) --json.
+func jsonFlag(cmd *cobra.Command, p *bool) {
+	cmd.PersistentFlags().BoolVar(p, "json", false, "print as JSON instead of a table")
+}
+
+// writeJSON is what --json prints: v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // clip, duration and clock are the humanize forms the console uses too.

@@ -10,6 +10,7 @@ import (
 	"github.com/hermes-host/hermes-host/host"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/humanize"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -58,20 +59,32 @@ func TestWriteProcesses(t *testing.T) {
 	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 	one := 1
 	list := []process.Info{
-		{ID: "proc_000000000001", Command: "sleep 300", State: process.StateRunning, StartedAt: now, MaxAge: time.Hour,
+		{ID: "proc_000000000001", Command: "sleep 300", State: process.StateRunning, StartedAt: now.Add(-time.Minute), MaxAge: time.Hour,
 			Stamp: session.Stamp{Key: "agent:main:telegram:dm:42", SessionID: "S1"}, Adopted: true},
 		{ID: "proc_000000000002", Command: "echo bye;\n exit 1", State: process.StateExited, ExitCode: &one, StartedAt: now.Add(-90 * time.Second),
-			Notice: "delivered", NoticeOutcome: "pending"},
+			EndedAt: now.Add(-30 * time.Second), Notice: "done", NoticeOutcome: "queued notification turn in_7"},
 		{ID: "proc_000000000003", Command: "x", State: process.StateLost, Reason: "lost", StartedAt: now.Add(-50 * time.Hour)},
 		{ID: "proc_000000000004", Command: "y", State: process.StateLost, Reason: process.ReasonHostLost, StartedAt: now,
 			Notice: "pending"},
 		{ID: "proc_000000000005", Command: "z", State: process.StateExited, ExitCode: &one, StartedAt: now,
 			Notice: "done", NoticeOutcome: "queued", Correction: "done", CorrectionOutcome: "queued"},
 	}
+	notices := humanize.NoticeRows([]delivery.Row{{ID: "dlv_1", Origin: "notify:in_7", State: delivery.Delivered, SessionID: "S2",
+		MessageIDs: []string{"77"}, Plugin: "telegram", Profile: "main", Target: abi.OutboundMessage{ChatID: "42"}}})
+	var rows []psRow
+	for _, p := range list {
+		rows = append(rows, psRow{Info: p, Outcome: humanize.NoticeOutcome(p, notices)})
+	}
 	var b bytes.Buffer
-	writeProcesses(&b, list, now)
-	contains(t, "ps", b.String(), "SESSION KEY", "proc_000000000001", "running [adopted]", "1h00m (1h00m left)", "agent:main:telegram:dm:42",
-		"S1", "1m30s", "echo bye; exit 1", "delivered: pending", "lost", "2d02h", "lost: host_lost", "done: queued; correction done: queued")
+	writeProcesses(&b, rows, now)
+	contains(t, "ps", b.String(), "SESSION KEY", "STARTED", "ENDED", "RAN", "proc_000000000001", "running [adopted]", "1h00m (59m00s left)",
+		"agent:main:telegram:dm:42", "S1", "2026-11-29 08:58:30", "2026-11-29 08:59:30", "1m00s ", "1m00s so far", "echo bye; exit 1",
+		// The console's words (humanize.NoticeOutcome), not the notice queue's.
+		"delivered: into session S2 as platform message 77 (telegram/main, chat 42)",
+		"lost", "2d02h", "lost: host_lost", "pending: waiting to be delivered", "done: queued; correction done: queued")
+	if strings.Contains(b.String(), "queued notification turn") {
+		t.Errorf("ps shows the queue's state where the ledger says what became of the notice:\n%s", b.String())
+	}
 }
 
 func TestWriteDeliveries(t *testing.T) {
@@ -81,6 +94,11 @@ func TestWriteDeliveries(t *testing.T) {
 		Key: "agent:main:echo:dm:1", Target: abi.OutboundMessage{ChatID: "1", ThreadID: "7", Text: strings.Repeat("x", 100)},
 		Reason: "stale: user_boundary"}}, now)
 	contains(t, "deliveries ls", b.String(), "REASON", "dl_1", "dropped", "5s", "1/7", strings.Repeat("x", 39)+"…", "stale: user_boundary")
+	// The reason is whole.
+	b.Reset()
+	long := "failed: " + strings.Repeat("the platform said no; ", 10)
+	writeDeliveries(&b, []delivery.Row{{ID: "dl_2", State: delivery.Failed, Reason: long}}, now)
+	contains(t, "deliveries ls", b.String(), long)
 }
 
 func TestDuration(t *testing.T) {

@@ -238,6 +238,14 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML writes the duration as a string ("" for none).
+func (d Duration) MarshalYAML() (any, error) {
+	if d == 0 {
+		return "", nil
+	}
+	return time.Duration(d).String(), nil
+}
+
 // MarshalJSON writes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
@@ -257,37 +265,90 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse returns the defaults merged with the YAML document b (none when b is empty), with
-// ${ENV} expanded in its values; name is where b came from, for the errors.
+// ${ENV} expanded in its values; name is where b came from, for the errors. Every problem is
+// reported at once, each naming its key path (an *Error).
 func Parse(name string, b []byte) (*Config, error) {
+	c, problems, err := parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where(name), err)
+	}
+	return c, errorOf(name, append(problems, c.problems()...))
+}
+
+// Check is Load with the overrides applied, as serve would run with them, and the checks serve
+// makes before it serves (a plugins_dir the operator named must exist, though nothing is
+// created here): the configuration, and nil or an *Error with every problem found.
+func Check(path string, o Overrides) (*Config, error) {
+	name, b := path, []byte(nil)
+	if path != "" {
+		var err error
+		if b, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+	c, problems, err := parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where(name), err)
+	}
+	c.apply(o)
+	problems = append(problems, c.problems()...)
+	if err := c.checkPluginsDir(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	return c, errorOf(name, problems)
+}
+
+func where(name string) string {
+	if name == "" {
+		return "config"
+	}
+	return "config " + name
+}
+
+// parse merges b over the defaults. It returns the problems found in b's keys and values (a key
+// Config has no place for, a value of the wrong type, an unset ${NAME}), each naming its key
+// path; the value checks (problems) are the caller's. An error is a defect of the embedded
+// defaults.
+func parse(b []byte) (*Config, []string, error) {
 	var c Config
 	if err := decode(defaults, &c); err != nil {
-		return nil, fmt.Errorf("config: embedded defaults: %w", err)
+		return nil, nil, fmt.Errorf("embedded defaults: %w", err)
 	}
-	at := "config"
-	if name != "" {
-		at = "config " + name
-	}
+	var problems []string
 	if len(b) > 0 {
-		var err error
-		if b, c.EnvRefs, err = expand(b); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			// Not YAML: nothing in it can be read. The parser's message names the line.
+			problems = append(problems, strings.TrimPrefix(err.Error(), "yaml: "))
+		} else if doc.Kind != 0 {
+			var refs []string
+			refs, problems = expand(&doc)
+			c.EnvRefs = refs
+			shape := checkShape(&doc)
+			problems = byLine(append(problems, shape...))
+			// Decode even past a problem, so the values around it are checked too: the
+			// decoder skips what it cannot place and goes on.
+			expanded, err := yaml.Marshal(&doc)
+			if err == nil {
+				err = decode(expanded, &c)
+			}
+			var named struct {
+				Plugins map[string]yaml.Node `yaml:"plugins"`
+			}
+			if e := doc.Decode(&named); err == nil {
+				err = e
+			}
+			if e := mergePlugins(&c, named.Plugins); err == nil {
+				err = e
+			}
+			if err != nil && len(shape) == 0 { // what checkShape missed, in the decoder's words
+				problems = append(problems, err.Error())
+			}
+			for name := range named.Plugins {
+				c.FilePlugins = append(c.FilePlugins, name)
+			}
+			sort.Strings(c.FilePlugins)
 		}
-		if err := decode(b, &c); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		var named struct {
-			Plugins map[string]yaml.Node `yaml:"plugins"`
-		}
-		if err := yaml.Unmarshal(b, &named); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		if err := mergePlugins(&c, named.Plugins); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		for name := range named.Plugins {
-			c.FilePlugins = append(c.FilePlugins, name)
-		}
-		sort.Strings(c.FilePlugins)
 	}
 	if env := os.Getenv("HERMES_DATA_DIR"); env != "" {
 		c.DataDir = env
@@ -295,7 +356,7 @@ func Parse(name string, b []byte) (*Config, error) {
 	if c.PluginsDir == "" {
 		c.PluginsDir, c.PluginsDirDefault = filepath.Join(c.DataDir, "plugins"), true
 	}
-	return &c, c.validate()
+	return &c, problems, nil
 }
 
 // Overrides are settings given beside the file (the command's flags, an embedding program's
@@ -311,6 +372,12 @@ type Overrides struct {
 
 // Override applies o to c and checks the result as Load checks a file.
 func (c *Config) Override(o Overrides) error {
+	c.apply(o)
+	return errorOf("", c.problems())
+}
+
+// apply applies o to c.
+func (c *Config) apply(o Overrides) {
 	if o.DataDir != "" {
 		c.DataDir = o.DataDir
 		if c.PluginsDirDefault {
@@ -332,7 +399,6 @@ func (c *Config) Override(o Overrides) error {
 	if o.LogLevel != "" {
 		c.LogLevel = o.LogLevel
 	}
-	return c.validate()
 }
 
 // Level is the log level log_level names (validated: one of debug, info, warn, error).
@@ -372,16 +438,11 @@ func mergePlugins(c *Config, nodes map[string]yaml.Node) error {
 // (<data_dir>/plugins) is created if missing, and reported as created; one the operator named
 // must exist, since a typo there would otherwise serve no plugins without a word.
 func (c *Config) EnsurePluginsDir() (created bool, err error) {
-	fi, err := os.Stat(c.PluginsDir)
-	switch {
-	case err == nil && fi.IsDir():
+	if err := c.checkPluginsDir(); err != nil {
+		return false, fmt.Errorf("config: %w", err)
+	}
+	if _, err := os.Stat(c.PluginsDir); err == nil {
 		return false, nil
-	case err == nil:
-		return false, fmt.Errorf("config: plugins_dir %s is a file, not a directory", c.PluginsDir)
-	case !errors.Is(err, fs.ErrNotExist):
-		return false, fmt.Errorf("config: plugins_dir: %w", err)
-	case !c.PluginsDirDefault:
-		return false, fmt.Errorf("config: plugins_dir %s does not exist: create it (and put .wasm plugins in it), or leave plugins_dir unset to use <data_dir>/plugins", c.PluginsDir)
 	}
 	if err := os.MkdirAll(c.PluginsDir, 0o755); err != nil {
 		return false, fmt.Errorf("config: creating the plugins directory: %w", err)
@@ -389,28 +450,43 @@ func (c *Config) EnsurePluginsDir() (created bool, err error) {
 	return true, nil
 }
 
-// expand parses the YAML document b, replaces ${NAME} in every scalar value (never in keys, never
-// in the text) and returns the document encoded again, with the names it referenced. A value
-// holding quotes, newlines or YAML syntax stays one value: the encoder quotes it.
-func expand(b []byte) ([]byte, []string, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, nil, err
+// checkPluginsDir reports a plugins directory that is a file, cannot be read, or was named by
+// the operator and does not exist (a missing default one is created when serving). It creates
+// nothing.
+func (c *Config) checkPluginsDir() error {
+	fi, err := os.Stat(c.PluginsDir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("plugins_dir: %s is a file, not a directory", c.PluginsDir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("plugins_dir: %w", err)
+	case !c.PluginsDirDefault:
+		return fmt.Errorf("plugins_dir: %s does not exist: create it (and put .wasm plugins in it), or leave plugins_dir unset to use <data_dir>/plugins", c.PluginsDir)
 	}
-	if doc.Kind == 0 {
-		return b, nil, nil // empty file
-	}
-	var refs, missing []string
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
+	return nil
+}
+
+// expand replaces ${NAME} in every scalar value of the parsed document doc (never in keys,
+// never in the text), returning the names it referenced and a problem, naming its key path, for
+// each variable not set. A value holding quotes, newlines or YAML syntax stays one value: the
+// document is encoded again before it is decoded, and the encoder quotes it.
+func expand(doc *yaml.Node) (refs, problems []string) {
+	var walk func(path string, n *yaml.Node)
+	walk = func(path string, n *yaml.Node) {
 		switch n.Kind {
-		case yaml.DocumentNode, yaml.SequenceNode:
+		case yaml.DocumentNode:
 			for _, c := range n.Content {
-				walk(c)
+				walk(path, c)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
 			}
 		case yaml.MappingNode:
 			for i := 1; i < len(n.Content); i += 2 {
-				walk(n.Content[i])
+				walk(join(path, n.Content[i-1].Value), n.Content[i])
 			}
 		case yaml.ScalarNode:
 			if !envRef.MatchString(n.Value) {
@@ -420,7 +496,7 @@ func expand(b []byte) ([]byte, []string, error) {
 				name := envRef.FindStringSubmatch(m)[1]
 				v, ok := os.LookupEnv(name)
 				if !ok {
-					missing = append(missing, name)
+					problems = append(problems, fmt.Sprintf("%s: ${%s} is not set in the environment (line %d)", path, name, n.Line))
 				}
 				refs = append(refs, name)
 				return v
@@ -430,12 +506,8 @@ func expand(b []byte) ([]byte, []string, error) {
 			}
 		}
 	}
-	walk(&doc)
-	if len(missing) > 0 {
-		return nil, nil, fmt.Errorf("environment variables not set: %v", missing)
-	}
-	out, err := yaml.Marshal(&doc)
-	return out, refs, err
+	walk("", doc)
+	return refs, problems
 }
 
 // decode merges YAML over c, refusing unknown keys so a typo is an error, not a silent default.
@@ -465,8 +537,8 @@ var (
 	hostPort    = regexp.MustCompile(`^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$|^[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$`)
 )
 
-// validate checks every value and reports every problem at once, each naming its key.
-func (c *Config) validate() error {
+// problems checks every value and returns every problem, each naming its key.
+func (c *Config) problems() []string {
 	var bad []string
 	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
 	checkListen("listen", c.Listen, "127.0.0.1:8484", add)
@@ -578,11 +650,8 @@ func (c *Config) validate() error {
 			}
 		}
 	}
-	if len(bad) == 0 {
-		return nil
-	}
 	sort.Strings(bad)
-	return fmt.Errorf("config: %s", strings.Join(bad, "; "))
+	return bad
 }
 
 // checkListen reports a listen address (key) that is not host:port with a port number and a

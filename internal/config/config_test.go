@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,7 +77,7 @@ func TestStoreFromEnv(t *testing.T) {
 func TestErrorsAreClear(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ body, want string }{
-		"typo":     {"listne: x\n", "field listne not found"},
+		"typo":     {"listne: x\n", "listne: unknown key (did you mean listen?) (line 1)"},
 		"env":      {"agent: {api_key: \"${SURELY_NOT_SET_42}\"}\n", "SURELY_NOT_SET_42"},
 		"duration": {"limits: {call_timeout: soon}\n", `"soon" is not a duration`},
 		"agent":    {"agent: {kind: magic}\n", `agent.kind "magic"`},
@@ -363,5 +364,50 @@ plugins:
 	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("a misspelt key: %v", err)
 
+	}
+}
+
+// A file's problems come back all together as an *Error, one per problem, each starting with its
+// key path and in the configuration's words: the decoder's Go types never show.
+func TestProblemsNameTheirKeys(t *testing.T) {
+	_, err := Parse("hermes.yaml", []byte(`agent:
+  kind: openai
+  model: m
+  max_tokens: lots
+  temprature: 0.5
+plugins:
+  telegram:
+    limits: {pool_size: [1]}
+    access:
+      main: {users: ["1"], grups: {}}
+sessions: {daily_at_hour: 30}
+`))
+	var bad *Error
+	if !errors.As(err, &bad) || bad.File != "hermes.yaml" {
+		t.Fatalf("error %T %v", err, err)
+	}
+	want := []string{
+		`agent.max_tokens: want an integer, got "lots" (line 4)`,
+		"agent.temprature: unknown key (did you mean temperature?) (line 5)",
+		"plugins.telegram.limits.pool_size: want an integer, got a list (line 8)",
+		"plugins.telegram.access.main.grups: unknown key (did you mean groups?) (line 10)",
+		"sessions.daily_at_hour 30: want an hour from 0 to 23",
+	}
+	if strings.Join(bad.Problems, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(bad.Problems, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Check creates nothing: a missing plugins_dir the file names is a problem, not a directory.
+func TestCheckCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HERMES_DATA_DIR", "")
+	path := filepath.Join(dir, "hermes.yaml")
+	os.WriteFile(path, []byte("plugins_dir: "+filepath.Join(dir, "plugins")+"\n"), 0o600)
+	if _, err := Check(path, Overrides{DataDir: filepath.Join(dir, "data")}); err == nil || !strings.Contains(err.Error(), "plugins_dir: "+filepath.Join(dir, "plugins")+" does not exist") {
+		t.Fatalf("check: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("check created %v", entries)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/humanize"
 	"github.com/hermes-host/hermes-host/internal/process"
 )
 
@@ -25,14 +26,9 @@ type procView struct {
 	Outcome outcome
 }
 
-// outcome is what became of a process's completion notice, in the ledger's words when there is
-// a ledger row: delivered (into which session, as which platform message), dropped or failed
-// (and why), or still on its way; else the notice queue's state.
-type outcome struct {
-	State  string // delivered, dropped, failed, pending, sending, queued, suppressed, none
-	Detail string
-	Row    *delivery.Row
-}
+// outcome is what became of a process's completion notice (humanize.NoticeOutcome, which
+// `hermes-host ps` shows too).
+type outcome = humanize.Outcome
 
 // notices returns the ledger rows of process notices, by origin (a process id, or notify:ID for
 // the answer of a notification turn).
@@ -41,53 +37,12 @@ func (c *Console) notices(ctx context.Context) (map[string][]delivery.Row, error
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]delivery.Row{}
-	for _, r := range rows {
-		if r.Origin != "" {
-			out[r.Origin] = append(out[r.Origin], r)
-		}
-	}
-	return out, nil
+	return humanize.NoticeRows(rows), nil
 }
-
-// noticeTurn starts the notice outcome of a completion handed to a notification turn; the turn's
-// answer is in the ledger with origin notify:<turn>.
-const noticeTurn = "queued notification turn "
 
 // outcomeOf reads what became of p's completion from its notice state and the ledger rows.
 func outcomeOf(p process.Info, rows map[string][]delivery.Row) outcome {
-	cand := rows[p.ID]
-	if turn, ok := strings.CutPrefix(p.NoticeOutcome, noticeTurn); ok {
-		cand = append(cand, rows["notify:"+turn]...)
-	}
-	if len(cand) > 0 {
-		r := cand[0] // newest first: the latest word on it
-		o := outcome{State: string(r.State), Row: &r}
-		switch r.State {
-		case delivery.Delivered:
-			o.Detail = "into session " + r.SessionID
-			if len(r.MessageIDs) > 0 {
-				o.Detail += " as platform message " + strings.Join(r.MessageIDs, ", ")
-			}
-			o.Detail += " (" + r.Plugin + "/" + r.Profile + ", chat " + r.Target.ChatID + ")"
-		default:
-			o.Detail = r.Reason
-		}
-		return o
-	}
-	switch {
-	case !p.State.Final():
-		return outcome{State: "running", Detail: "not finished"}
-	case p.Notice == "":
-		return outcome{State: "none", Detail: "no completion notice recorded"}
-	case p.Notice == "suppressed":
-		return outcome{State: "suppressed", Detail: "the agent read the result itself"}
-	case strings.HasPrefix(p.NoticeOutcome, "dropped"):
-		return outcome{State: "dropped", Detail: strings.TrimPrefix(strings.TrimPrefix(p.NoticeOutcome, "dropped"), ": ")}
-	case p.NoticeOutcome != "":
-		return outcome{State: p.Notice, Detail: p.NoticeOutcome}
-	}
-	return outcome{State: p.Notice, Detail: "waiting to be delivered"}
+	return humanize.NoticeOutcome(p, rows)
 }
 
 type processesView struct {
@@ -116,12 +71,8 @@ func (c *Console) one(ctx context.Context, id string) (procView, error) {
 	if err != nil {
 		return procView{}, err
 	}
-	origins := []string{p.ID}
-	if turn, ok := strings.CutPrefix(p.NoticeOutcome, noticeTurn); ok {
-		origins = append(origins, "notify:"+turn)
-	}
 	rows := map[string][]delivery.Row{}
-	for _, o := range origins {
+	for _, o := range humanize.NoticeOrigins(p) {
 		if rows[o], err = c.Ledger.List(ctx, delivery.Filter{Kind: delivery.KindNotification, Origin: o}); err != nil {
 			return procView{}, err
 		}

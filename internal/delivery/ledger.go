@@ -781,6 +781,9 @@ type Filter struct {
 	KeyPrefix string // "" for all
 	Kind      string // "" for all
 	Origin    string // what produced the rows (Message.Origin), exactly; "" for all
+	Key       string // this session key exactly; "" for all
+	Group     string // the parts of this message (Row.Group), or the part with this id; "" for all
+	Link      string // the messages linked to this group (Row.Link: the completion of a draft, a /last); "" for all
 	// Uncertain selects failed rows the platform may have accepted (the outcome is unknown, so
 	// they were not resent).
 	Uncertain bool
@@ -813,6 +816,15 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
 	}
 	if f.Origin != "" {
 		where = append(where, "origin = "+args.Add(f.Origin))
+	}
+	if f.Key != "" {
+		where = append(where, "session_key = "+args.Add(f.Key))
+	}
+	if f.Group != "" {
+		where = append(where, "(grp = "+args.Add(f.Group)+" OR id = "+args.Add(f.Group)+")")
+	}
+	if f.Link != "" {
+		where = append(where, "link = "+args.Add(f.Link))
 	}
 	if f.Uncertain {
 		// reason holds the mark when removing it changes reason (instr is SQLite's, strpos

@@ -716,6 +716,18 @@ func TestListFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	again := f.msg(st, "sent again", GuardNone)
+	again.Link = uncertain
+	linked, err := f.l.Record(context.Background(), again, Failed, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := f.msg(st, "elsewhere", GuardNone)
+	other.Key += "2" // a key the first is a prefix of
+	elsewhere, err := f.l.Record(context.Background(), other, Failed, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ids := func(f Filter, l *Ledger) []string {
 		rows, err := l.List(context.Background(), f)
 		if err != nil {
@@ -732,7 +744,9 @@ func TestListFilters(t *testing.T) {
 		want []string
 	}{
 		"uncertain": {Filter{Uncertain: true}, []string{uncertain}},
-		"failed":    {Filter{State: Failed}, []string{refused, uncertain}},
+		"failed":    {Filter{State: Failed}, []string{elsewhere, linked, refused, uncertain}},
+		"group":     {Filter{Group: refused}, []string{refused}},
+		"link":      {Filter{Link: uncertain}, []string{linked}},
 		"kind":      {Filter{Kind: KindNotification}, []string{dropped}},
 		"origin":    {Filter{Origin: "proc_0123456789ab"}, []string{dropped}},
 		"no origin": {Filter{Origin: "proc_0123456789"}, nil},
@@ -740,6 +754,13 @@ func TestListFilters(t *testing.T) {
 		if got := ids(tc.f, f.l); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", name, got, tc.want)
 		}
+	}
+	// Key is the key exactly, KeyPrefix any key it starts.
+	if got := ids(Filter{Key: st.Key}, f.l); slices.Contains(got, elsewhere) || !slices.Contains(got, linked) || !slices.Contains(got, dropped) {
+		t.Errorf("key %s: %v", st.Key, got)
+	}
+	if got := ids(Filter{KeyPrefix: st.Key}, f.l); !slices.Contains(got, elsewhere) || !slices.Contains(got, linked) {
+		t.Errorf("key prefix %s: %v", st.Key, got)
 	}
 	rows, _ := f.l.List(context.Background(), Filter{State: Failed})
 	for _, r := range rows {

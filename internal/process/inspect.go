@@ -11,7 +11,8 @@ import (
 // The functions in this file serve `hermes-host ps` and `hermes-host ps log ID`. They read only
 // the database and the log files, so they work from a separate process while `serve` runs, and
 // they never consume a result (an operator reading a log does not suppress the agent's
-// notification).
+// notification). They never write either, not even a migration: the database is a host's
+// (store.OpenReader opens it read-only for them).
 
 // ListProcesses returns every checkpointed process, newest first, with the delivery state of its
 // completion (Info.Notice, Info.NoticeOutcome). For a running process OutputBytes is the current
@@ -34,9 +35,6 @@ func InspectProcess(ctx context.Context, db *sql.DB, dataDir, id string) (Info, 
 
 // inspect lists the processes (id == ""), or the one with id.
 func inspect(ctx context.Context, db *sql.DB, dataDir, id string) ([]Info, error) {
-	if err := Migrate(ctx, db); err != nil {
-		return nil, err
-	}
 	cols := "p." + strings.ReplaceAll(strings.Join(strings.Fields(rowColumns), " "), ", ", ", p.")
 	rows, err := db.QueryContext(ctx, `SELECT `+cols+`, COALESCE(e.state, ''), COALESCE(e.outcome, ''),
 		COALESCE(c.state, ''), COALESCE(c.outcome, '')
@@ -89,9 +87,6 @@ func (r *Registry) Inspect(ctx context.Context, id string) (Info, error) {
 // ReadLog reads up to limit bytes of a process's output from its log file, from offset
 // (negative: the last limit bytes). It does not consume the result.
 func ReadLog(ctx context.Context, db *sql.DB, dataDir, id string, offset int64, limit int) (LogChunk, error) {
-	if err := Migrate(ctx, db); err != nil {
-		return LogChunk{}, err
-	}
 	in, err := loadRow(ctx, db, id)
 	if err != nil {
 		return LogChunk{}, err

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermes-host/hermes-host/internal/store"
 )
 
 func TestSpawnStampsEnvironmentAndCompletes(t *testing.T) {
@@ -263,8 +265,12 @@ func TestListAndLogFromSeparateReader(t *testing.T) {
 		st, _ := e.r.Poll(ctx, run.ID)
 		return st.OutputBytes > 0
 	})
-	// The CLI opens the database itself while serve runs.
-	db2 := e.openSecond()
+	// The CLI opens the database itself, read-only, while serve runs.
+	db2, err := store.OpenReader(ctx, e.b.Source, e.b.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
 	list, err := ListProcesses(ctx, db2, e.dir)
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list %v %v", list, err)

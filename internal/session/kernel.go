@@ -116,6 +116,9 @@ type Options struct {
 	CacheSize int
 	// MaxTipHops bounds compression-tip walks. Default 100.
 	MaxTipHops int
+	// ReadOnly opens the kernel for reading only (List, Show; the CLI beside a serving host, on
+	// a database opened with store.OpenReader): Open migrates nothing.
+	ReadOnly bool
 }
 
 // Kernel is the session boundary: keys, physical sessions, transitions, the boundary lock and
@@ -139,7 +142,8 @@ type Kernel struct {
 	failpoint func(stage string) error
 }
 
-// Open migrates the session tables in db (component "session") and returns a Kernel over it.
+// Open migrates the session tables in db (component "session"; not with Options.ReadOnly) and
+// returns a Kernel over it.
 // db should come from store.Open or store.OpenSource. Close the Kernel before the DB.
 //
 // On PostgreSQL, where several hosts may share the database, Open configures the kernel for
@@ -160,8 +164,10 @@ func Open(ctx context.Context, db *sql.DB, opt Options) (*Kernel, error) {
 		}
 		opt.CacheSize = -1
 	}
-	if err := store.Migrate(ctx, db, Component, migrations); err != nil {
-		return nil, err
+	if !opt.ReadOnly {
+		if err := store.Migrate(ctx, db, Component, migrations); err != nil {
+			return nil, err
+		}
 	}
 	if opt.Locker == nil {
 		opt.Locker = NewLocalLocker()

@@ -96,6 +96,35 @@ func OpenPostgres(ctx context.Context, dsn string, opt Options) (*sql.DB, error)
 	return db, nil
 }
 
+// openPostgresReader opens the PostgreSQL database at dsn for reading: every transaction is
+// read-only, and nothing is created; a database without hermes-host's tables is ErrNoDatabase.
+func openPostgresReader(ctx context.Context, dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres address %s: %w", Redact(dsn), err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	base := stdlib.GetConnector(*cfg)
+	db := sql.OpenDB(pgConnector{base: base, drv: &pgDriver{base: base.Driver(), h: newHealth()}})
+	db.SetMaxOpenConns(4)
+	var found sql.NullString
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('schema_migrations')::text`).Scan(&found); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", Redact(dsn), err)
+	}
+	if !found.Valid {
+		db.Close()
+		return nil, fmt.Errorf("%w at %s: no host has set this database up", ErrNoDatabase, Redact(dsn))
+	}
+	return db, nil
+}
+
 // withMigrationLock runs fn holding a session-level advisory lock on a connection of its own,
 // so that hosts starting together on one PostgreSQL apply each migration once. The lock is held
 // outside fn's transactions: a SERIALIZABLE transaction's snapshot is taken at its first

@@ -312,3 +312,57 @@ func withTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.T
 	}
 	return tx.Commit()
 }
+
+// ErrNoDatabase is OpenReader's error when the configuration names a database that does not
+// exist (a SQLite file never created, a PostgreSQL database no host has set up).
+var ErrNoDatabase = errors.New("no database")
+
+// OpenReader opens the database a configuration names (as OpenSource) for reading only, for the
+// commands that inspect it beside a serving host: it creates nothing (no file, no directory, no
+// table) and migrates nothing, and a database that is not there is ErrNoDatabase (wrapped, with
+// where it was looked for). Writes through the returned DB fail.
+func OpenReader(ctx context.Context, source, dataDir string) (*sql.DB, error) {
+	switch {
+	case source == "" || source == "sqlite":
+		return openSQLiteReader(filepath.Join(dataDir, "hermes.db"))
+	case IsPostgres(source):
+		return openPostgresReader(ctx, source)
+	}
+	return nil, fmt.Errorf("store: %q is neither empty (SQLite in the data directory) nor a postgres:// URL", Redact(source))
+}
+
+// openSQLiteReader opens the SQLite file at path read-only (query_only on a read-write
+// connection, so the reader can share the WAL index of a serving host; SQLite's own -wal and
+// -shm files are the only files it may create, beside an existing database).
+func openSQLiteReader(path string) (*sql.DB, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)
+	case err != nil:
+		return nil, fmt.Errorf("store: %w", err)
+	case fi.IsDir():
+		return nil, fmt.Errorf("store: %s is a directory, not a database", path)
+	}
+	q := url.Values{}
+	q.Add("mode", "rw") // never create
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "query_only(1)")
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	var n int
+	// A file that is not a database, or one no host has set up, says so here.
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if n == 0 {
+		db.Close()
+		return nil, fmt.Errorf("%w at %s: the file has no hermes-host tables", ErrNoDatabase, path)
+	}
+	return db, nil
+}
