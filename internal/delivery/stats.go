@@ -1,0 +1,90 @@
+package delivery
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/hermes-host/hermes-host/internal/store"
+)
+
+// StateCount is how many ledger rows (message parts) are in one state, of one kind.
+type StateCount struct {
+	State State
+	Kind  string
+	Rows  int
+}
+
+// ProfileCount is how many rows of a plugin's profile match.
+type ProfileCount struct {
+	Plugin, Profile string
+	Rows            int
+}
+
+// Stats is the ledger's state at one moment, as /metrics reports it: read from the database, so
+// it is the whole deployment's on several hosts sharing one, and right after a restart.
+type Stats struct {
+	ByState []StateCount
+	// Uncertain are the failed rows whose send may have reached the platform (Row.Uncertain).
+	Uncertain []ProfileCount
+	// Open is how many rows are pending or sending, and OldestOpen when the oldest of them was
+	// written (zero when none is).
+	Open       int
+	OldestOpen time.Time
+}
+
+// ReadStats reads the ledger's Stats from db: three grouped queries, each on an index
+// (deliveries_state, deliveries_open).
+func ReadStats(ctx context.Context, db *sql.DB) (Stats, error) {
+	var st Stats
+	rows, err := db.QueryContext(ctx, `SELECT state, kind, COUNT(*) FROM deliveries GROUP BY state, kind ORDER BY state, kind`)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var c StateCount
+		if err := rows.Scan(&c.State, &c.Kind, &c.Rows); err != nil {
+			rows.Close()
+			return st, err
+		}
+		st.ByState = append(st.ByState, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	var args store.Args
+	rows, err = db.QueryContext(ctx, `SELECT plugin, profile, COUNT(*) FROM deliveries WHERE `+uncertainWhere(&args)+
+		` GROUP BY plugin, profile ORDER BY plugin, profile`, args...)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var c ProfileCount
+		if err := rows.Scan(&c.Plugin, &c.Profile, &c.Rows); err != nil {
+			rows.Close()
+			return st, err
+		}
+		st.Uncertain = append(st.Uncertain, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	var oldest sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM deliveries WHERE state IN ('pending', 'sending')`).
+		Scan(&st.Open, &oldest); err != nil {
+		return st, err
+	}
+	if oldest.Valid {
+		st.OldestOpen = time.UnixMilli(oldest.Int64)
+	}
+	return st, nil
+}
+
+// uncertainWhere is the condition of the failed rows whose outcome is unknown (Row.Uncertain),
+// its arguments added to args: reason holds the mark when removing it changes reason (instr is
+// SQLite's, strpos PostgreSQL's; replace is both's).
+func uncertainWhere(args *store.Args) string {
+	return "state = " + args.Add(string(Failed)) + " AND replace(reason, " + args.Add(UncertainMark) + ", '') <> reason"
+}
