@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -266,6 +268,19 @@ func TestMetricsAfterASession(t *testing.T) {
 					t.Errorf("%s has label %s=%q", name, lp.GetName(), v)
 				}
 			}
+		}
+	}
+	// The README's table of series lists every one /metrics has.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n### Metrics\n")
+	section, _, _ = strings.Cut(section, "\n### ")
+	documented := regexp.MustCompile("`(hermes_[a-z_]+)`").FindAllStringSubmatch(section, -1)
+	for name := range s {
+		if strings.HasPrefix(name, "hermes_") && !slices.ContainsFunc(documented, func(m []string) bool { return m[1] == name }) {
+			t.Errorf("%s is not in the README's table of series (### Metrics)", name)
 		}
 	}
 	step("done")
