@@ -22,6 +22,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
@@ -106,9 +107,13 @@ func (s scrape) series(name string) []string {
 // agent on a loopback model server (turns, one failing at the model; a background process
 // dropped by /new, one still running; an uncertain send; a pairing request; a reply held by
 // the platform's flood control), /metrics shows each series with the values the session
-// produced.
+// produced; on SQLite and on PostgreSQL (the state series' queries run on both).
 func TestMetricsAfterASession(t *testing.T) {
 	t.Parallel()
+	storetest.Each(t, metricsAfterASession)
+}
+
+func metricsAfterASession(t *testing.T, backend storetest.Backend) {
 	llm := agenttest.New(t)
 	llm.Answer(func(w http.ResponseWriter, r *http.Request, req agenttest.Request) {
 		msgs := req.Messages()
@@ -117,7 +122,8 @@ func TestMetricsAfterASession(t *testing.T) {
 	})
 	fake := echotest.New()
 	t.Cleanup(fake.Close)
-	w := newWorldConfigured(t, "", fake, nil, func(cfg *config.Config) {
+	source := backend.Fresh(t).Source
+	configure := func(cfg *config.Config) {
 		no := false
 		cfg.Agent = config.Agent{Kind: "openai", BaseURL: llm.URL, Model: "test-model", Check: "off", Stream: &no,
 			ContextTokens: 100000, Tools: &no}
@@ -125,7 +131,8 @@ func TestMetricsAfterASession(t *testing.T) {
 		echo.Profiles["locked"] = map[string]any{"outbox_url": fake.URL() + "/outbox"}
 		echo.Access["locked"] = config.Access{} // pairing (the default), nobody approved
 		cfg.Plugins["echo"] = echo
-	})
+	}
+	w := newWorldConfigured(t, source, fake, nil, configure)
 	const token = "metrics-token"
 	admin := httptest.NewServer(w.g.AdminHandler(token))
 	t.Cleanup(admin.Close)
@@ -267,6 +274,23 @@ func TestMetricsAfterASession(t *testing.T) {
 				if v := lp.GetValue(); v == "1" || v == "77" || v == "stranger" || strings.Contains(v, "agent:") || strings.Contains(v, "answer") {
 					t.Errorf("%s has label %s=%q", name, lp.GetName(), v)
 				}
+			}
+		}
+	}
+	if backend.Name == "postgres" {
+		// A second host of the deployment reports the same state, and none of the first
+		// host's events.
+		w2 := newWorldConfigured(t, source, fake, nil, configure)
+		admin2 := httptest.NewServer(w2.g.AdminHandler(token))
+		t.Cleanup(admin2.Close)
+		s2 := scrapeMetrics(t, admin2.URL, token)
+		for _, c := range want {
+			got, _ := s2.value(c.name, c.labels...)
+			switch {
+			case strings.HasSuffix(c.name, "_total") && got != 0:
+				t.Errorf("the second host counts %s%v = %v of the first host's events", c.name, c.labels, got)
+			case !strings.HasSuffix(c.name, "_total") && got != c.value:
+				t.Errorf("the second host reports %s%v = %v, the first %v", c.name, c.labels, got, c.value)
 			}
 		}
 	}
