@@ -33,29 +33,47 @@ type Stats struct {
 	OldestOpen time.Time
 }
 
-// ReadStats reads the ledger's Stats from db: three grouped queries, each on an index
-// (deliveries_state, deliveries_open).
+// ReadStats reads the ledger's Stats from db, on indexes only: one statement (one snapshot) for
+// the rows by state and kind (all rows by kind on deliveries_kind, the open ones on
+// deliveries_open, the failed and dropped ones on deliveries_ended; delivered is the rest),
+// one for the uncertain rows (deliveries_ended) and one for the open queue (deliveries_open).
 func ReadStats(ctx context.Context, db *sql.DB) (Stats, error) {
 	var st Stats
-	rows, err := db.QueryContext(ctx, `SELECT state, kind, COUNT(*) FROM deliveries GROUP BY state, kind ORDER BY state, kind`)
+	// Each part's condition is its partial index's, as SQLite needs it to use the index.
+	rows, err := db.QueryContext(ctx, `SELECT '', kind, COUNT(*) FROM deliveries GROUP BY kind
+		UNION ALL SELECT state, kind, COUNT(*) FROM deliveries WHERE state IN ('pending', 'sending') GROUP BY state, kind
+		UNION ALL SELECT state, kind, COUNT(*) FROM deliveries WHERE state IN ('failed', 'dropped') GROUP BY state, kind`)
 	if err != nil {
 		return st, err
 	}
+	all := map[string]int{}
+	var kinds []string
 	for rows.Next() {
 		var c StateCount
 		if err := rows.Scan(&c.State, &c.Kind, &c.Rows); err != nil {
 			rows.Close()
 			return st, err
 		}
+		if c.State == "" {
+			all[c.Kind] = c.Rows
+			kinds = append(kinds, c.Kind)
+			continue
+		}
+		all[c.Kind] -= c.Rows
 		st.ByState = append(st.ByState, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return st, err
 	}
+	for _, k := range kinds {
+		if all[k] > 0 {
+			st.ByState = append(st.ByState, StateCount{State: Delivered, Kind: k, Rows: all[k]})
+		}
+	}
 	var args store.Args
-	rows, err = db.QueryContext(ctx, `SELECT plugin, profile, COUNT(*) FROM deliveries WHERE `+uncertainWhere(&args)+
-		` GROUP BY plugin, profile ORDER BY plugin, profile`, args...)
+	rows, err = db.QueryContext(ctx, `SELECT plugin, profile, COUNT(*) FROM deliveries WHERE state IN ('failed', 'dropped') AND `+
+		uncertainWhere(&args)+` GROUP BY plugin, profile ORDER BY plugin, profile`, args...)
 	if err != nil {
 		return st, err
 	}
