@@ -42,7 +42,7 @@ var (
 	pairingDesc = prometheus.NewDesc("hermes_pairing_requests",
 		"Open (unexpired) pairing requests of unknown users, by plugin and profile, in the database.", []string{"plugin", "profile"}, nil)
 	stateUpDesc = prometheus.NewDesc("hermes_state_up",
-		"1 when this scrape read the state gauges from the database, 0 when a read failed or took longer than 2s (those series are left out).", nil, nil)
+		"1 when this scrape read the state gauges from the database, 0 when a read failed or took longer than "+StateTimeout.String()+" (those series are left out).", nil, nil)
 	stateSecondsDesc = prometheus.NewDesc("hermes_state_read_seconds",
 		"How long this scrape's reads of the state gauges took.", nil, nil)
 )
