@@ -196,6 +196,15 @@ func metricsAfterASession(t *testing.T, backend storetest.Backend) {
 	waitFor("every delivery settled", func() bool { return len(w.rows(delivery.Pending))+len(w.rows(delivery.Sending)) == 0 })
 
 	step("the pairing code")
+	// A queued command, and a process whose completion becomes a notification turn.
+	w.say("1", "", "/sessions")
+	w.wait("the list of sessions", echotest.Has("Sessions of this chat"))
+	done := w.spawn(src("1", ""), "echo done-output", nil)
+	w.wait("the notification turn's answer", echotest.Has("done-output"))
+	if rec := w.event(done); rec.QueueState != "done" {
+		t.Fatalf("the completion: %+v", rec)
+	}
+	step("the notification")
 	// A reply the platform's flood control holds: the ledger's queue has one row, as old as it is.
 	fake.Throttle(true)
 	said := time.Now()
@@ -229,25 +238,32 @@ func metricsAfterASession(t *testing.T, backend storetest.Backend) {
 	want := []series{
 		// Deliveries by state and kind: the four answers (one of them the failed turn's
 		// apology, which answers its message), the uncertain one, the notices (/new's
-		// confirmation, the uncertain-outcome notice, the pairing code) and the stale
-		// completion's drop record.
+		// confirmation, the uncertain-outcome notice, the pairing code, the list of sessions), the
+		// notification turn's answer and the stale completion's drop record.
 		{"hermes_deliveries", []string{"state=delivered", "kind=reply"}, 4},
 		{"hermes_deliveries", []string{"state=failed", "kind=reply"}, 1},
-		{"hermes_deliveries", []string{"state=delivered", "kind=notice"}, 3},
+		{"hermes_deliveries", []string{"state=delivered", "kind=notice"}, 4},
+		{"hermes_deliveries", []string{"state=delivered", "kind=notification"}, 1},
 		{"hermes_deliveries", []string{"state=dropped", "kind=notification"}, 1},
 		{"hermes_deliveries", []string{"state=pending", "kind=reply"}, 0},
 		{"hermes_deliveries", []string{"state=dropped", "kind=reply"}, 0},
 		{"hermes_deliveries_uncertain", []string{"plugin=echo", "profile=main"}, 1},
 		{"hermes_deliveries_dropped_total", []string{"reason=stale"}, 1},
-		// Turns: hi, fail please, cut, after, held; the /new acted at once, not as a turn.
+		// Turns: hi, fail please, cut, after, held; /sessions; the completion's. The /new acted
+		// at once, not as a turn.
 		{"hermes_turns_started_total", []string{"kind=message"}, 5},
 		{"hermes_turns_finished_total", []string{"kind=message", "outcome=done"}, 4},
 		{"hermes_turns_finished_total", []string{"kind=message", "outcome=failed"}, 1},
-		{"hermes_agent_model_calls_total", []string{"profile=main", "outcome=ok"}, 4},
+		{"hermes_turns_started_total", []string{"kind=command"}, 1},
+		{"hermes_turns_finished_total", []string{"kind=command", "outcome=done"}, 1},
+		{"hermes_turns_started_total", []string{"kind=notification"}, 1},
+		{"hermes_turns_finished_total", []string{"kind=notification", "outcome=done"}, 1},
+		// The model: the message turns but the failed one, and the notification turn.
+		{"hermes_agent_model_calls_total", []string{"profile=main", "outcome=ok"}, 5},
 		{"hermes_agent_model_calls_total", []string{"profile=main", "outcome=error"}, 1},
 		{"hermes_agent_model_failures_total", []string{"profile=main", "reason=http_500"}, 1},
 		{"hermes_processes", []string{"state=running"}, 1},
-		{"hermes_processes", []string{"state=exited"}, 1},
+		{"hermes_processes", []string{"state=exited"}, 2},
 		{"hermes_processes", []string{"state=killed"}, 0},
 		{"hermes_pairing_requests", []string{"plugin=echo", "profile=locked"}, 1},
 		{"hermes_auth_pairing_codes_total", []string{"plugin=echo", "profile=locked"}, 1},
@@ -264,8 +280,8 @@ func metricsAfterASession(t *testing.T, backend storetest.Backend) {
 		}
 	}
 	// Every model call the server saw is counted, and nothing else.
-	if n := len(llm.Chats()); n != 5 {
-		t.Errorf("the model server saw %d chat requests, want 5", n)
+	if n := len(llm.Chats()); n != 6 {
+		t.Errorf("the model server saw %d chat requests, want 6", n)
 	}
 	// No series carries a chat id, a session key or a user's text as a label.
 	for name, f := range s {
