@@ -34,7 +34,7 @@ var (
 		"Failed ledger rows whose send may have reached the platform (outcome unknown, not resent), by plugin and profile, in the database.",
 		[]string{"plugin", "profile"}, nil)
 	processesDesc = prometheus.NewDesc("hermes_processes",
-		"Background-process records by state, in the database (every host's; ended ones until processes.max_age prunes them).", []string{"state"}, nil)
+		"Background-process records by state, in the database (every host's; ended ones until they are pruned, 7 days after their end by default).", []string{"state"}, nil)
 	queueDepthDesc = prometheus.NewDesc("hermes_queue_depth",
 		"Items waiting or in progress in a queue, in the database (every host's).", []string{"queue"}, nil)
 	queueAgeDesc = prometheus.NewDesc("hermes_queue_oldest_age_seconds",

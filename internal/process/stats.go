@@ -9,8 +9,8 @@ import (
 // Stats are the registry's state at one moment, as /metrics reports it: read from the database,
 // so they are the whole deployment's on several hosts sharing one, and right after a restart.
 type Stats struct {
-	// ByState is how many process records are in each state (those pruned after
-	// processes.max_age are gone).
+	// ByState is how many process records are in each state (ended ones until they are
+	// pruned, Options.Retention after their end).
 	ByState map[State]int
 	// Events is how many process events wait for the delivery layer (pending or claimed), and
 	// Oldest when the oldest of them was queued (zero when none).
