@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/internal/agent/agenttest"
@@ -323,6 +324,30 @@ func metricsAfterASession(t *testing.T, backend storetest.Backend) {
 	for name := range s {
 		if strings.HasPrefix(name, "hermes_") && !slices.ContainsFunc(documented, func(m []string) bool { return m[1] == name }) {
 			t.Errorf("%s is not in the README's table of series (### Metrics)", name)
+		}
+	}
+	// The alerting rules there parse, and name series of the table.
+	_, rules, _ := strings.Cut(section, "```yaml\n")
+	rules, _, _ = strings.Cut(rules, "```")
+	var parsed struct {
+		Groups []struct {
+			Rules []struct {
+				Alert, Expr string
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(rules), &parsed); err != nil || len(parsed.Groups) != 1 || len(parsed.Groups[0].Rules) == 0 {
+		t.Fatalf("the README's alerting rules: %v %+v", err, parsed)
+	}
+	for _, r := range parsed.Groups[0].Rules {
+		names := regexp.MustCompile(`hermes_[a-z_]+`).FindAllString(r.Expr, -1)
+		if r.Alert == "" || len(names) == 0 {
+			t.Errorf("rule %+v: no alert name or no series", r)
+		}
+		for _, name := range names {
+			if !slices.ContainsFunc(documented, func(m []string) bool { return m[1] == name }) {
+				t.Errorf("rule %s names %s, which the table does not list", r.Alert, name)
+			}
 		}
 	}
 	step("done")
