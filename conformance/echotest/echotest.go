@@ -59,6 +59,9 @@ type Fault struct {
 	Hang       bool
 	// Delay accepts the message but answers only after this long.
 	Delay time.Duration
+	// Cut accepts the message and closes the connection without an answer: the sender cannot
+	// know whether it arrived (an uncertain send).
+	Cut bool
 }
 
 // New starts the fake on loopback.
@@ -160,6 +163,12 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 	id := len(s.got)
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	if f.Cut {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
 	time.Sleep(f.Delay)
 	json.NewEncoder(w).Encode(map[string]any{"ok": true, "message_id": strconv.Itoa(id)})
 }

@@ -6,12 +6,14 @@ package adminapi
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -47,6 +49,9 @@ type API struct {
 	Jobs Jobs
 	// Throttle limits wrong pairing codes per client (nil: not limited).
 	Throttle *httpguard.Throttle
+	// State is the database /metrics reads the state gauges from at each scrape (stateCollector:
+	// deliveries, processes, queues, pairing requests); nil: none are reported.
+	State *sql.DB
 }
 
 // Jobs routes a jobs request to the scheduler plugin (name, or the only one) serving profile
@@ -64,10 +69,14 @@ const (
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", a.healthz)
-	// The platforms' connection gauge is read from the plugins at each scrape, from a registry of
-	// its own: the host's registry is shared, and a second Register must not collide with it.
+	// The platforms' connection gauge is read from the plugins, and the state gauges from the
+	// database, at each scrape, from a registry of their own: the host's registry is shared (the
+	// console reads it too), and a second Register must not collide with it.
 	own := prometheus.NewRegistry()
 	own.MustRegister(connectedCollector{a.Plugins})
+	if a.State != nil {
+		own.MustRegister(stateCollector{db: a.State, now: time.Now})
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{a.Metrics, own}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/plugins", a.plugins)
 	mux.HandleFunc("GET /api/deliveries", a.deliveries)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent/agenttest"
 )
 
@@ -63,7 +64,7 @@ func TestStreamedAnswer(t *testing.T) {
 	srv := agenttest.New(t, agenttest.Chunks(0, "Hel", "lo, ", "wörld", "!"))
 	o, _, m := compatAgent(t, srv, Config{})
 	var seen []string
-	rep, err := o.Turn(context.Background(), &Turn{Text: "hi", OnText: func(s string) { seen = append(seen, s) }})
+	rep, err := o.Turn(context.Background(), &Turn{Text: "hi", Source: abi.Source{Profile: "main"}, OnText: func(s string) { seen = append(seen, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestStreamedAnswer(t *testing.T) {
 	if !srv.Chats()[0].Stream() {
 		t.Error("the request did not ask for a stream")
 	}
-	if got := testutil.ToFloat64(m.calls.WithLabelValues("ok")); got != 1 {
+	if got := testutil.ToFloat64(m.calls.WithLabelValues("main", "ok")); got != 1 {
 		t.Errorf("ok calls %v", got)
 	}
 }
@@ -144,7 +145,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		if !strings.Contains(UserMessage(err), "redirect") {
 			t.Errorf("%d: user message %q", code, UserMessage(err))
 		}
-		if got := testutil.ToFloat64(m.failures.WithLabelValues("redirect")); got != 1 {
+		if got := testutil.ToFloat64(m.failures.WithLabelValues("", "redirect")); got != 1 {
 			t.Errorf("%d: redirect failures counted %v", code, got)
 		}
 		if strings.Contains(logs.String(), "sk-secret") {
@@ -209,7 +210,7 @@ func TestServerErrorsReplayed(t *testing.T) {
 			if strings.Contains(log, "sk-live") {
 				t.Errorf("log holds the key:\n%s", log)
 			}
-			if got := testutil.ToFloat64(m.failures.WithLabelValues("http_" + strconv.Itoa(c.status))); got != 1 {
+			if got := testutil.ToFloat64(m.failures.WithLabelValues("", "http_"+strconv.Itoa(c.status))); got != 1 {
 				t.Errorf("failures{reason=http_%d} = %v", c.status, got)
 			}
 		})
@@ -250,9 +251,9 @@ func TestTransportFailuresCounted(t *testing.T) {
 	if _, err := dead.Turn(context.Background(), &Turn{Text: "hi"}); !errors.Is(err, ErrConnect) || !strings.Contains(UserMessage(err), "cannot be reached") {
 		t.Fatalf("connect: %v / %q", err, UserMessage(err))
 	}
-	if testutil.ToFloat64(m.failures.WithLabelValues("timeout")) != 1 || testutil.ToFloat64(sm.failures.WithLabelValues("stream")) != 1 ||
-		testutil.ToFloat64(dm.failures.WithLabelValues("connect")) != 1 || testutil.ToFloat64(m.calls.WithLabelValues("error")) != 1 ||
-		testutil.ToFloat64(sm.calls.WithLabelValues("error")) != 1 {
+	if testutil.ToFloat64(m.failures.WithLabelValues("", "timeout")) != 1 || testutil.ToFloat64(sm.failures.WithLabelValues("", "stream")) != 1 ||
+		testutil.ToFloat64(dm.failures.WithLabelValues("", "connect")) != 1 || testutil.ToFloat64(m.calls.WithLabelValues("", "error")) != 1 ||
+		testutil.ToFloat64(sm.calls.WithLabelValues("", "error")) != 1 {
 		t.Errorf("counters wrong; log:\n%s%s", logs.String(), slogs.String())
 	}
 	if !strings.Contains(slogs.String(), "llama_decode failed") {

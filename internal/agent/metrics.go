@@ -2,8 +2,9 @@ package agent
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics counts model calls for /metrics.
+// Metrics counts model calls for /metrics. A nil *Metrics records nothing.
 type Metrics struct {
+	profile  string // the profile whose turn calls the model (forProfile); label of calls and failures
 	calls    *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	refused  *prometheus.CounterVec
@@ -12,16 +13,16 @@ type Metrics struct {
 
 // NewMetrics registers the agent's counters with reg:
 //
-//	hermes_agent_model_calls_total{outcome="ok|error"}
-//	hermes_agent_model_failures_total{reason="http_4xx|http_5xx|http_NNN|timeout|connect|redirect|bad_response|too_large|stream"}
+//	hermes_agent_model_calls_total{profile,outcome="ok|error"}
+//	hermes_agent_model_failures_total{profile,reason="http_4xx|http_5xx|http_NNN|timeout|connect|redirect|bad_response|too_large|stream"}
 //	hermes_agent_tool_calls_refused_total{reason="tools_off|not_granted|notification"}
 //	hermes_agent_timeouts_total{limit="model_call|turn"}
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_model_calls_total",
-			Help: "Calls to the model endpoint, by outcome."}, []string{"outcome"}),
+			Help: "Calls to the model endpoint, by the profile whose turn made them and outcome."}, []string{"profile", "outcome"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_model_failures_total",
-			Help: "Failed calls to the model endpoint, by reason (HTTP status, timeout, connect, redirect, bad_response, too_large, stream)."}, []string{"reason"}),
+			Help: "Failed calls to the model endpoint, by the profile whose turn made them and reason (HTTP status, timeout, connect, redirect, bad_response, too_large, stream)."}, []string{"profile", "reason"}),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_tool_calls_refused_total",
 		Help: "Tool calls of the model that were refused, not run, by reason (tools_off, not_granted, notification)."}, []string{"reason"})
@@ -31,16 +32,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// forProfile is m counting the calls of profile's turns (a profile is a configured bot
+// identity: a bounded label).
+func (m *Metrics) forProfile(profile string) *Metrics {
+	if m == nil || m.profile == profile {
+		return m
+	}
+	c := *m
+	c.profile = profile
+	return &c
+}
+
 func (m *Metrics) ok() {
 	if m != nil {
-		m.calls.WithLabelValues("ok").Inc()
+		m.calls.WithLabelValues(m.profile, "ok").Inc()
 	}
 }
 
 func (m *Metrics) failed(reason string) {
 	if m != nil {
-		m.calls.WithLabelValues("error").Inc()
-		m.failures.WithLabelValues(reason).Inc()
+		m.calls.WithLabelValues(m.profile, "error").Inc()
+		m.failures.WithLabelValues(m.profile, reason).Inc()
 	}
 }
 

@@ -282,6 +282,12 @@ const maxCallsPerRound = 16
 
 // Turn answers t; see OpenAI.
 func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
+	if m := o.metrics.forProfile(t.Source.Profile); m != o.metrics {
+		// The calls of this turn are counted for its profile.
+		o2 := *o
+		o2.metrics = m
+		return o2.Turn(parent, t)
+	}
 	if t.Model != "" && t.Model != o.model {
 		// The chat chose another model (/model) from the operator's list.
 		o2 := *o

@@ -312,3 +312,29 @@ func ListPairing(ctx context.Context, db *sql.DB, now time.Time) ([]Request, []A
 	}
 	return pending, approved, rows.Err()
 }
+
+// PendingCount is how many pairing requests (open codes) one plugin's profile has.
+type PendingCount struct {
+	Plugin, Profile string
+	Requests        int
+}
+
+// PendingPairing counts the pairing requests still open at now (not expired), by plugin and
+// profile, as /metrics reports them: read from db, so right on every host sharing it.
+func PendingPairing(ctx context.Context, db *sql.DB, now time.Time) ([]PendingCount, error) {
+	rows, err := db.QueryContext(ctx, `SELECT plugin, profile, COUNT(*) FROM auth_pairing WHERE expires_at > $1
+		GROUP BY plugin, profile ORDER BY plugin, profile`, now.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []PendingCount
+	for rows.Next() {
+		var c PendingCount
+		if err := rows.Scan(&c.Plugin, &c.Profile, &c.Requests); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -250,6 +250,12 @@ CREATE INDEX deliveries_chat ON deliveries (plugin, profile, chat_id, state);`),
 	// subject (process.Subject).
 	store.Same(`ALTER TABLE deliveries ADD COLUMN about TEXT NOT NULL DEFAULT '';
 UPDATE deliveries SET about = origin WHERE state IN ('pending', 'sending') AND substr(origin, 1, 5) = 'proc_';`),
+	// /metrics counts the rows by state and kind at every scrape (ReadStats) on indexes alone,
+	// without reading the rows (their texts make them long): all rows by kind (an index that a
+	// row's state changes do not touch), the open ones on deliveries_open, and the failed and
+	// dropped ones on a partial index a row enters once, when it ends so; delivered is the rest.
+	store.Same(`CREATE INDEX deliveries_kind ON deliveries (kind);
+CREATE INDEX deliveries_ended ON deliveries (state, kind) WHERE state IN ('failed', 'dropped');`),
 }
 
 // Transport sends messages through the platform plugins.
@@ -287,6 +293,8 @@ type Options struct {
 	Lanes int
 	// Observer, if set, is called after every state change (tests and metrics).
 	Observer func(Row)
+	// Metrics counts the ledger's events (NewMetrics); nil: none.
+	Metrics *Metrics
 	// Sweep, when several hosts share one database, is how often this one takes over the
 	// deliveries a host that died left: its interrupted sends and its lanes' pending rows
 	// (sweep). 0 (one host) turns the sweeper off.
@@ -770,6 +778,7 @@ func (l *Ledger) finish(r Row) {
 }
 
 func (l *Ledger) observe(r Row) {
+	l.opt.Metrics.observe(r)
 	if l.opt.Observer != nil {
 		l.opt.Observer(r)
 	}
@@ -827,9 +836,7 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
 		where = append(where, "link = "+args.Add(f.Link))
 	}
 	if f.Uncertain {
-		// reason holds the mark when removing it changes reason (instr is SQLite's, strpos
-		// PostgreSQL's; replace is both's).
-		where = append(where, "state = "+args.Add(string(Failed))+" AND replace(reason, "+args.Add(UncertainMark)+", '') <> reason")
+		where = append(where, uncertainWhere(&args))
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100

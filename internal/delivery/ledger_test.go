@@ -1063,7 +1063,8 @@ func TestNoticeQueuedBeforeAboutIsStillWithdrawn(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
-		if err := store.Migrate(ctx, db, "delivery", migrations[:len(migrations)-1]); err != nil {
+		about := slices.IndexFunc(migrations, func(m store.Migration) bool { return strings.Contains(m.SQLite, "ADD COLUMN about") })
+		if err := store.Migrate(ctx, db, "delivery", migrations[:about]); err != nil {
 			t.Fatal(err)
 		}
 		key := "agent:main:echo:dm:42"

@@ -325,7 +325,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lopt := delivery.Options{Logger: g.log, UndeliveredAfter: time.Duration(cfg.Deliveries.UndeliveredAfter)}
+	lopt := delivery.Options{Logger: g.log, UndeliveredAfter: time.Duration(cfg.Deliveries.UndeliveredAfter), Metrics: delivery.NewMetrics(g.registry)}
 	if g.shared != nil {
 		lopt.Sweep, lopt.Leases = sweepEach, g.shared.leases
 	}
@@ -365,7 +365,7 @@ func (g *Gateway) openCore(ctx context.Context) error {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
 		},
-		Typing: typist{g}, Grants: g.gate.Tools}
+		Typing: typist{g}, Grants: g.gate.Tools, Metrics: turn.NewMetrics(g.registry)}
 	if g.shared != nil {
 		topt.Instance = g.shared.id
 	}
@@ -723,7 +723,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	tokens, codes := httpguard.NewThrottle(0, 0, g.log), httpguard.NewThrottle(0, 0, g.log)
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
 		Metrics: g.registry, Ping: g.db.PingContext, Writes: store.HealthOf(g.db), Loading: g.pluginsLoading, Jobs: g.sched,
-		Throttle: codes}
+		State: g.db, Throttle: codes}
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
 		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log, LoginThrottle: tokens, CodeThrottle: codes}

@@ -63,6 +63,13 @@ func newWorldOn(t *testing.T, source string, extra map[string]extraPlugin) *worl
 // the same platform.
 func newWorldFake(t *testing.T, source string, fake *echotest.Server, extra map[string]extraPlugin) *world {
 	t.Helper()
+	return newWorldConfigured(t, source, fake, extra, nil)
+}
+
+// newWorldConfigured is newWorldFake with the configuration changed by configure (if not nil)
+// before the host opens.
+func newWorldConfigured(t *testing.T, source string, fake *echotest.Server, extra map[string]extraPlugin, configure func(*config.Config)) *world {
+	t.Helper()
 	dir := t.TempDir()
 	cfg, err := config.Load("")
 	if err != nil {
@@ -79,6 +86,9 @@ func newWorldFake(t *testing.T, source string, fake *echotest.Server, extra map[
 		wasmbuild.CopyTo(t, p.dir, filepath.Join(cfg.PluginsDir, name+".wasm"))
 		cfg.Plugins[name] = config.Plugin{Profiles: map[string]map[string]any{"main": p.config}, Limits: p.limits,
 			EgressExtra: []string{"127.0.0.1"}, Access: map[string]config.Access{"main": {AllowAll: true}}}
+	}
+	if configure != nil {
+		configure(cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g, err := Open(ctx, cfg, slog.New(slog.DiscardHandler))

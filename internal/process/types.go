@@ -22,6 +22,9 @@ const (
 	StateFailedStart State = "failed_start" // could not be started (Reason holds the error)
 )
 
+// States are all the states, for reports that list every one.
+var States = []State{StateStarting, StateRunning, StateExited, StateKilled, StateLost, StateFailedStart}
+
 // Final reports whether s is an end state.
 func (s State) Final() bool { return s != StateStarting && s != StateRunning }
 

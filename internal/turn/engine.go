@@ -98,6 +98,8 @@ type Options struct {
 	// chat. Defaults 1s and 4s (Telegram shows "typing" for up to 5 s).
 	Typing                   Typist
 	TypingAfter, TypingEvery time.Duration
+	// Metrics counts turns started and ended (NewMetrics); nil: none.
+	Metrics *Metrics
 }
 
 // Typist sends a chat action ("typing") into a chat through the platform plugin, if the plugin

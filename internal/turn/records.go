@@ -59,6 +59,9 @@ func (e *Engine) settle(ctx context.Context, t *store.Tx, key string, it *item, 
 // not (what a user's command on the key cancels: see setStateAnyOwner).
 func (e *Engine) settleRows(ctx context.Context, t *store.Tx, fenced bool, key string, it *item, state, outcome string, from ...string) (int, error) {
 	moved, err := e.move(ctx, t, fenced, it.ids(), state, outcome, from...)
+	if err == nil && len(moved) > 0 {
+		e.opt.Metrics.finish(t, it, state)
+	}
 	if err != nil || state != stDropped || it.kind != kindNotification {
 		return len(moved), err
 	}

@@ -83,6 +83,9 @@ func (e *Engine) begin(key string, it *item) bool {
 	if len(moved) < len(it.entries) {
 		it.keep(moved)
 	}
+	if len(it.entries) > 0 {
+		e.opt.Metrics.start(it)
+	}
 	return len(it.entries) > 0
 }
 
