@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/actions"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/httpjson"
@@ -44,6 +45,8 @@ type API struct {
 	Loading func() []string
 	// Jobs hands job requests to scheduler plugins (nil: /api/cron answers 404).
 	Jobs Jobs
+	// Actions are the operator's actions (kill, reload, retry); nil: ones on the fields above.
+	Actions *actions.Actions
 }
 
 // Jobs routes a jobs request to the scheduler plugin (name, or the only one) serving profile
@@ -74,6 +77,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/pairing/approve", a.approve)
 	mux.HandleFunc("POST /api/pairing/revoke", a.revoke)
 	mux.HandleFunc("GET /api/auth/log", a.authLog)
+	a.registerActions(mux)
 	if a.Jobs != nil {
 		mux.HandleFunc("GET /api/cron", a.cron)
 		mux.HandleFunc("POST /api/cron", a.cron)

@@ -91,7 +91,6 @@ func (l *Ledger) Retry(ctx context.Context, id string) (Row, error) {
 	if !applied(res) {
 		return r, fmt.Errorf("%w: delivery %s changed meanwhile: reload and look again", ErrNotRetryable, r.ID)
 	}
-	l.log.Info("delivery retried by the operator", "id", r.ID, "key", r.Key, "kind", r.Kind, "after", r.Reason)
 	r.State, r.Reason, r.Attempts, r.NextAttempt, r.UpdatedAt, r.stored = Pending, why, 0, now, now, stored{Pending, 0}
 	l.publish([]Row{r})
 	return r, nil

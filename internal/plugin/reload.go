@@ -51,7 +51,6 @@ func (r *Runtime) Reload(ctx context.Context, name string) (Info, error) {
 	if err != nil {
 		return p.Info(), fmt.Errorf("plugin %s: reloading %s failed (the version serving keeps serving): %w", name, path, err)
 	}
-	r.log.Info("plugin reloaded by the operator", "plugin", name, "file", path)
 	if np := r.Get(name); np != nil {
 		return np.Info(), nil
 	}
