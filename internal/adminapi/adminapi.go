@@ -239,10 +239,12 @@ func (a *API) plugins(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, map[string]any{"plugins": infos, "rejected": a.Plugins.Rejections()})
 }
 
-// deliveries lists ledger rows: ?state=dropped&key=PREFIX&limit=N.
+// deliveries lists ledger rows, newest first: ?state=dropped&key=PREFIX&q=TEXT&before=ID&limit=N
+// (q: in the id, key, origin or text; before: the page after that row).
 func (a *API) deliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	rows, err := a.Ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"), Limit: limit(r)})
+	rows, err := a.Ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"),
+		Search: q.Get("q"), Before: q.Get("before"), Limit: limit(r)})
 	if err != nil {
 		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
 		return
