@@ -168,3 +168,18 @@ func TestLiveListSaysWhenItChanged(t *testing.T) {
 	}
 	t.Fatal("the stream ended without saying the list changed")
 }
+
+// TestReloadOfAnUnknownPlugin: the reload form of a plugin the host does not have answers 404
+// with the reason (the fixture's runtime has no plugins); without the CSRF token, 403.
+func TestReloadOfAnUnknownPlugin(t *testing.T) {
+	f := newFixture(t)
+	cl := f.client()
+	f.login(cl, testToken)
+	if resp, _ := f.do(cl, "POST", Prefix+"plugins/echo/reload", url.Values{}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a reload without the CSRF token: %d", resp.StatusCode)
+	}
+	resp, body := f.do(cl, "POST", Prefix+"plugins/echo/reload", url.Values{"csrf": {f.csrf(cl)}})
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no such plugin") {
+		t.Fatalf("reloading an unknown plugin: %d %s", resp.StatusCode, body)
+	}
+}
