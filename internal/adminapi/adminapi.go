@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/actions"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/httpguard"
@@ -52,6 +53,8 @@ type API struct {
 	// State is the database /metrics reads the state gauges from at each scrape (stateCollector:
 	// deliveries, processes, queues, pairing requests); nil: none are reported.
 	State *sql.DB
+	// Actions are the operator's actions (kill, reload, retry); nil: ones on the fields above.
+	Actions *actions.Actions
 }
 
 // Jobs routes a jobs request to the scheduler plugin (name, or the only one) serving profile
@@ -86,6 +89,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/pairing/approve", a.approve)
 	mux.HandleFunc("POST /api/pairing/revoke", a.revoke)
 	mux.HandleFunc("GET /api/auth/log", a.authLog)
+	a.registerActions(mux)
 	if a.Jobs != nil {
 		mux.HandleFunc("GET /api/cron", a.cron)
 		mux.HandleFunc("POST /api/cron", a.cron)
@@ -247,10 +251,12 @@ func (a *API) plugins(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, map[string]any{"plugins": infos, "rejected": a.Plugins.Rejections()})
 }
 
-// deliveries lists ledger rows: ?state=dropped&key=PREFIX&limit=N.
+// deliveries lists ledger rows, newest first: ?state=dropped&key=PREFIX&q=TEXT&before=ID&limit=N
+// (q: in the id, key, origin or text; before: the page after that row).
 func (a *API) deliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	rows, err := a.Ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"), Limit: limit(r)})
+	rows, err := a.Ledger.List(r.Context(), delivery.Filter{State: delivery.State(q.Get("state")), KeyPrefix: q.Get("key"),
+		Search: q.Get("q"), Before: q.Get("before"), Limit: limit(r)})
 	if err != nil {
 		httpjson.Write(w, http.StatusInternalServerError, abi.Errorf(abi.CodeIO, "%v", err))
 		return

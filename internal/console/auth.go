@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +32,7 @@ type login struct {
 	id      string
 	csrf    string // carried by every form of this session
 	expires time.Time
+	notice  string // what the last action did, shown once by the next page (sessions.mu)
 }
 
 // CSRF is the token the session's forms carry.
@@ -100,6 +103,25 @@ func (ss *sessions) alive(s *login) bool {
 	return ss.byID[s.id] == s && !ss.now().After(s.expires)
 }
 
+// flash keeps notice for s's next page.
+func (ss *sessions) flash(s *login, notice string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s.notice = notice
+}
+
+// takeFlash returns and forgets s's notice.
+func (ss *sessions) takeFlash(s *login) string {
+	if s == nil {
+		return ""
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	n := s.notice
+	s.notice = ""
+	return n
+}
+
 func (ss *sessions) end(s *login) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -132,6 +154,56 @@ func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAg
 
 type loginView struct {
 	Next, Form, Error string
+	// Ended: the browser came with a session this host does not know (it restarted, the
+	// session expired or was logged out elsewhere).
+	Ended bool
+}
+
+// loggedOut answers a request without a live session. A page goes to the login page, which
+// brings the operator back to it; a form post goes there too, back to the page the form was on
+// (what was typed is not kept: the session that would vouch for it is gone). The pages' script
+// (event streams, the session probe, posts asking for JSON) gets 401 with the login page's
+// address, and takes the browser there itself. A browser that presented a session cookie is told
+// its session ended (after a restart of the host, most often).
+func (c *Console) loggedOut(w http.ResponseWriter, r *http.Request, rt route) {
+	back := r.URL.RequestURI()
+	if r.Method != http.MethodGet || rt.stream || rt.api {
+		back = refererPath(r) // the page the form or the script is on
+	}
+	q := url.Values{"next": {localPath(back)}}
+	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
+		q.Set("ended", "1")
+	}
+	login := Prefix + "login?" + q.Encode()
+	if rt.stream || rt.api || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusUnauthorized)
+		json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "the console session ended: log in again", "login": login})
+		return
+	}
+	http.Redirect(w, r, login, http.StatusSeeOther)
+}
+
+// refererPath is the console page r's form was on, or the chat.
+func refererPath(r *http.Request) string {
+	u, err := url.Parse(r.Referer())
+	if err != nil || u.Path == "" {
+		return Prefix + "chat"
+	}
+	p := u.EscapedPath()
+	if u.RawQuery != "" {
+		p += "?" + u.RawQuery
+	}
+	return p
+}
+
+// sessionProbe answers 204 while the session lives (the guard answers 401 once it does not): the
+// pages' script asks when an event stream breaks, to tell a host that is down (no answer) from
+// one that restarted (401).
+func (c *Console) sessionProbe(w http.ResponseWriter, r *http.Request, _ *login) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // loginPage shows the login form. Its hidden field matches a cookie set with it, so a login
@@ -151,7 +223,8 @@ func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, 
 	if r.Method == http.MethodPost {
 		next = r.PostFormValue("next")
 	}
-	c.render(w, r, status, "login", nil, "Log in", loginView{Next: localPath(next), Form: form, Error: problem})
+	c.render(w, r, status, "login", nil, "Log in", loginView{Next: localPath(next), Form: form, Error: problem,
+		Ended: r.URL.Query().Get("ended") != "" && problem == ""})
 }
 
 func (c *Console) loginPost(w http.ResponseWriter, r *http.Request, _ *login) {

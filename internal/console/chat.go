@@ -25,10 +25,13 @@ type chatLine struct {
 	Text     string `json:"text"`
 	Part     int    `json:"part,omitempty"`
 	Parts    int    `json:"parts,omitempty"`
+	Via      string `json:"via,omitempty"`  // how it came in, when not typed here: "/demo/inbox"
+	User     string `json:"user,omitempty"` // who said it, when not the chat's own user
 }
 
 func lineOf(m demo.Message) chatLine {
-	return chatLine{Seq: m.Seq, Time: m.At.UTC().Format("15:04:05"), FromHost: m.FromHost, Text: m.Text, Part: m.Part, Parts: m.Parts}
+	return chatLine{Seq: m.Seq, Time: m.At.UTC().Format("15:04:05"), FromHost: m.FromHost, Text: m.Text, Part: m.Part, Parts: m.Parts,
+		Via: m.Via, User: m.UserID}
 }
 
 // chatSession is the session the demo chat is in, as the page's header and the stream's
@@ -50,6 +53,7 @@ type chatView struct {
 	Key     string
 	Lines   []chatLine
 	After   int64
+	Epoch   string // the chat's numbering (demo.Chat.Epoch)
 	Session *chatSession
 	Error   string
 	Text    string // what the operator typed, kept when sending failed
@@ -70,6 +74,7 @@ func (c *Console) showChat(w http.ResponseWriter, r *http.Request, s *login, sta
 			v.Lines = append(v.Lines, lineOf(m))
 			v.After = m.Seq
 		}
+		v.Epoch = c.Chat.Epoch()
 		ctx, cancel := pageCtx(r)
 		defer cancel()
 		v.Session = c.chatSession(ctx)
@@ -134,9 +139,10 @@ func (c *Console) chatPost(w http.ResponseWriter, r *http.Request, s *login) {
 	answer(http.StatusOK, "", "")
 }
 
-// chatEvents streams the chat: a "message" event per message (its id is the message's seq) and
-// a "session" event whenever the chat moves to another session (/new, /branch, /compress,
-// /resume, an automatic reset).
+// chatEvents streams the chat: first an "epoch" event naming the chat's numbering, then a
+// "message" event per message (its id is the message's seq) and a "session" event whenever the
+// chat moves to another session (/new, /branch, /compress, /resume, an automatic reset). A page
+// that knew another epoch (?epoch=, of a host since restarted) gets every message from the first.
 func (c *Console) chatEvents(w http.ResponseWriter, r *http.Request, s *login) {
 	if c.Chat == nil {
 		http.Error(w, "the demo platform is off", http.StatusNotFound)
@@ -144,6 +150,13 @@ func (c *Console) chatEvents(w http.ResponseWriter, r *http.Request, s *login) {
 	}
 	st := startStream(w)
 	after := resumeFrom(r)
+	epoch := c.Chat.Epoch()
+	if e := r.URL.Query().Get("epoch"); e != "" && e != epoch {
+		after = 0
+	}
+	if st.send("epoch", "", map[string]string{"epoch": epoch}) != nil {
+		return
+	}
 	shown := r.URL.Query().Get("session") // the session the page was rendered with
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hermes-host/hermes-host/internal/actions"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
@@ -64,6 +65,9 @@ type Console struct {
 	// Pairing is the authorization gate: the plugins page lists its open pairing codes and
 	// approves them. Nil: the page says pairing is not available.
 	Pairing *auth.Gate
+	// Actions kill processes, reload plugins and retry deliveries (the admin API's own); nil:
+	// ones on Processes, Plugins and Ledger.
+	Actions *actions.Actions
 	// Metrics is where the plugin call latencies and crash counts are read from.
 	Metrics prometheus.Gatherer
 	Log     *slog.Logger
@@ -90,6 +94,7 @@ type route struct {
 	method, path string
 	public       bool // the login page and the static files
 	stream       bool // a Server-Sent Events stream
+	api          bool // read by the pages' script: answers 401 without a session, not a redirect
 	handle       func(c *Console, w http.ResponseWriter, r *http.Request, s *login)
 }
 
@@ -104,13 +109,18 @@ var routes = []route{
 	{method: "GET", path: Prefix + "chat", handle: (*Console).chatPage},
 	{method: "POST", path: Prefix + "chat", handle: (*Console).chatPost},
 	{method: "GET", path: Prefix + "chat/events", stream: true, handle: (*Console).chatEvents},
+	{method: "GET", path: Prefix + "session", api: true, handle: (*Console).sessionProbe},
+	{method: "GET", path: Prefix + "live", stream: true, handle: (*Console).liveEvents},
 	{method: "GET", path: Prefix + "sessions", handle: (*Console).sessionsPage},
 	{method: "GET", path: Prefix + "sessions/show", handle: (*Console).sessionPage},
 	{method: "GET", path: Prefix + "processes", handle: (*Console).processesPage},
 	{method: "GET", path: Prefix + "processes/{id}", handle: (*Console).processPage},
 	{method: "GET", path: Prefix + "processes/{id}/events", stream: true, handle: (*Console).processEvents},
+	{method: "POST", path: Prefix + "processes/{id}/kill", handle: (*Console).kill},
 	{method: "GET", path: Prefix + "deliveries", handle: (*Console).deliveriesPage},
+	{method: "POST", path: Prefix + "deliveries/{id}/retry", handle: (*Console).retry},
 	{method: "GET", path: Prefix + "plugins", handle: (*Console).pluginsPage},
+	{method: "POST", path: Prefix + "plugins/{name}/reload", handle: (*Console).reload},
 	{method: "POST", path: Prefix + "pairing/approve", handle: (*Console).approve},
 	{method: "POST", path: Prefix + "pairing/revoke", handle: (*Console).revoke},
 }
@@ -122,6 +132,9 @@ func (c *Console) init() {
 		c.done = make(chan struct{})
 		if c.Log == nil {
 			c.Log = slog.New(slog.DiscardHandler)
+		}
+		if c.Actions == nil {
+			c.Actions = &actions.Actions{Processes: c.Processes, Plugins: c.Plugins, Ledger: c.Ledger, Log: c.Log}
 		}
 	})
 }
@@ -155,17 +168,13 @@ func (c *Console) guard(rt route) http.Handler {
 			rt.handle(c, w, r, nil)
 			return
 		}
-		if (rt.stream || r.Method != http.MethodGet) && !sameOrigin(r) {
+		if (rt.stream || rt.api || r.Method != http.MethodGet) && !sameOrigin(r) {
 			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
 			return
 		}
 		s := c.logins.get(r)
 		if s == nil {
-			if rt.stream || r.Method != http.MethodGet {
-				http.Error(w, "log in first: "+Prefix+"login", http.StatusUnauthorized)
-				return
-			}
-			http.Redirect(w, r, Prefix+"login?next="+localPath(r.URL.RequestURI()), http.StatusSeeOther)
+			c.loggedOut(w, r, rt)
 			return
 		}
 		if r.Method != http.MethodGet {

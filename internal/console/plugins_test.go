@@ -15,7 +15,7 @@ func TestPluginsPageShowsTheLastCrash(t *testing.T) {
 	v := pluginsView{Plugins: []pluginRow{{Info: plugin.Info{Name: "flaky", State: "active", Crashes: 2,
 		LastCrash: "plugin flaky crashed in send (exit): the guest called proc_exit(3)", LastCrashAt: &at}, Stats: &pluginStats{}}}}
 	var buf bytes.Buffer
-	if err := parsePages()["plugins"].t.ExecuteTemplate(&buf, "layout.html", view{Title: "Plugins", Nav: "plugins", Data: v, Now: at, Prefix: Prefix}); err != nil {
+	if err := parsePages()["plugins"].t.ExecuteTemplate(&buf, "layout.html", view{Title: "Plugins", Nav: "plugins", Session: &login{csrf: "x"}, Data: v, Now: at, Prefix: Prefix}); err != nil {
 		t.Fatal(err)
 	}
 	if out := buf.String(); !strings.Contains(out, "Last crash") || !strings.Contains(out, "2026-12-02 07:30:00 · plugin flaky crashed in send (exit): the guest called proc_exit(3)") {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -46,23 +47,31 @@ func outcomeOf(p process.Info, rows map[string][]delivery.Row) outcome {
 }
 
 type processesView struct {
-	Procs []procView
+	Procs  []procView
+	Search string
+	Pages  pager
+	FP     string `json:"-"` // the fingerprint of the rest (live updates)
 }
 
-func (c *Console) list(ctx context.Context) ([]procView, error) {
-	list, err := c.Processes.List(ctx)
+// processesData reads one page of processes: ?q=TEXT (in the id, command or session key),
+// ?offset=N, ?limit=N (default 50, at most 500).
+func (c *Console) processesData(ctx context.Context, q url.Values) (processesView, error) {
+	offset, limit := paging(q)
+	v := processesView{Search: q.Get("q")}
+	list, err := c.Processes.Page(ctx, process.Filter{Search: v.Search, Offset: offset, Limit: limit})
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	rows, err := c.notices(ctx)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	out := make([]procView, 0, len(list))
+	v.Procs = make([]procView, 0, len(list))
 	for _, p := range list {
-		out = append(out, procView{Info: p, Outcome: outcomeOf(p, rows)})
+		v.Procs = append(v.Procs, procView{Info: p, Outcome: outcomeOf(p, rows)})
 	}
-	return out, nil
+	v.Pages = pagerOf(Prefix+"processes", q, offset, limit, len(list))
+	return v, nil
 }
 
 // one returns process id with what became of its completion, reading only its own ledger rows.
@@ -83,12 +92,13 @@ func (c *Console) one(ctx context.Context, id string) (procView, error) {
 func (c *Console) processesPage(w http.ResponseWriter, r *http.Request, s *login) {
 	ctx, cancel := pageCtx(r)
 	defer cancel()
-	procs, err := c.list(ctx)
+	v, err := c.processesData(ctx, r.URL.Query())
 	if err != nil {
 		c.fail(w, r, s, http.StatusInternalServerError, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "processes", s, "Processes", processesView{Procs: procs})
+	v.FP = fingerprint(v)
+	c.render(w, r, http.StatusOK, "processes", s, "Processes", v)
 }
 
 type processView struct {

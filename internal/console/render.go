@@ -5,9 +5,11 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/humanize"
 )
 
@@ -22,6 +24,10 @@ type view struct {
 	Data    any
 	Now     time.Time
 	Prefix  string
+	// Notice says what the operator's last action did (once, after its redirect).
+	Notice string
+	// Back is the page's own address, where its action forms come back to.
+	Back string
 }
 
 var funcs = template.FuncMap{
@@ -35,6 +41,10 @@ var funcs = template.FuncMap{
 	"hasPrefix": strings.HasPrefix,
 	"list":      func(s ...string) []string { return s },
 	"prefix":    func() string { return Prefix },
+	// retryable: the deliveries page shows the retry button only for a row the ledger would
+	// retry (the server checks again when it is pressed).
+	"retryable": func(r delivery.Row) bool { return r.Retryable() == nil },
+	"query":     func(v url.Values) string { return v.Encode() },
 }
 
 // parsePages parses every page under templates/ with the layout.
@@ -62,7 +72,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	nav, _, _ := strings.Cut(name, "-")
 	var buf bytes.Buffer
 	err := c.pages[name].t.ExecuteTemplate(&buf, "layout.html", view{Title: title, Nav: nav, Session: s, Data: data,
-		Now: time.Now(), Prefix: Prefix})
+		Now: time.Now(), Prefix: Prefix, Notice: c.logins.takeFlash(s), Back: localPath(r.URL.RequestURI())})
 	if err != nil {
 		c.Log.Error("console: rendering a page failed", "page", name, "error", err)
 		http.Error(w, "rendering the page failed: "+err.Error(), http.StatusInternalServerError)

@@ -1,9 +1,10 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
-	"slices"
+	"net/url"
 
 	"github.com/hermes-host/hermes-host/internal/session"
 )
@@ -13,21 +14,36 @@ const sessionTail = 30
 
 type sessionsView struct {
 	Prefix string
+	Search string
 	Keys   []session.KeyInfo
+	Pages  pager
+	FP     string `json:"-"` // the fingerprint of the rest (live updates)
 }
 
 func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, s *login) {
 	ctx, cancel := pageCtx(r)
 	defer cancel()
-	prefix := r.URL.Query().Get("key")
-	keys, err := c.Sessions.List(ctx, prefix)
+	v, err := c.sessionsData(ctx, r.URL.Query())
 	if err != nil {
 		c.fail(w, r, s, http.StatusInternalServerError, err)
 		return
 	}
-	// The most recently active first: that is the one the operator is looking for.
-	slices.SortStableFunc(keys, func(a, b session.KeyInfo) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
-	c.render(w, r, http.StatusOK, "sessions", s, "Sessions", sessionsView{Prefix: prefix, Keys: keys})
+	v.FP = fingerprint(v)
+	c.render(w, r, http.StatusOK, "sessions", s, "Sessions", v)
+}
+
+// sessionsData reads one page of session keys, the most recently active first (the one the
+// operator is looking for): ?key=PREFIX, ?q=TEXT (in the key or the title), ?offset=N, ?limit=N.
+func (c *Console) sessionsData(ctx context.Context, q url.Values) (sessionsView, error) {
+	offset, limit := paging(q)
+	v := sessionsView{Prefix: q.Get("key"), Search: q.Get("q")}
+	keys, err := c.Sessions.Keys(ctx, session.KeyFilter{Prefix: v.Prefix, Search: v.Search, Offset: offset, Limit: limit})
+	if err != nil {
+		return v, err
+	}
+	v.Keys = keys
+	v.Pages = pagerOf(Prefix+"sessions", q, offset, limit, len(keys))
+	return v, nil
 }
 
 // treeNode is one session of the lineage tree: its ancestors lead to it, its compression

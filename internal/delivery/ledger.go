@@ -796,7 +796,12 @@ type Filter struct {
 	// Uncertain selects failed rows the platform may have accepted (the outcome is unknown, so
 	// they were not resent).
 	Uncertain bool
-	Limit     int // default 100
+	// Search keeps the rows whose id, session key, origin or text holds it (case-insensitive).
+	Search string
+	// Before, a row's id, keeps the rows written before it: the next page after that row
+	// (keyset paging, newest first).
+	Before string
+	Limit  int // default 100
 }
 
 // UncertainMark is the mark in the reason of a failed row whose send may have reached the platform.
@@ -837,6 +842,18 @@ func List(ctx context.Context, db *sql.DB, f Filter) ([]Row, error) {
 	}
 	if f.Uncertain {
 		where = append(where, uncertainWhere(&args))
+	}
+	if f.Search != "" {
+		// Substring tests with replace, as for Uncertain: instr and strpos differ between the backends.
+		s := args.Add(strings.ToLower(f.Search))
+		var any []string
+		for _, col := range []string{"id", "session_key", "origin", "target"} {
+			any = append(any, "replace(lower("+col+"), "+s+", '') <> lower("+col+")")
+		}
+		where = append(where, "("+strings.Join(any, " OR ")+")")
+	}
+	if f.Before != "" {
+		where = append(where, "rowid < (SELECT rowid FROM deliveries WHERE id = "+args.Add(f.Before)+")")
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100

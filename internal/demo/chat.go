@@ -3,6 +3,8 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,7 +25,14 @@ type Message struct {
 	Part       int       `json:"part,omitempty"` // of a message the host split (1-based)
 	Parts      int       `json:"parts,omitempty"`
 	DeliveryID string    `json:"delivery_id,omitempty"` // the ledger row the host sent it as
+	// Via says how a message the operator did not type in the console came in: "/demo/inbox".
+	Via string `json:"via,omitempty"`
+	// UserID is who said it, when not the chat's own user.
+	UserID string `json:"user_id,omitempty"`
 }
+
+// sayKey marks a request of Say's: the inbox does not record it again.
+type sayKey struct{}
 
 // keepChat is how many messages the chat keeps.
 const keepChat = 1000
@@ -37,7 +46,9 @@ type Chat struct {
 	// ChatID and UserID are who the operator is on the demo platform.
 	ChatID, UserID string
 
-	n atomic.Int64 // platform message ids of Say
+	n     atomic.Int64 // platform message ids of Say
+	epoch string       // names this Chat (see Epoch)
+	once  sync.Once
 
 	mu      sync.Mutex
 	msgs    []Message
@@ -53,7 +64,7 @@ func (c *Chat) Say(ctx context.Context, text string) error {
 	}
 	id := fmt.Sprintf("op-%d-%d", time.Now().UnixNano(), c.n.Add(1))
 	body, _ := json.Marshal(map[string]string{"id": id, "chat_id": c.ChatID, "user_id": c.UserID, "text": text})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/demo/say", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, sayKey{}, true), http.MethodPost, "/demo/say", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -70,6 +81,35 @@ func (c *Chat) Say(ctx context.Context, text string) error {
 		return fmt.Errorf("demo: the platform refused the message (%d): %s", rec.status, strings.TrimSpace(rec.body.String()))
 	}
 	return nil
+}
+
+// Epoch names this chat's numbering: the chat lives in memory, so a restarted host numbers its
+// messages from 1 again under another epoch, and a reader that knew the old one starts over.
+func (c *Chat) Epoch() string {
+	c.once.Do(func() {
+		var b [6]byte
+		rand.Read(b[:])
+		c.epoch = hex.EncodeToString(b[:])
+	})
+	return c.epoch
+}
+
+// heard records a message posted to the inbox (a webhook body: id, chat_id, user_id, text) if
+// it is for this chat, and returns its seq (0: not recorded).
+func (c *Chat) heard(body []byte) int64 {
+	var m struct {
+		ChatID string `json:"chat_id"`
+		UserID string `json:"user_id"`
+		Text   string `json:"text"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.ChatID != c.ChatID || strings.TrimSpace(m.Text) == "" {
+		return 0
+	}
+	user := m.UserID
+	if user == c.UserID {
+		user = ""
+	}
+	return c.add(Message{ChatID: c.ChatID, Text: m.Text, Via: "/demo/inbox", UserID: user})
 }
 
 // Since returns the messages after seq (oldest first, at most the ones kept), and a channel

@@ -90,3 +90,54 @@ func TestChatKeepsTheNewest(t *testing.T) {
 		t.Fatalf("%d messages from %d", len(msgs), msgs[0].Seq)
 	}
 }
+
+// TestInboxShowsInTheChat: a message posted to /demo/inbox (curl) for the chat is in the chat,
+// marked as come in through the inbox; one for another chat is not; one the platform refuses is
+// taken back; Say through the same inbox is recorded once.
+func TestInboxShowsInTheChat(t *testing.T) {
+	refuse := false
+	var hooked []string
+	hook := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]string
+		json.NewDecoder(r.Body).Decode(&m)
+		hooked = append(hooked, m["text"])
+		if r.Header.Get(SecretHeader) != "s3" || refuse {
+			http.Error(w, "refused", http.StatusUnauthorized)
+		}
+	})
+	in := &Inbox{Hook: hook, Plugin: "echo", Profile: "main", Secret: "s3"}
+	c := &Chat{ChatID: "42", UserID: "me", Hook: in}
+	in.Chat = c
+	post := func(body string) int {
+		rec := httptest.NewRecorder()
+		in.ServeHTTP(rec, httptest.NewRequest("POST", "/demo/inbox", strings.NewReader(body)))
+		return rec.Code
+	}
+	if code := post(`{"id":"1","chat_id":"42","user_id":"me","text":"help"}`); code != 200 {
+		t.Fatalf("inbox: %d", code)
+	}
+	post(`{"id":"2","chat_id":"7","user_id":"x","text":"elsewhere"}`)
+	post(`{"id":"3","chat_id":"42","user_id":"friend","text":"from a friend"}`)
+	refuse = true
+	if code := post(`{"id":"4","chat_id":"42","user_id":"me","text":"refused"}`); code != http.StatusUnauthorized {
+		t.Fatalf("a refused post: %d", code)
+	}
+	refuse = false
+	if err := c.Say(context.Background(), "typed in the console"); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := c.Since(0)
+	var lines []string
+	for _, m := range msgs {
+		lines = append(lines, m.Text+"/"+m.Via+"/"+m.UserID)
+	}
+	if got := strings.Join(lines, "|"); got != "help//demo/inbox/|from a friend//demo/inbox/friend|typed in the console//" {
+		t.Fatalf("the chat: %s", got)
+	}
+	if strings.Join(hooked, "|") != "help|elsewhere|from a friend|refused|typed in the console" {
+		t.Fatalf("the platform got %q: every body must reach it whole", hooked)
+	}
+	if c.Epoch() == "" || c.Epoch() != c.Epoch() || (&Chat{}).Epoch() == c.Epoch() {
+		t.Fatal("epochs")
+	}
+}

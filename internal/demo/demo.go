@@ -9,8 +9,10 @@
 package demo
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -111,7 +113,14 @@ type Inbox struct {
 	Hook            http.Handler // the webhook handler (webhook.Handler)
 	Plugin, Profile string
 	Secret          string
+	// Chat, when set, also gets the messages posted here for its chat (with curl, say), so the
+	// console shows the whole conversation whichever way a message came in.
+	Chat *Chat
 }
+
+// maxInbox is the most of a posted message the inbox reads to show it in the chat (the webhook
+// has its own, larger cap).
+const maxInbox = 1 << 20
 
 // Register adds POST /demo/inbox to mux.
 func (in *Inbox) Register(mux *http.ServeMux) { mux.Handle("POST /demo/inbox", in) }
@@ -122,5 +131,37 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r2.SetPathValue("profile", in.Profile)
 	r2.Header.Set(SecretHeader, in.Secret)
 	r2.Header.Del("Authorization") // the admin token stays with the host
-	in.Hook.ServeHTTP(w, r2)
+	var seq int64
+	if in.Chat != nil && r.Context().Value(sayKey{}) == nil { // Say records its own
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxInbox+1))
+		r2.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		if err == nil && len(body) <= maxInbox {
+			seq = in.Chat.heard(body)
+		}
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	in.Hook.ServeHTTP(sw, r2)
+	if seq != 0 && sw.status != 0 && sw.status/100 != 2 { // 0: nothing written, which net/http answers 200
+		in.Chat.remove(seq) // refused: not part of the conversation
+	}
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
 }

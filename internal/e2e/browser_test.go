@@ -17,6 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // The browser tests run Debian's chromium (apt-get install chromium; `make test` installs it).
@@ -106,7 +108,7 @@ func artifacts(t *testing.T) string {
 // do runs actions, failing the test on an error.
 func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, testdeadline.Scale(60*time.Second))
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.t.Fatalf("%s: %v", what, err)
@@ -116,7 +118,7 @@ func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 // eval evaluates a JavaScript expression in the page.
 func eval[T any](b *browser, expr string) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, testdeadline.Scale(30*time.Second))
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
 	if err != nil {
@@ -125,14 +127,39 @@ func eval[T any](b *browser, expr string) T {
 	return v
 }
 
-// waitFor polls a JavaScript condition in the page for up to 30 s.
+// waitFor polls a JavaScript condition in the page for up to 30 s (stretched by the harness's
+// factor, internal/testdeadline).
 func (b *browser) waitFor(what, cond string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 35*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+	b.waitForUpTo(30*time.Second, what, cond)
+}
+
+// waitForUpTo is waitFor for up to d (stretched by the harness's factor). The condition may
+// hold only on another page (a redirect, a form's answer): a poll that the navigation cut short
+// starts again on the new page.
+func (b *browser) waitForUpTo(d time.Duration, what, cond string) {
+	b.t.Helper()
+	deadline := time.Now().Add(testdeadline.Scale(d))
+	for {
+		left := time.Until(deadline)
+		ctx, cancel := context.WithTimeout(b.ctx, left+5*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(left)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if navigated(err) && time.Until(deadline) > 0 {
+			continue
+		}
 		b.t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, b.text())
 	}
+}
+
+// navigated reports an evaluation the page's navigation interrupted.
+func navigated(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "navigated or closed") || strings.Contains(s, "context was destroyed") ||
+		strings.Contains(s, "Cannot find context")
 }
 
 // text is the page's main text.

@@ -300,8 +300,8 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 // TestConsoleRefusesWithoutLogin asks the real binary for every console page, form and event
-// stream without logging in: pages send the browser to the login page, streams and forms are
-// refused. The admin listener's own guards apply to the console too: a DNS-rebinding page
+// stream without logging in: pages and forms send the browser to the login page (a form's
+// action is not done), streams and the script's requests are refused (401). The admin listener's own guards apply to the console too: a DNS-rebinding page
 // (a foreign Host) and another site's page (Origin, Sec-Fetch-Site) are refused even the login
 // page. The public listener does not serve the console at all.
 func TestConsoleRefusesWithoutLogin(t *testing.T) {
@@ -318,8 +318,14 @@ func TestConsoleRefusesWithoutLogin(t *testing.T) {
 		{"GET", "/console/processes", 303, nil}, {"GET", "/console/processes/proc_000000000000", 303, nil},
 		{"GET", "/console/deliveries?state=dropped", 303, nil}, {"GET", "/console/plugins", 303, nil},
 		{"GET", "/console/chat/events", 401, nil}, {"GET", "/console/processes/proc_000000000000/events", 401, nil},
-		{"POST", "/console/chat", 401, nil}, {"POST", "/console/logout", 401, nil},
-		{"POST", "/console/pairing/approve", 401, nil}, {"POST", "/console/pairing/revoke", 401, nil},
+		{"GET", "/console/session", 401, nil}, {"GET", "/console/live?src=/console/processes", 401, nil},
+		// A form post without a session goes to the login page; the pages' script, asking for
+		// JSON, gets 401 (and takes the browser there itself).
+		{"POST", "/console/chat", 303, nil}, {"POST", "/console/logout", 303, nil},
+		{"POST", "/console/chat", 401, []string{"Accept", "application/json"}},
+		{"POST", "/console/pairing/approve", 303, nil}, {"POST", "/console/pairing/revoke", 303, nil},
+		{"POST", "/console/processes/proc_000000000000/kill", 303, nil}, {"POST", "/console/deliveries/d_0/retry", 303, nil},
+		{"POST", "/console/plugins/echo/reload", 303, nil},
 		{"GET", "/console/login", 200, nil},
 		{"GET", "/console/login", 403, []string{"Host", "evil.example:8485"}},
 		{"POST", "/console/login", 403, []string{"Origin", "http://evil.example"}},

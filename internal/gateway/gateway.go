@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/actions"
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/auth"
@@ -721,12 +722,15 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	// console's login share one count) and pairing codes (the API and the console share another,
 	// so an operator who mistypes codes is not locked out of the API).
 	tokens, codes := httpguard.NewThrottle(0, 0, g.log), httpguard.NewThrottle(0, 0, g.log)
+	// The operator's actions, one set for the API and the console: the same checks either way.
+	acts := &actions.Actions{Processes: g.procs, Plugins: g.runtime, Ledger: g.ledger, Log: g.log}
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
 		Metrics: g.registry, Ping: g.db.PingContext, Writes: store.HealthOf(g.db), Loading: g.pluginsLoading, Jobs: g.sched,
-		State: g.db, Throttle: codes}
+		State: g.db, Throttle: codes, Actions: acts}
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
-		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log, LoginThrottle: tokens, CodeThrottle: codes}
+		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log, Actions: acts,
+		LoginThrottle: tokens, CodeThrottle: codes}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
 		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Loading: g.pluginsLoading}
@@ -760,6 +764,7 @@ func (g *Gateway) demoChat(inbox *demo.Inbox) {
 		return
 	}
 	chat := &demo.Chat{ChatID: demoChatID, UserID: demoUserID, Hook: inbox}
+	inbox.Chat = chat // what curl posts to /demo/inbox is in the console's chat too
 	g.demo.Chat = chat
 	g.console.Chat, g.console.ChatKey = chat, key
 	g.console.ChatName = "chat " + demoChatID + " on " + inbox.Plugin + "/" + inbox.Profile

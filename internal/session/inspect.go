@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -67,17 +69,52 @@ type SessionView struct {
 // List returns every key whose name starts with prefix (all keys for ""), in key order, with
 // its current session.
 func (k *Kernel) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
+	return k.keys(ctx, KeyFilter{Prefix: prefix}, ` ORDER BY `+k.bytewise("r.session_key"))
+}
+
+// KeyFilter selects and pages the keys Keys returns.
+type KeyFilter struct {
+	Prefix string // keys that start with it ("": all)
+	Search string // keys or current sessions' titles that hold it, case-insensitive
+	Offset int    // keys to skip (the pages before)
+	Limit  int    // at most this many (default 100, at most MaxKeys)
+}
+
+// MaxKeys caps KeyFilter.Limit.
+const MaxKeys = 1000
+
+// Keys returns the keys f selects, most recently active first, one page of them.
+func (k *Kernel) Keys(ctx context.Context, f KeyFilter) ([]KeyInfo, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	f.Limit, f.Offset = min(f.Limit, MaxKeys), max(f.Offset, 0)
+	return k.keys(ctx, f, ` ORDER BY r.updated_at DESC, `+k.bytewise("r.session_key")+
+		` LIMIT `+strconv.Itoa(f.Limit)+` OFFSET `+strconv.Itoa(f.Offset))
+}
+
+func (k *Kernel) keys(ctx context.Context, f KeyFilter, order string) ([]KeyInfo, error) {
 	q := `SELECT r.session_key, r.session_id, r.generation, r.suspended, r.updated_at,
 		COALESCE(s.started_at, 0), COALESCE(s.title, ''), s.ended_at IS NOT NULL, COALESCE(s.end_reason, '')
 		FROM session_routes r LEFT JOIN sessions s ON s.id = r.session_id`
 	var args store.Args
-	if prefix != "" {
-		q += ` WHERE ` + k.bytewise("r.session_key") + ` >= ` + args.Add(prefix)
-		if hi, ok := prefixEnd(prefix); ok {
-			q += ` AND ` + k.bytewise("r.session_key") + ` < ` + args.Add(hi)
+	var where []string
+	if f.Prefix != "" {
+		where = append(where, k.bytewise("r.session_key")+` >= `+args.Add(f.Prefix))
+		if hi, ok := prefixEnd(f.Prefix); ok {
+			where = append(where, k.bytewise("r.session_key")+` < `+args.Add(hi))
 		}
 	}
-	rows, err := k.db.QueryContext(ctx, q+` ORDER BY `+k.bytewise("r.session_key"), args...)
+	if f.Search != "" {
+		// Substring tests with replace: instr and strpos differ between the backends.
+		s := args.Add(strings.ToLower(f.Search))
+		where = append(where, `(replace(lower(r.session_key), `+s+`, '') <> lower(r.session_key) OR `+
+			`replace(lower(COALESCE(s.title, '')), `+s+`, '') <> lower(COALESCE(s.title, '')))`)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	rows, err := k.db.QueryContext(ctx, q+order, args...)
 	if err != nil {
 		return nil, fmt.Errorf("session: list: %w", err)
 	}

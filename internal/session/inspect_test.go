@@ -245,3 +245,34 @@ func TestChatKeys(t *testing.T) {
 		t.Fatal("Scoped")
 	}
 }
+
+// TestKeysSearchAndPages: Keys finds keys by a part of the key or the current session's title
+// (any case), most recently active first, and pages through them without gaps or repeats.
+func TestKeysSearchAndPages(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.t = t
+	a := e.resolve(dm("1"))
+	e.resolve(abi.Source{Platform: "telegram", Profile: "work", ChatType: abi.ChatDM, ChatID: "1"})
+	e.resolve(abi.Source{Platform: "slack", ChatType: abi.ChatGroup, ScopeID: "T1", ChatID: "C1", UserID: "U1"})
+	e.r(e.k.Reset(e.ctx, a.Key, "Quarterly Report")) // the most recent change
+	if got, err := e.k.Keys(e.ctx, KeyFilter{Search: "quarterly"}); err != nil || len(got) != 1 || got[0].Key != a.Key {
+		t.Fatalf("search by title: %+v %v", got, err)
+	}
+	if got, _ := e.k.Keys(e.ctx, KeyFilter{Search: "SLACK"}); len(got) != 1 || !strings.Contains(got[0].Key, "slack") {
+		t.Fatalf("search by key: %+v", got)
+	}
+	all, _ := e.k.Keys(e.ctx, KeyFilter{})
+	if len(all) != 3 || all[0].Key != a.Key {
+		t.Fatalf("newest first: %+v", all)
+	}
+	var paged []string
+	for off := 0; off < 5; off += 2 {
+		page, _ := e.k.Keys(e.ctx, KeyFilter{Offset: off, Limit: 2})
+		for _, k := range page {
+			paged = append(paged, k.Key)
+		}
+	}
+	if len(paged) != 3 || paged[0] != all[0].Key || paged[1] != all[1].Key || paged[2] != all[2].Key {
+		t.Fatalf("pages %v, want %+v", paged, all)
+	}
+}
