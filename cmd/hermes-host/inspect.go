@@ -159,7 +159,7 @@ func psCmd(g *globals) *cobra.Command {
 			defer db.Close()
 			return copyLog(cmd.Context(), cmd.OutOrStdout(), db, dataDir, args[0])
 		},
-	})
+	}, killCmd(g))
 	return cmd
 }
 
@@ -218,7 +218,7 @@ func deliveriesCmd(g *globals) *cobra.Command {
 	}
 	show.Flags().IntVar(&related, "related", 10, "at most this many rows of the same origin, and of the same session key")
 	jsonFlag(cmd, &asJSON)
-	cmd.AddCommand(ls, show)
+	cmd.AddCommand(ls, show, retryCmd(g))
 	return cmd
 }
 

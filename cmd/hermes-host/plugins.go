@@ -51,7 +51,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 		},
 	}
 	jsonFlag(ls, &asJSON)
-	cmd.AddCommand(ls)
+	cmd.AddCommand(ls, reloadCmd(g))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "inspect FILE.wasm",
 		Short: "Validate one plugin file and print its manifest",

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -207,6 +208,33 @@ func TestOutOfTheBox(t *testing.T) {
 		out, err := runCLI(bin, data, "deliveries", "ls", "--dropped")
 		return err == nil && strings.Contains(out, "user_boundary")
 	})
+
+	// The operator's actions from the CLI, through the serving host: kill a running process (its
+	// conversation is told), refuse to retry the dropped notice (it was dropped on purpose), and
+	// reload a plugin.
+	say("run sleep 300; echo never")
+	eventually(t, "the long job's start", has("Started proc_", "sleep 300"))
+	var started string
+	for _, s := range outbox() {
+		if m := regexp.MustCompile(`Started (proc_[0-9a-f]+) in the background: sleep 300`).FindStringSubmatch(s); m != nil {
+			started = m[1]
+		}
+	}
+	if out, err := runCLI(bin, data, "--admin-listen", admin, "ps", "kill", started); err != nil || !strings.Contains(out, "killed "+started) {
+		t.Fatalf("ps kill %s: %v\n%s", started, err, out)
+	}
+	eventually(t, "the kill's notice", has("Your background job was stopped"))
+	out, err := runCLI(bin, data, "deliveries", "ls", "--dropped", "--json")
+	var dropped []struct{ ID string }
+	if err != nil || json.Unmarshal([]byte(out), &dropped) != nil || len(dropped) != 1 {
+		t.Fatalf("deliveries ls --dropped --json: %v\n%s", err, out)
+	}
+	if out, err := runCLI(bin, data, "--admin-listen", admin, "deliveries", "retry", dropped[0].ID); err == nil || !strings.Contains(out, "dropped") {
+		t.Fatalf("retrying a dropped notice: %v\n%s", err, out)
+	}
+	if out, err := runCLI(bin, data, "--admin-listen", admin, "plugins", "reload", "echo"); err != nil || !strings.Contains(out, "reloaded echo") {
+		t.Fatalf("plugins reload echo: %v\n%s", err, out)
+	}
 
 	// A web page's request: a CORS simple request (text/plain, no preflight) with its Origin.
 	marker := filepath.Join(t.TempDir(), "pwned")
