@@ -133,7 +133,7 @@ func TestSeedHowToTest(t *testing.T) {
 	})
 	// ps log still shows the dropped process's output.
 	out, err := exec.Command(h.bin, "--data-dir", h.data, "ps").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "dropped: user_boundary") {
+	if err != nil || !strings.Contains(string(out), "dropped: stale: user_boundary") {
 		t.Fatalf("ps: %v\n%s", err, out)
 	}
 }

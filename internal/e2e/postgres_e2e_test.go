@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/conformance/telegramtest"
 	"github.com/hermes-host/hermes-host/internal/store"
@@ -244,7 +245,7 @@ plugins:
 	}
 	// Every queued update reaches the inbox (the poller confirms an update only after recording it).
 	var inbox int
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(testdeadline.Scale(90 * time.Second)); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		db.QueryRow(`SELECT COUNT(*) FROM turn_inbox WHERE plugin = 'telegram' AND kind <> 'notification'`).Scan(&inbox)
 		if inbox >= total {
 			break

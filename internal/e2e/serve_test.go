@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -28,7 +29,9 @@ func getJSON(t *testing.T, url string, v any) int {
 // eventually polls cond until it holds or 30 s pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	// 30 s on a quiet machine, stretched by the harness's factor (a plugin compiling while every
+	// package runs at once).
+	for deadline := time.Now().Add(testdeadline.Scale(30 * time.Second)); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if cond() {
 			return
 		}
