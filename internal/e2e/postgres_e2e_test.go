@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/conformance/telegramtest"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // TestSharedPostgres runs two, then three, real `hermes-host serve` processes against one
