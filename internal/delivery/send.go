@@ -37,6 +37,9 @@ type lane struct {
 	// hold is the lane's lease while runLane runs it with several hosts (nil otherwise). Only
 	// the lane's running goroutine reads or writes it.
 	hold *laneHold
+	// waiting: the lane's sender waits for a row that is not due yet (a backoff, a platform's
+	// retry_after, a plugin that is not connected), with nothing it may send now (Drain).
+	waiting bool
 }
 
 // Start reconciles rows a previous run left "sending" (they become failed, never resent) and
@@ -179,6 +182,46 @@ func (l *Ledger) Stop() {
 	l.wg.Wait()
 }
 
+// Drain waits until no lane has a message it may send now: each lane's sender has sent what
+// was due and exited, or waits for a row due later (a backoff, a platform's retry_after, a
+// platform that is not connected), which stays pending for the next start. It reports whether
+// it got there before ctx ended. The senders go on meanwhile; Stop stops them.
+func (l *Ledger) Drain(ctx context.Context) bool {
+	for {
+		l.mu.Lock()
+		busy := false
+		for _, ln := range l.lanes {
+			busy = busy || ln.running && !ln.waiting
+		}
+		changed := l.settled
+		l.mu.Unlock()
+		if !busy {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// laneSettledLocked tells Drain that a lane exited or began to wait. l.mu must be held.
+func (l *Ledger) laneSettledLocked() {
+	close(l.settled)
+	l.settled = make(chan struct{})
+}
+
+// setWaiting records whether ln's sender waits for a row due later (Drain).
+func (l *Ledger) setWaiting(ln *lane, waiting bool) {
+	l.mu.Lock()
+	ln.waiting = waiting
+	if waiting {
+		l.laneSettledLocked()
+	}
+	l.mu.Unlock()
+}
+
 // wake makes sure the lane's sender runs.
 func (l *Ledger) wake(id string) {
 	l.mu.Lock()
@@ -264,11 +307,13 @@ func (l *Ledger) runLane(ln *lane) {
 			wait = min(wait, hold.every) // wake to renew the lease
 		}
 		timer := time.NewTimer(wait)
+		l.setWaiting(ln, true)
 		select {
 		case <-timer.C:
 		case <-ln.kick:
 		case <-ctx.Done():
 		}
+		l.setWaiting(ln, false)
 		timer.Stop()
 	}
 }
@@ -365,6 +410,7 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 	if l.lanes[ln.id] == ln {
 		delete(l.lanes, ln.id)
 	}
+	l.laneSettledLocked()
 	return true
 }
 
