@@ -88,7 +88,7 @@ func newWorldFake(t *testing.T, source string, fake *echotest.Server, extra map[
 	if rej := g.LoadPlugins(ctx); len(rej) > 0 {
 		t.Fatal(rej)
 	}
-	if err := g.startCore(ctx); err != nil {
+	if err := g.startCore(ctx, ctx); err != nil {
 		t.Fatal(err)
 	}
 	w := &world{t: t, g: g, fake: fake, srv: httptest.NewServer(g.Handler())}
