@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // TestDrainWaitsForWhatIsDue: Drain returns once the message being sent has been sent, not
@@ -55,4 +57,17 @@ func TestDrainWaitsForWhatIsDue(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestStopWithoutCancel: a draining host stops the ledger before it cancels Start's context (a
+// send in progress is not cut): Stop returns, the sweeper of a shared database included.
+func TestStopWithoutCancel(t *testing.T) {
+	f := newFixture(t, &platform{}, Options{Sweep: time.Minute})
+	stopped := make(chan struct{})
+	go func() { f.l.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(testdeadline.Scale(10 * time.Second)):
+		t.Fatal("Stop did not return while Start's context was live")
+	}
 }

@@ -339,6 +339,7 @@ type Ledger struct {
 	ctx      context.Context
 	wg       sync.WaitGroup
 	settled  chan struct{} // closed (and replaced) when a lane exits or begins to wait (Drain)
+	halt     chan struct{} // closed by Stop: the sweeper ends
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.

@@ -50,15 +50,16 @@ func (l *Ledger) Start(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	halt := make(chan struct{})
 	l.mu.Lock()
-	l.running, l.ctx = true, ctx
+	l.running, l.ctx, l.halt = true, ctx, halt
 	l.mu.Unlock()
 	if err := l.wakePending(ctx, 0); err != nil {
 		return interrupted, err
 	}
 	if l.opt.Sweep > 0 {
 		l.wg.Add(1)
-		go l.sweep(ctx)
+		go l.sweep(ctx, halt)
 	}
 	return interrupted, nil
 }
@@ -136,16 +137,19 @@ func (l *Ledger) wakePending(ctx context.Context, age time.Duration) error {
 	return nil
 }
 
-// sweep runs while several hosts share the database (Options.Sweep): every Sweep it takes over
+// sweep runs while several hosts share the database (Options.Sweep), until ctx ends or Stop
+// closes halt: every Sweep it takes over
 // what a host that died left behind, its "sending" rows (reconciled) and the pending rows of its
 // lanes (woken here; claim keeps two hosts from sending one row).
-func (l *Ledger) sweep(ctx context.Context) {
+func (l *Ledger) sweep(ctx context.Context, halt <-chan struct{}) {
 	defer l.wg.Done()
 	t := time.NewTicker(l.opt.Sweep)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-halt:
 			return
 		case <-t.C:
 		}
@@ -168,9 +172,15 @@ func (l *Ledger) sweep(ctx context.Context) {
 	}
 }
 
-// Stop stops the senders after their current attempt (cancel Start's context first).
+// Stop stops the senders after their current attempt, and the sweeper; a send in progress is not
+// cut (Start's context may still be live: a draining host stops the ledger before it cancels
+// the rest). Stop may be called again.
 func (l *Ledger) Stop() {
 	l.mu.Lock()
+	if l.halt != nil {
+		close(l.halt)
+		l.halt = nil
+	}
 	l.running = false
 	for _, ln := range l.lanes {
 		select {

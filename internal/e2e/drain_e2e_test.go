@@ -17,6 +17,7 @@ import (
 	"github.com/hermes-host/hermes-host/conformance/echotest"
 	"github.com/hermes-host/hermes-host/internal/agent/agenttest"
 	"github.com/hermes-host/hermes-host/internal/e2e/e2etest"
+	"github.com/hermes-host/hermes-host/internal/store/storetest"
 	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
@@ -90,14 +91,16 @@ func (m *drainModel) waitAsked(t *testing.T, n int, within time.Duration) {
 }
 
 // drainHost writes the configuration of a host on the model m and the echo platform fake, with
-// shutdown_timeout timeout, and starts it.
-func drainHost(t *testing.T, fake *echotest.Server, m *drainModel, timeout time.Duration) (*e2etest.Host, string) {
+// shutdown_timeout timeout and the store source ("": SQLite in its data directory), and starts
+// it.
+func drainHost(t *testing.T, fake *echotest.Server, m *drainModel, timeout time.Duration, source string) (*e2etest.Host, string) {
 	t.Helper()
 	bin, plugins := buildHost(t)
 	data := t.TempDir()
 	config := filepath.Join(data, "hermes.yaml")
 	os.WriteFile(config, []byte(fmt.Sprintf(`
 agent: {kind: openai, base_url: %q, model: test-model, check: off}
+store: %q
 shutdown_timeout: %v
 demo: {plugin: ""}
 plugins:
@@ -107,7 +110,7 @@ plugins:
       main: {outbox_url: "%s/outbox"}
     access:
       main: {allow_all: true}
-`, m.srv.URL, timeout, fake.URL())), 0o600)
+`, m.srv.URL, source, timeout, fake.URL())), 0o600)
 	return serve(t, bin, plugins, data, "--config", config), config
 }
 
@@ -139,7 +142,7 @@ func TestSIGTERMDrainsInFlightMessages(t *testing.T) {
 	defer fake.Close()
 	m := newDrainModel(t)
 	timeout := testdeadline.Scale(16 * time.Second)
-	h, _ := drainHost(t, fake, m, timeout)
+	h, _ := drainHost(t, fake, m, timeout, "")
 
 	var wg sync.WaitGroup
 	for w := range 10 {
@@ -248,7 +251,7 @@ func TestSecondSIGTERMExitsAtOnce(t *testing.T) {
 	defer fake.Close()
 	m := newDrainModel(t)
 	timeout := testdeadline.Scale(5 * time.Minute)
-	h, _ := drainHost(t, fake, m, timeout)
+	h, _ := drainHost(t, fake, m, timeout, "")
 	if code, _ := postEvent(t, h.Addr, "drain-1", "c1"); code != http.StatusOK { // slow: waits on the model
 		t.Fatalf("webhook %d", code)
 	}
@@ -275,5 +278,65 @@ func TestSecondSIGTERMExitsAtOnce(t *testing.T) {
 	time.Sleep(testdeadline.Scale(500 * time.Millisecond)) // nothing more for drain-1 follows
 	if n, r := fake.Count("please send it again"), fake.Count("reply to drain-1"); n != 1 || r != 0 {
 		t.Fatalf("drain-1: %d restart notices and %d replies, want the one notice: %+v", n, r, fake.Messages())
+	}
+}
+
+// TestSIGTERMHandsBackToAnotherHost: two hosts share PostgreSQL; 40 messages in flight on one
+// of them when it gets SIGTERM. It drains (the quick half is answered during the drain), exits 0
+// within shutdown_timeout and releases its lease; the other host takes the handed-back turns
+// over and answers each once, without a restart notice.
+func TestSIGTERMHandsBackToAnotherHost(t *testing.T) {
+	t.Parallel()
+	backend := storetest.Postgres(t)
+	const messages = 40
+	fake := echotest.New()
+	defer fake.Close()
+	m := newDrainModel(t)
+	timeout := testdeadline.Scale(12 * time.Second)
+	a, _ := drainHost(t, fake, m, timeout, backend.Source)
+	drainHost(t, fake, m, timeout, backend.Source) // b: serves, and takes a's work over when a stops
+	for i := range messages {
+		if code, _ := postEvent(t, a.Addr, fmt.Sprintf("drain-%d", i), fmt.Sprintf("c%d", i)); code != http.StatusOK {
+			t.Fatalf("drain-%d: webhook answered %d", i, code)
+		}
+	}
+	m.waitAsked(t, messages, testdeadline.Scale(60*time.Second))
+	stopAt := time.Now()
+	a.Signal(syscall.SIGTERM)
+	for {
+		if code, _ := postEvent(t, a.Addr, "late-1", "late"); code == http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The quick half is answered now; a request b makes from here on is answered at once (a's
+	// slow requests keep waiting until a cancels them).
+	m.restarted.Store(true)
+	close(m.quick)
+	code, ok := a.Wait(timeout + testdeadline.Scale(30*time.Second))
+	if took := time.Since(stopAt); !ok || code != 0 || took > timeout {
+		t.Fatalf("the host exited %v with %d after %v, want 0 within shutdown_timeout %v", ok, code, took, timeout)
+	}
+	count := func() map[string]int {
+		out := map[string]int{}
+		for _, msg := range fake.Messages() {
+			out[msg.Text]++
+		}
+		return out
+	}
+	deadline := time.Now().Add(testdeadline.Scale(90 * time.Second))
+	for len(count()) < messages && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := count()
+	for i := range messages {
+		if text := fmt.Sprintf("reply to drain-%d", i); got[text] != 1 {
+			t.Errorf("%q reached the platform %d times, want once", text, got[text])
+		}
+	}
+	for text, n := range got {
+		if !strings.HasPrefix(text, "reply to ") {
+			t.Errorf("the platform got %q (%d times): nothing but the replies was due", text, n)
+		}
 	}
 }
