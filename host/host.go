@@ -136,8 +136,10 @@ func Open(ctx context.Context, cfg Config, opt Options) (*Host, error) {
 // Serve runs the host until ctx ends: it opens the two listeners, recovers background processes
 // and pending deliveries, loads the plugins (each serves as soon as it has loaded) and watches
 // the plugins directory for changes. A plugins directory the configuration names must exist;
-// the default one is created. Serve returns nil when ctx ends, else why the host could not
-// serve; either way what it started has stopped.
+// the default one is created. When ctx ends Serve drains (for at most the configuration's
+// shutdown_timeout): it stops taking events, lets the turns and deliveries in progress finish
+// and leaves the rest to the next start (ARCHITECTURE.md, "Stopping"). Serve returns nil when
+// ctx ended, else why the host could not serve; either way what it started has stopped.
 func (h *Host) Serve(ctx context.Context) error {
 	created, err := h.cfg.EnsurePluginsDir()
 	if err != nil {

@@ -23,7 +23,8 @@ import (
 )
 
 func main() {
-	// Ctrl-C (or SIGTERM) cancels the running command through cmd.Context().
+	// Ctrl-C (or SIGTERM) cancels the running command through cmd.Context(): serve drains. A
+	// second one exits at once.
 	ctx, stop := signalContext()
 	err := newRoot().ExecuteContext(ctx)
 	stop()
@@ -131,7 +132,27 @@ func (g *globals) load() (*config.Config, *slog.Logger, error) {
 	return cfg, log, nil
 }
 
-// signalContext is cancelled on SIGINT or SIGTERM.
+// signalContext is cancelled on SIGINT or SIGTERM; a second of either, while the command is
+// still winding down (serve drains for up to shutdown_timeout), exits the process at once with
+// 128 plus the signal's number, as a shell reports a process the signal killed. That is a crash
+// as far as the data directory is concerned, which the host recovers from at its next start.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "hermes-host: %v again: exiting at once; the next start recovers what was in progress\n", sig)
+		code := 1
+		if s, ok := sig.(syscall.Signal); ok {
+			code = 128 + int(s)
+		}
+		os.Exit(code)
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
 }

@@ -61,6 +61,9 @@ type Config struct {
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
 	Deliveries    Deliveries        `yaml:"deliveries" json:"deliveries"`
+	// ShutdownTimeout bounds the drain on SIGTERM: the turns and deliveries in progress get this
+	// long to finish before what is left is handed back to the next start.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
 
 	// TestClock is a file holding the time plugins see (serve --test-clock, tests only); never
 	// read from a config file.
@@ -523,12 +526,15 @@ func decode(b []byte, c *Config) error {
 // Limits on the per-plugin limits, so a value out of range is a configuration error instead of
 // a failure (or a panic) deep in the runtime.
 const (
-	MaxMemoryMiB     = 4096 // a Wasm memory is at most 65536 pages of 64 KiB
-	MaxPoolSize      = 256
-	MaxPayloadKiB    = 64 << 10
-	MaxCallTimeout   = 10 * time.Minute
-	maxHourOfTheDay  = 23
-	pluginNameFormat = "lower-case letters, digits, '-' and '_', starting with a letter, at most 32"
+	MaxMemoryMiB    = 4096 // a Wasm memory is at most 65536 pages of 64 KiB
+	MaxPoolSize     = 256
+	MaxPayloadKiB   = 64 << 10
+	MaxCallTimeout  = 10 * time.Minute
+	maxHourOfTheDay = 23
+	// MaxShutdownTimeout bounds shutdown_timeout: a service manager waits longer still before it
+	// kills the host (systemd's TimeoutStopSec).
+	MaxShutdownTimeout = time.Hour
+	pluginNameFormat   = "lower-case letters, digits, '-' and '_', starting with a letter, at most 32"
 )
 
 var (
@@ -608,6 +614,9 @@ func (c *Config) problems() []string {
 	}
 	if c.Deliveries.UndeliveredAfter < 0 {
 		add("deliveries.undelivered_after %v: must not be negative (0 means the default, 10 minutes)", time.Duration(c.Deliveries.UndeliveredAfter))
+	}
+	if d := time.Duration(c.ShutdownTimeout); d <= 0 || d > MaxShutdownTimeout {
+		add("shutdown_timeout %v: want a duration above 0 and at most %v, like 20s", d, MaxShutdownTimeout)
 	}
 	if c.Sessions.IdleMinutes < 0 {
 		add("sessions.idle_minutes %d: must not be negative (0 means the default, 24 hours)", c.Sessions.IdleMinutes)

@@ -346,6 +346,8 @@ type Ledger struct {
 	running  bool
 	ctx      context.Context
 	wg       sync.WaitGroup
+	settled  chan struct{} // closed (and replaced) when a lane exits or begins to wait (Drain)
+	halt     chan struct{} // closed by Stop: the sweeper ends
 }
 
 // Open migrates the ledger's tables and returns a Ledger. Call Run to start sending.
@@ -381,7 +383,7 @@ func Open(ctx context.Context, db *sql.DB, k *session.Kernel, tr Transport, opt 
 		opt.UndeliveredAfter = 10 * time.Minute
 	}
 	l := &Ledger{db: db, kernel: k, tr: tr, opt: opt, log: opt.Logger, stmts: map[string]*sql.Stmt{}, moved: map[string]string{},
-		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, editNext: map[string]time.Time{}, qNextDue: qNextDue.For(db)}
+		lanes: map[string]*lane{}, sem: make(chan struct{}, opt.Lanes), waiters: map[string][]chan Row{}, lastAnswer: map[string]time.Time{}, chatBlocked: map[string]time.Time{}, editNext: map[string]time.Time{}, settled: make(chan struct{}), qNextDue: qNextDue.For(db)}
 	if err := l.backfill(ctx); err != nil {
 		return nil, err
 	}

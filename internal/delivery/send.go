@@ -37,6 +37,9 @@ type lane struct {
 	// hold is the lane's lease while runLane runs it with several hosts (nil otherwise). Only
 	// the lane's running goroutine reads or writes it.
 	hold *laneHold
+	// waiting: the lane's sender waits for a row that is not due yet (a backoff, a platform's
+	// retry_after, a plugin that is not connected), with nothing it may send now (Drain).
+	waiting bool
 }
 
 // Start reconciles rows a previous run left "sending" (they become failed, never resent) and
@@ -47,15 +50,16 @@ func (l *Ledger) Start(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	halt := make(chan struct{})
 	l.mu.Lock()
-	l.running, l.ctx = true, ctx
+	l.running, l.ctx, l.halt = true, ctx, halt
 	l.mu.Unlock()
 	if err := l.wakePending(ctx, 0); err != nil {
 		return interrupted, err
 	}
 	if l.opt.Sweep > 0 {
 		l.wg.Add(1)
-		go l.sweep(ctx)
+		go l.sweep(ctx, halt)
 	}
 	return interrupted, nil
 }
@@ -133,16 +137,19 @@ func (l *Ledger) wakePending(ctx context.Context, age time.Duration) error {
 	return nil
 }
 
-// sweep runs while several hosts share the database (Options.Sweep): every Sweep it takes over
+// sweep runs while several hosts share the database (Options.Sweep), until ctx ends or Stop
+// closes halt: every Sweep it takes over
 // what a host that died left behind, its "sending" rows (reconciled) and the pending rows of its
 // lanes (woken here; claim keeps two hosts from sending one row).
-func (l *Ledger) sweep(ctx context.Context) {
+func (l *Ledger) sweep(ctx context.Context, halt <-chan struct{}) {
 	defer l.wg.Done()
 	t := time.NewTicker(l.opt.Sweep)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-halt:
 			return
 		case <-t.C:
 		}
@@ -165,9 +172,15 @@ func (l *Ledger) sweep(ctx context.Context) {
 	}
 }
 
-// Stop stops the senders after their current attempt (cancel Start's context first).
+// Stop stops the senders after their current attempt, and the sweeper; a send in progress is not
+// cut (Start's context may still be live: a draining host stops the ledger before it cancels
+// the rest). Stop may be called again.
 func (l *Ledger) Stop() {
 	l.mu.Lock()
+	if l.halt != nil {
+		close(l.halt)
+		l.halt = nil
+	}
 	l.running = false
 	for _, ln := range l.lanes {
 		select {
@@ -177,6 +190,46 @@ func (l *Ledger) Stop() {
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
+}
+
+// Drain waits until no lane has a message it may send now: each lane's sender has sent what
+// was due and exited, or waits for a row due later (a backoff, a platform's retry_after, a
+// platform that is not connected), which stays pending for the next start. It reports whether
+// it got there before ctx ended. The senders go on meanwhile; Stop stops them.
+func (l *Ledger) Drain(ctx context.Context) bool {
+	for {
+		l.mu.Lock()
+		busy := false
+		for _, ln := range l.lanes {
+			busy = busy || ln.running && !ln.waiting
+		}
+		changed := l.settled
+		l.mu.Unlock()
+		if !busy {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// laneSettledLocked tells Drain that a lane exited or began to wait. l.mu must be held.
+func (l *Ledger) laneSettledLocked() {
+	close(l.settled)
+	l.settled = make(chan struct{})
+}
+
+// setWaiting records whether ln's sender waits for a row due later (Drain).
+func (l *Ledger) setWaiting(ln *lane, waiting bool) {
+	l.mu.Lock()
+	ln.waiting = waiting
+	if waiting {
+		l.laneSettledLocked()
+	}
+	l.mu.Unlock()
 }
 
 // wake makes sure the lane's sender runs.
@@ -264,11 +317,13 @@ func (l *Ledger) runLane(ln *lane) {
 			wait = min(wait, hold.every) // wake to renew the lease
 		}
 		timer := time.NewTimer(wait)
+		l.setWaiting(ln, true)
 		select {
 		case <-timer.C:
 		case <-ln.kick:
 		case <-ctx.Done():
 		}
+		l.setWaiting(ln, false)
 		timer.Stop()
 	}
 }
@@ -365,6 +420,7 @@ func (l *Ledger) exitLane(ln *lane, force bool) bool {
 	if l.lanes[ln.id] == ln {
 		delete(l.lanes, ln.id)
 	}
+	l.laneSettledLocked()
 	return true
 }
 

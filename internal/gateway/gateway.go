@@ -77,7 +77,9 @@ type Gateway struct {
 	running atomic.Bool
 	// scanned is set once the plugins directory has been scanned (every file present at start
 	// loaded or rejected); see pluginsLoading.
-	scanned  atomic.Bool
+	scanned atomic.Bool
+	// stopping is set when Run begins to drain: webhooks answer 503 with Retry-After.
+	stopping atomic.Bool
 	refusals *httpguard.Refusals
 	// demoSecret is the demo platform's secret (empty: no demo).
 	demoSecret string
@@ -519,12 +521,20 @@ func (g *Gateway) warnOnce(msg string) {
 // starts the core (process recovery, ledger, turn engine), then loads the plugins in parallel:
 // each plugin serves, and its loops start, as soon as it has loaded, whatever the other files
 // do. Then it watches the plugins directory for changes. ready, if not nil, is called with both
-// addresses once the servers accept connections. Whatever Run starts ends by the time it
-// returns, on an error as when ctx ends (Close waits for what is still winding down).
+// addresses once the servers accept connections. When ctx ends (or a listener fails) Run
+// drains (see drain) for at most cfg.ShutdownTimeout and returns. Whatever Run starts ends by
+// the time it returns, on an error as when ctx ends (Close waits for what is still winding
+// down).
 func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) error {
 	start := time.Now()
-	ctx, cancel := context.WithCancel(ctx)
+	stop := ctx.Done()
+	// The host's work runs on a context of its own: ctx's end starts the drain, and the work is
+	// cancelled only after it. What takes up new work (the plugins directory's watch, the
+	// takeover of stopped hosts) ends when the drain begins.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	intake, stopIntake := context.WithCancel(ctx)
+	defer stopIntake()
 	tokenFile := filepath.Join(g.cfg.DataDir, TokenFile)
 	token, err := httpguard.Secret(tokenFile)
 	if err != nil {
@@ -551,7 +561,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 		}
 		g.runtime.SetSettings(g.cfg.Demo.Plugin, ds)
 	}
-	if err := g.startCore(ctx); err != nil {
+	if err := g.startCore(ctx, intake); err != nil {
 		ln.Close()
 		aln.Close()
 		return err
@@ -567,27 +577,77 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 	}
 	g.running.Store(true)
 	g.LoadPlugins(ctx)
-	g.bg.Go(func() { plugin.Watch(ctx, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) }) })
+	g.bg.Go(func() {
+		plugin.Watch(intake, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })
+	})
 	g.log.Info("hermes-host serving", "addr", ln.Addr().String(), "admin", aln.Addr().String(), "plugins", len(g.runtime.Plugins()),
 		"data_dir", g.cfg.DataDir, "plugins_dir", g.cfg.PluginsDir, "startup", time.Since(start).Round(time.Millisecond))
 	g.log.Info("console: open http://"+aln.Addr().String()+"/ and log in with the admin token", "token_file", tokenFile)
 	var runErr error
 	select {
-	case <-ctx.Done():
+	case <-stop:
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
 			runErr = err
 		}
 	}
-	shutdown, stop := context.WithTimeout(context.Background(), 10*time.Second)
-	defer stop()
-	public.Shutdown(shutdown)
-	admin.Shutdown(shutdown)
-	g.loops.Stop()
+	g.drain(stopIntake, public, admin)
 	cancel()
 	g.bg.Wait()
 	g.log.Info("hermes-host stopped")
 	return runErr
+}
+
+// drain stops the host in this order, within cfg.ShutdownTimeout (ARCHITECTURE.md, "Stopping"):
+//
+//  1. intake: webhooks answer 503 with Retry-After, the poll and tick loops stop (a WebSocket
+//     platform's reading is its poll loop), plugin reloads start none again, and stopIntake
+//     ends the plugins directory's watch and the takeover of stopped hosts;
+//  2. turns: none starts, and no process event is taken up; the ones running get the timeout
+//     less a reserve (a quarter, at most 5 s) to finish, then are cancelled and handed back
+//     (turn.Engine.Drain);
+//  3. deliveries: the lanes send what is due (the answers of the turns that finished among it)
+//     until the timeout; then they stop after their current send, and what is left stays
+//     pending for the next start;
+//  4. the listeners close.
+//
+// Whatever is left (queued or handed-back turns, pending deliveries, unclaimed process events)
+// is durable, and the next start, or another host sharing the database once this one's lease is
+// released, takes it up once.
+func (g *Gateway) drain(stopIntake context.CancelFunc, public, admin *http.Server) {
+	begun := time.Now()
+	timeout := time.Duration(g.cfg.ShutdownTimeout)
+	if timeout <= 0 {
+		timeout = 20 * time.Second // a configuration built without the defaults
+	}
+	deadline := begun.Add(timeout)
+	g.log.Info("hermes-host stopping: finishing the turns and deliveries in progress (a second signal stops at once)",
+		"shutdown_timeout", timeout)
+	g.stopping.Store(true)
+	g.running.Store(false)
+	stopIntake()
+	g.loops.Stop()
+
+	reserve := min(timeout/4, 5*time.Second)
+	tctx, stopTurns := context.WithDeadline(context.Background(), deadline.Add(-reserve))
+	turnsDone := g.engine.Drain(tctx)
+	stopTurns()
+	dctx, stopDeliveries := context.WithDeadline(context.Background(), deadline)
+	sent := g.ledger.Drain(dctx)
+	stopDeliveries()
+	g.ledger.Stop()
+
+	sctx, stopServers := context.WithTimeout(context.Background(), time.Second)
+	defer stopServers()
+	public.Shutdown(sctx)
+	admin.Shutdown(sctx)
+	lvl := slog.LevelInfo
+	if !turnsDone || !sent {
+		lvl = slog.LevelWarn
+	}
+	g.log.Log(context.Background(), lvl, "hermes-host drained", "took", time.Since(begun).Round(time.Millisecond),
+		"turns_finished", turnsDone, "deliveries_sent", sent,
+		"left", "turns not finished were handed back and deliveries not sent stay pending: the next start takes them up")
 }
 
 // DialAddr is the address a client on this machine dials to reach a listener on listen (host:port):
@@ -621,10 +681,11 @@ func loopback(a net.Addr) bool {
 // Scheduler is the job service of scheduler plugins.
 func (g *Gateway) Scheduler() *scheduler.Service { return g.sched }
 
-// startCore recovers background processes, reconciles the ledger and starts the turn engine.
+// startCore recovers background processes, reconciles the ledger and starts the turn engine on
+// ctx; the takeover of stopped hosts (several hosts on one database) runs until intake ends.
 // It runs before the plugins load: a pending delivery whose plugin is still loading waits for it
 // without using up an attempt (see transport.Limit).
-func (g *Gateway) startCore(ctx context.Context) error {
+func (g *Gateway) startCore(ctx, intake context.Context) error {
 	rep, err := g.procs.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("recovering background processes: %w", err)
@@ -656,7 +717,7 @@ func (g *Gateway) startCore(ctx context.Context) error {
 		return err
 	}
 	if g.shared != nil {
-		g.bg.Go(func() { g.shared.reap(ctx, g) })
+		g.bg.Go(func() { g.shared.reap(intake, g) })
 	}
 	// /healthz's view of the store's writes: probed while a write path is refused and while
 	// the host is idle (store.Health).
@@ -709,7 +770,8 @@ func (g *Gateway) checkAgent(ctx context.Context) error {
 // refused, and the demo profile is not served here.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Hidden: g.isDemo, Loading: g.pluginsLoading})
+	mux.Handle(webhook.Pattern, &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Hidden: g.isDemo, Loading: g.pluginsLoading,
+		Stopping: g.stopping.Load})
 	return httpguard.NoBrowsers(mux, g.refusals)
 }
 
@@ -733,7 +795,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		LoginThrottle: tokens, CodeThrottle: codes}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
-		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Loading: g.pluginsLoading}
+		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Loading: g.pluginsLoading, Stopping: g.stopping.Load}
 		inbox := &demo.Inbox{Hook: hook, Plugin: g.cfg.Demo.Plugin, Profile: g.cfg.Demo.Profile, Secret: g.demoSecret}
 		inbox.Register(mux)
 		g.demoChat(inbox)

@@ -98,7 +98,7 @@ func newWorldConfigured(t *testing.T, source string, fake *echotest.Server, extr
 	if rej := g.LoadPlugins(ctx); len(rej) > 0 {
 		t.Fatal(rej)
 	}
-	if err := g.startCore(ctx); err != nil {
+	if err := g.startCore(ctx, ctx); err != nil {
 		t.Fatal(err)
 	}
 	w := &world{t: t, g: g, fake: fake, srv: httptest.NewServer(g.Handler())}

@@ -324,17 +324,25 @@ var ErrNoDatabase = errors.New("no database")
 func OpenReader(ctx context.Context, source, dataDir string) (*sql.DB, error) {
 	switch {
 	case source == "" || source == "sqlite":
-		return openSQLiteReader(filepath.Join(dataDir, "hermes.db"))
+		return openSQLiteReader(filepath.Join(dataDir, "hermes.db"), true)
 	case IsPostgres(source):
 		return openPostgresReader(ctx, source)
 	}
 	return nil, fmt.Errorf("store: %q is neither empty (SQLite in the data directory) nor a postgres:// URL", Redact(source))
 }
 
-// openSQLiteReader opens the SQLite file at path read-only (query_only on a read-write
-// connection, so the reader can share the WAL index of a serving host; SQLite's own -wal and
-// -shm files are the only files it may create, beside an existing database).
-func openSQLiteReader(path string) (*sql.DB, error) {
+// OpenBackupSource opens the SQLite store in dataDir for Backup: like OpenReader it creates and
+// migrates nothing (ErrNoDatabase where there is none), but its connections are not query_only,
+// which SQLite's VACUUM INTO refuses. Backup only reads the store through it.
+func OpenBackupSource(dataDir string) (*sql.DB, error) {
+	return openSQLiteReader(filepath.Join(dataDir, "hermes.db"), false)
+}
+
+// openSQLiteReader opens the SQLite file at path without creating it, query_only when
+// queryOnly (on a read-write connection, so the reader can share the WAL index of a serving
+// host; SQLite's own -wal and -shm files are the only files it may create, beside an existing
+// database).
+func openSQLiteReader(path string, queryOnly bool) (*sql.DB, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -347,7 +355,9 @@ func openSQLiteReader(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("mode", "rw") // never create
 	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "query_only(1)")
+	if queryOnly {
+		q.Add("_pragma", "query_only(1)")
+	}
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?" + q.Encode()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -151,6 +151,7 @@ type Engine struct {
 	typingRate chatRates // chat actions per chat (typing.go)
 	wg         sync.WaitGroup
 	ctx        context.Context
+	drain      chan struct{} // closed by Drain: no new work is taken up
 
 	// insertFault, set by tests only, is the error an inbound event's insert reports after it
 	// committed: the ambiguous outcome of a context cancelled while the commit ran.
@@ -202,7 +203,7 @@ func New(ctx context.Context, db *sql.DB, k *session.Kernel, l *delivery.Ledger,
 	}
 
 	return &Engine{db: db, k: k, ledger: l, agent: a, procs: procs, router: r, opt: opt, log: opt.Logger, ctx: ctx,
-		queues: queues{keys: map[string]*keyQueue{}}, intake: intakes{m: map[string]*intakeQueue{}},
+		drain: make(chan struct{}), queues: queues{keys: map[string]*keyQueue{}, changed: make(chan struct{})}, intake: intakes{m: map[string]*intakeQueue{}},
 		more: leftovers{m: map[string]*pending{}}, edits: newEditRates(), typingRate: chatRates{last: map[string]time.Time{}}}, nil
 }
 

@@ -21,6 +21,11 @@ func (e *Engine) consume(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for ctx.Err() == nil {
+		select {
+		case <-e.drain:
+			return // the host is stopping: the events stay queued for the next start
+		default:
+		}
 		batch, err := q.Claim(ctx, 32, 5*time.Minute)
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("turn: claiming process events failed", "error", err)
@@ -33,6 +38,7 @@ func (e *Engine) consume(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+		case <-e.drain:
 		case <-q.Wake():
 		case <-tick.C:
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -19,8 +20,14 @@ import (
 // change the queues, never across SQL, an agent or plugin call, a channel wait or a context
 // cancellation, and nothing is acquired while it is held.
 type queues struct {
-	mu   sync.Mutex // guards keys and every keyQueue in it
+	mu   sync.Mutex // guards the fields below and every keyQueue in keys
 	keys map[string]*keyQueue
+	// active counts the runners (runKey goroutines) serving a queue; changed is closed (and
+	// replaced) whenever one ends, for Drain to wait on.
+	active  int
+	changed chan struct{}
+	// draining is set by Drain: runners start no further turn.
+	draining bool
 }
 
 // keyQueue is one chat's turns. Guarded by queues.mu.
@@ -40,6 +47,9 @@ type item struct {
 	cmd, arg        string     // a queued slash command
 	entries         []entry    // the turn's inbox rows, in arrival order; never empty while queued
 	attempts        int
+	// acted is set once the running turn did something running it again could repeat: it
+	// started or killed a command, or streamed a draft (see Engine.Drain).
+	acted atomic.Bool
 }
 
 // entry is one inbox row of an item: a user message, or a notification's process event.
@@ -145,6 +155,7 @@ func (e *Engine) serveLocked(key string, kq *keyQueue) {
 		return
 	}
 	kq.active = true
+	e.queues.active++
 	e.wg.Add(1)
 	go e.runKey(key, kq)
 }

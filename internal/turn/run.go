@@ -23,11 +23,15 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 	defer e.wg.Done()
 	for {
 		e.queues.mu.Lock()
-		if len(kq.items) == 0 || e.ctx.Err() != nil {
+		if len(kq.items) == 0 || e.ctx.Err() != nil || e.queues.draining {
+			// Draining, the queued turns stay queued in the inbox: the next start runs them.
 			kq.active, kq.running, kq.cancel = false, nil, nil
 			if len(kq.items) == 0 && e.queues.keys[key] == kq {
 				delete(e.queues.keys, key)
 			}
+			e.queues.active--
+			close(e.queues.changed)
+			e.queues.changed = make(chan struct{})
 			e.queues.mu.Unlock()
 			return
 		}
@@ -45,6 +49,9 @@ func (e *Engine) runKey(key string, kq *keyQueue) {
 				testHookBegun(it)
 			}
 			e.run(ctx, key, it)
+			if errors.Is(context.Cause(ctx), errDraining) {
+				e.handBack(key, it)
+			}
 		}
 		cancel(nil)
 		e.queues.mu.Lock()
@@ -159,7 +166,11 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		}
 		stopTyping := e.typing(ctx, it)
 		if onText := t.OnText; onText != nil {
-			t.OnText = func(text string) { stopTyping(); onText(text) } // the streamed answer shows instead
+			t.OnText = func(text string) {
+				it.acted.Store(true) // a draft may be in the chat: the turn is not run again (Drain)
+				stopTyping()         // the streamed answer shows instead
+				onText(text)
+			}
 		}
 		rep, err = e.agent.Turn(ctx, t)
 		stopTyping()

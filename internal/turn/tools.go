@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-host/hermes-host/internal/agent"
@@ -31,8 +32,9 @@ type tools struct {
 	key              string
 	stamp            session.Stamp
 	synthetic        bool
-	shell, processes bool     // what the operator granted
-	rows             []string // the turn's inbox rows: the fence of what its tools start
+	shell, processes bool         // what the operator granted
+	rows             []string     // the turn's inbox rows: the fence of what its tools start
+	acted            *atomic.Bool // the turn's item.acted: set before anything is started or killed
 }
 
 var _ agent.Tools = (*tools)(nil)
@@ -50,7 +52,7 @@ func (e *Engine) tools(ctx context.Context, it *item, key string, st session.Sta
 	if !shell && !processes {
 		return nil
 	}
-	return &tools{e: e, key: key, stamp: st, synthetic: synthetic, shell: shell, processes: processes, rows: it.ids()}
+	return &tools{e: e, key: key, stamp: st, synthetic: synthetic, shell: shell, processes: processes, rows: it.ids(), acted: &it.acted}
 }
 
 // own checks that id is a process of the turn's key.
@@ -91,6 +93,7 @@ func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnR
 			}
 			return err
 		}
+		t.acted.Store(true)
 		var err error
 		res, err = t.e.procs.Spawn(b.Context(), process.SpawnRequest{
 			Command:          req.Command,
@@ -197,6 +200,7 @@ func (t *tools) Kill(ctx context.Context, id string) (agent.ProcessInfo, error) 
 	if err := t.own(ctx, id); err != nil {
 		return agent.ProcessInfo{}, err
 	}
+	t.acted.Store(true)
 	in, err := t.e.procs.Kill(ctx, id, process.KillOptions{Reason: "process.kill"})
 	return info(in), err
 }

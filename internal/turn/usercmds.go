@@ -209,10 +209,9 @@ func (e *Engine) retryCommand(ctx context.Context, key string, it *item) {
 		return
 	}
 	// The command's inbox row runs the retried message(s) as its turn.
-	again := *it
-	again.cmd, again.arg = "", ""
-	again.entries = []entry{{id: it.first(), text: strings.Join(texts, "\n"), msgID: it.entries[0].msgID}}
-	e.foreground(ctx, key, &again)
+	again := &item{kind: it.kind, plugin: it.plugin, profile: it.profile, src: it.src, attempts: it.attempts,
+		entries: []entry{{id: it.first(), text: strings.Join(texts, "\n"), msgID: it.entries[0].msgID}}}
+	e.foreground(ctx, key, again)
 }
 
 // firstUser is the text of the first user message of msgs.

@@ -37,6 +37,10 @@ type Handler struct {
 	// Loading lists the plugin files not loaded yet (nil: Plugins.Loading). The host's start
 	// passes one that also covers the moment before the plugins directory was first scanned.
 	Loading func() []string
+	// Stopping, if set, reports that the host is draining before it stops: every request is
+	// answered 503 with Retry-After, before the plugin sees it, so the platform delivers the
+	// event again later (to this host after its restart, or to another one).
+	Stopping func() bool
 }
 
 // SafeHeaders are the response headers a plugin may set on its webhook answer. Anything else
@@ -51,6 +55,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := h.Plugins.Get(name)
 	if h.Hidden != nil && h.Hidden(name, profile) {
 		httpjson.Write(w, http.StatusNotFound, abi.Errorf(abi.CodeNotFound, "no such webhook"))
+		return
+	}
+	if h.Stopping != nil && h.Stopping() {
+		w.Header().Set("Retry-After", "5")
+		httpjson.Write(w, http.StatusServiceUnavailable, abi.Errorf(abi.CodeUnavailable, "the host is stopping; retry"))
 		return
 	}
 	loading := h.Plugins.Loading

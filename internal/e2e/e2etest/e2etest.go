@@ -251,6 +251,26 @@ func (h *Host) signal(sig syscall.Signal) error {
 	return cmd.Process.Signal(sig)
 }
 
+// Signal sends sig to the host's process (SIGTERM: the host drains and exits).
+func (h *Host) Signal(sig syscall.Signal) error { return h.signal(sig) }
+
+// Wait waits up to timeout for the process to end by itself and returns its exit code (-1 when
+// a signal killed it); ok is false if it is still running after timeout.
+func (h *Host) Wait(timeout time.Duration) (code int, ok bool) {
+	h.mu.Lock()
+	cmd, done := h.cmd, h.done
+	h.mu.Unlock()
+	if cmd == nil {
+		return 0, false
+	}
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode(), true
+	case <-time.After(timeout):
+		return 0, false
+	}
+}
+
 // Exited reports whether the process has ended.
 func (h *Host) Exited() bool {
 	h.mu.Lock()
