@@ -310,7 +310,7 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	out := map[string]any{"id": m.ID, "channel_id": m.ChannelID, "author": m.Author, "content": m.Content,
 		"timestamp": m.At.UTC().Format(time.RFC3339Nano), "mentions": mentions, "mention_roles": mentionedRoles(m.Content),
 		"mention_everyone": strings.Contains(m.Content, "@everyone") || strings.Contains(m.Content, "@here"),
-		"type": 0, "tts": false, "attachments": []any{}, "embeds": []any{}, "pinned": false}
+		"type":             0, "tts": false, "attachments": []any{}, "embeds": []any{}, "pinned": false}
 	if m.GuildID != "" {
 		out["guild_id"] = m.GuildID
 		out["member"] = map[string]any{"roles": []any{}}
