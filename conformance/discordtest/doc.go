@@ -20,7 +20,8 @@
 //
 // A connection is greeted with HELLO (op 10, heartbeat_interval, WithHeartbeatInterval). IDENTIFY
 // (op 2) with the bot token starts a new session: READY (session_id, resume_gateway_url: the same
-// listener, user: the bot), then every event dispatched since. Events are numbered per session
+// listener, user: the bot), GUILD_CREATE (the guild's channels and active threads), then every
+// event dispatched while no session was valid. Events are numbered per session
 // (s) and kept, so RESUME (op 6) with a session id and a sequence replays what came after it, then
 // RESUMED. Heartbeats (op 1) are answered with op 11 and recorded (Heartbeats). A client that
 // closes with 1000 or 1001 ends its session, as Discord does: a later RESUME is refused.

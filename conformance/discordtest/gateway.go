@@ -223,7 +223,7 @@ func (gc *gwConn) handle(f *frame) {
 		ready, _ := json.Marshal(map[string]any{"v": 10, "user": s.bot, "session_id": sess.id,
 			"resume_gateway_url": s.GatewayURL(), "guilds": []any{map[string]any{"id": DefaultGuildID, "unavailable": true}},
 			"application": map[string]any{"id": s.bot.ID}})
-		sess.log = append([]dispatch{{T: "READY", D: ready}}, s.pending...)
+		sess.log = append([]dispatch{{T: "READY", D: ready}, {T: "GUILD_CREATE", D: s.guildJSONLocked(DefaultGuildID)}}, s.pending...)
 		s.pending = nil
 		if old := s.sess; old != nil && old.conn != nil && old.conn != gc {
 			old.conn.sess = nil
@@ -339,6 +339,24 @@ func (s *Server) Dispatch(t string, d any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dispatchLocked(t, d)
+}
+
+// guildJSONLocked is a GUILD_CREATE's data: the guild's channels and its active threads
+// (unannounced ones included: Discord lists every active thread the bot can see).
+func (s *Server) guildJSONLocked(id string) json.RawMessage {
+	channels, threads := []any{}, []any{}
+	for _, c := range s.channels {
+		switch {
+		case c.GuildID != id:
+		case c.ParentID != "":
+			threads = append(threads, channelJSON(c))
+		default:
+			channels = append(channels, channelJSON(c))
+		}
+	}
+	raw, _ := json.Marshal(map[string]any{"id": id, "name": "guild", "unavailable": false, "channels": channels, "threads": threads,
+		"members": []any{}, "roles": []any{}})
+	return raw
 }
 
 func (s *Server) current() *gwConn {

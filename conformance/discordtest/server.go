@@ -208,6 +208,20 @@ func (s *Server) AddChannel(guild, id, name string) {
 func (s *Server) AddThread(parent, id, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dispatchLocked("THREAD_CREATE", channelJSON(s.addThreadLocked(parent, id, name)))
+}
+
+// AddThreadUnannounced adds a thread without dispatching THREAD_CREATE: one the bot did not
+// hear of (created while its session was gone, or a private thread it was just added to). A
+// client learns what it is from GET /channels/{id}, or the next GUILD_CREATE.
+func (s *Server) AddThreadUnannounced(parent, id, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addThreadLocked(parent, id, name)
+	s.changedLocked()
+}
+
+func (s *Server) addThreadLocked(parent, id, name string) *Channel {
 	p := s.channels[parent]
 	guild := DefaultGuildID
 	if p != nil {
@@ -215,7 +229,7 @@ func (s *Server) AddThread(parent, id, name string) {
 	}
 	ch := &Channel{ID: id, GuildID: guild, ParentID: parent, Name: name, Type: TypePublicThread}
 	s.channels[id] = ch
-	s.dispatchLocked("THREAD_CREATE", channelJSON(ch))
+	return ch
 }
 
 // DMChannel returns the id of the DM channel with u (created on first use).

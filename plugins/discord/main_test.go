@@ -113,3 +113,36 @@ func TestRefusedTokenStops(t *testing.T) {
 	}
 	t.Log(status.Message)
 }
+
+// A thread the plugin did not hear created is looked up (GET /channels/{id}, once, then cached);
+// one listed in GUILD_CREATE needs no lookup. Either way its messages are keyed as the parent
+// channel and the thread.
+func TestThreadLookup(t *testing.T) {
+	const general, quiet, listed = "5000000000000000001", "5000000000000000002", "5000000000000000003"
+	d := dt.New(t)
+	d.AddChannel(d.Guild(), general, "general")
+	h := nativeHost(t, d, sdktest.Options{})
+	pollFor(t, h, "connected", func([]abi.InboundEvent) bool { return d.Delivered() })
+	lookups := func(id string) int { return len(d.Requests("GET /channels/" + id)) }
+
+	d.AddThreadUnannounced(general, quiet, "quiet")
+	for _, text := range []string{"first", "second"} {
+		m := d.Mention(quiet, dt.Ann, text)
+		evs := pollFor(t, h, "the mention in the unannounced thread", func(evs []abi.InboundEvent) bool { return len(evs) > 0 })
+		if src := evs[0].Source; evs[0].ID != "msg:"+m.ID || src.ChatID != general || src.ThreadID != quiet {
+			t.Fatalf("event %+v: want chat %s thread %s", evs[0], general, quiet)
+		}
+	}
+	if n := lookups(quiet); n != 1 {
+		t.Fatalf("%d lookups of the unannounced thread, want 1 (then the cache)", n)
+	}
+
+	d.AddThreadUnannounced(general, listed, "listed")
+	d.InvalidSession(false) // the next session's GUILD_CREATE lists the thread
+	pollFor(t, h, "a new session", func([]abi.InboundEvent) bool { return len(d.Identifies()) == 2 && d.Delivered() })
+	m := d.Mention(listed, dt.Bob, "third")
+	evs := pollFor(t, h, "the mention in the listed thread", func(evs []abi.InboundEvent) bool { return len(evs) > 0 })
+	if src := evs[0].Source; evs[0].ID != "msg:"+m.ID || src.ChatID != general || src.ThreadID != listed || lookups(listed) != 0 {
+		t.Fatalf("event %+v after %d lookups: want chat %s thread %s from GUILD_CREATE", evs[0], lookups(listed), general, listed)
+	}
+}
