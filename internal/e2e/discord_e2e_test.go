@@ -116,9 +116,11 @@ func TestDiscordEndToEnd(t *testing.T) {
 	d.Say(dcThreadA, dt.Ann, "sh echo '@everyone @here <@&6000000000000000001> <@"+dt.Bob.ID+"> ping-test'")
 	h.waitFor("the output in thread A", h.has(dcThreadA, "ping-test"))
 	for _, m := range d.AllPosted() {
-		if strings.Contains(m.Content, "ping-test") && !strings.Contains(m.Content, "@everyone") {
-			t.Fatalf("the output lost its text: %q", m.Content)
+		if strings.Contains(m.Content, "ping-test") && (!strings.Contains(m.Content, "@everyone") || m.Pinged.Any()) {
+			t.Fatalf("the output pinged %+v (allowed_mentions %s), or lost its text: %q", m.Pinged, m.AllowedMentions, m.Content)
 		}
+	}
+	for _, m := range d.AllPosted() {
 		if m.Pinged.Any() || len(m.AllowedMentions) == 0 {
 			t.Fatalf("a message pinged %+v (allowed_mentions %s): %q", m.Pinged, m.AllowedMentions, m.Content)
 		}
