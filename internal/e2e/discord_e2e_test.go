@@ -24,6 +24,7 @@ type discordHost struct {
 	t         *testing.T
 	d         *dt.Server
 	bin, data string
+	admin     string
 }
 
 // dcAccess admits everyone on the main profile, with tools, and leaves the guild channels'
@@ -47,7 +48,7 @@ plugins:
     access:
       main: %s
 `, d.RESTAddr(), d.GatewayAddr(), d.Token(), d.APIURL(), d.GatewayURL(), dcAccess)), 0o600)
-	serve(t, bin, plugins, h.data, "--config", cfg)
+	h.admin = serve(t, bin, plugins, h.data, "--config", cfg).Admin
 	h.waitFor("the bot to connect", d.Delivered)
 	return h
 }
@@ -63,6 +64,29 @@ func (h *discordHost) waitFor(what string, cond func() bool) {
 		h.t.Fatalf("%s: %v\nposted:\n%s", what, err, b.String())
 	}
 	h.t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+}
+
+// plugin is discord's entry on /api/plugins: the main profile's status, and the egress calls
+// the policy refused.
+func (h *discordHost) plugin() (state, message string, denied int64) {
+	h.t.Helper()
+	var api struct {
+		Plugins []struct {
+			Name         string
+			Status       map[string]struct{ State, Message string }
+			EgressDenied int64 `json:"egress_denied"`
+		}
+	}
+	if code := adminRequest(h.t, "GET", h.admin, h.data, "/api/plugins", "", &api); code != 200 {
+		h.t.Fatalf("/api/plugins: %d", code)
+	}
+	for _, p := range api.Plugins {
+		if p.Name == "discord" {
+			return p.Status["main"].State, p.Status["main"].Message, p.EgressDenied
+		}
+	}
+	h.t.Fatal("no discord plugin on /api/plugins")
+	return "", "", 0
 }
 
 // count is how many of the bot's messages in channel contain sub.
@@ -192,4 +216,15 @@ func TestDiscordGatewayDropResumes(t *testing.T) {
 	if ids := len(d.Identifies()); ids != 1 || accepted < 2 {
 		t.Fatalf("%d identifies and %d accepted resumes: every drop must be resumed (%+v)", ids, accepted, d.Resumes())
 	}
+	// The operator sees the profile connected, and the scopes refused nothing the plugin needs.
+	var state, message string
+	var denied int64
+	eventually(t, "the profile shown connected", func() bool {
+		state, message, denied = h.plugin()
+		return state == "ok" && strings.Contains(message, "resumes")
+	})
+	if denied != 0 {
+		t.Fatalf("%d egress calls denied (status %s: %s)", denied, state, message)
+	}
+	t.Logf("status %s: %s", state, message)
 }
