@@ -362,16 +362,22 @@ func (g *conn) connect() {
 		c.WSClose(st.Conn, closeResumable, "replaced")
 		st.Conn = ""
 	}
+	// The open waits at most openWithin, and never past the call's deadline (less a margin to
+	// answer): a slow Gateway is a failed connect, not a poll the host must stop.
+	open := openWithin
+	if !c.Deadline.IsZero() {
+		open = min(open, max(time.Until(c.Deadline)-2*time.Second, 500*time.Millisecond))
+	}
 	url := g.cfg.GatewayURL
 	if st.SessionID != "" && st.ResumeURL != "" {
 		url = st.ResumeURL
 	}
-	id, err := c.WSOpen(&abi.WSOpenRequest{URL: gatewayURL(url), TimeoutMs: openWithin.Milliseconds()})
+	id, err := c.WSOpen(&abi.WSOpenRequest{URL: gatewayURL(url), TimeoutMs: open.Milliseconds()})
 	if err != nil && url != g.cfg.GatewayURL && abi.CodeOf(err) == abi.CodeDenied {
 		// A resume URL the egress policy does not grant: resume on the configured Gateway.
 		c.Log(abi.LevelWarn, "the session's resume_gateway_url is not reachable; resuming on gateway_url", "error", err.Error())
 		st.ResumeURL = ""
-		id, err = c.WSOpen(&abi.WSOpenRequest{URL: gatewayURL(g.cfg.GatewayURL), TimeoutMs: openWithin.Milliseconds()})
+		id, err = c.WSOpen(&abi.WSOpenRequest{URL: gatewayURL(g.cfg.GatewayURL), TimeoutMs: open.Milliseconds()})
 	}
 	if err != nil {
 		g.drop("WebSocket: "+g.cfg.scrub(err.Error()), true)
