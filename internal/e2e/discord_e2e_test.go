@@ -9,6 +9,8 @@ import (
 	"time"
 
 	dt "github.com/hermes-host/hermes-host/conformance/discordtest"
+	"github.com/hermes-host/hermes-host/internal/e2e/e2etest"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 const (
@@ -35,7 +37,9 @@ func startDiscordHost(t *testing.T) *discordHost {
 	t.Helper()
 	d := dt.New(t)
 	d.AddChannel(d.Guild(), dcGeneral, "general")
-	bin, plugins := buildHost(t)
+	// discord.wasm alone: a host compiles each plugin at its first start, and the others are not
+	// needed here (on a loaded machine six compilations took most of a minute).
+	bin, plugins := hostBinary(t), e2etest.Plugins(t, "discord")
 	h := &discordHost{t: t, d: d, bin: bin, data: t.TempDir()}
 	cfg := filepath.Join(h.data, "hermes.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
@@ -56,7 +60,7 @@ plugins:
 func (h *discordHost) waitFor(what string, cond func() bool) {
 	h.t.Helper()
 	start := time.Now()
-	if err := h.d.Wait(60*time.Second, cond); err != nil {
+	if err := h.d.Wait(testdeadline.Scale(60*time.Second), cond); err != nil {
 		var b strings.Builder
 		for _, m := range h.d.AllPosted() {
 			fmt.Fprintf(&b, "  %s: %q\n", m.ChannelID, m.Content)
@@ -156,7 +160,7 @@ func TestDiscordEndToEnd(t *testing.T) {
 	h.waitFor("the /new confirmation", h.has(dcThreadA, "New conversation"))
 
 	var dropped string
-	eventually(t, "the stale completion to be recorded as dropped", func() bool {
+	h.waitFor("the stale completion to be recorded as dropped", func() bool {
 		out, err := runCLI(h.bin, h.data, "deliveries", "ls", "--dropped", "--key", "agent:main:discord:group:"+dcGeneral+":"+dcThreadA)
 		dropped = out
 		return err == nil && strings.Contains(out, "stale: user_boundary")
@@ -219,7 +223,7 @@ func TestDiscordGatewayDropResumes(t *testing.T) {
 	// The operator sees the profile connected, and the scopes refused nothing the plugin needs.
 	var state, message string
 	var denied int64
-	eventually(t, "the profile shown connected", func() bool {
+	h.waitFor("the profile shown connected", func() bool {
 		state, message, denied = h.plugin()
 		return state == "ok" && strings.Contains(message, "resumes")
 	})
