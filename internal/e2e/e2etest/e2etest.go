@@ -26,7 +26,7 @@ import (
 )
 
 // FirstParty are the first-party plugins a default installation serves.
-var FirstParty = []string{"cron", "echo", "slack", "telegram", "yuanbao"}
+var FirstParty = []string{"cron", "discord", "echo", "slack", "telegram", "yuanbao"}
 
 var (
 	binOnce sync.Once
