@@ -43,7 +43,9 @@ func LimitExceeded(ms int64) Fault {
 }
 
 // Error is a Matrix error answer: status with {"errcode": errcode}.
-func Error(status int, errcode string) Fault { return Fault{kind: faultError, status: status, errcode: errcode} }
+func Error(status int, errcode string) Fault {
+	return Fault{kind: faultError, status: status, errcode: errcode}
+}
 
 // ServerError answers status (502 when 0) with an HTML page, as a reverse proxy in front of a
 // homeserver does.
