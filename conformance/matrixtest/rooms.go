@@ -230,3 +230,36 @@ func (r *Room) Has(thread, sub string) bool {
 	}
 	return false
 }
+
+// Pings returns whom the event notifies by mention, as the push rules of the Matrix
+// specification (v1.7 on) decide: with m.mentions, its user_ids, and "@room" when room is true;
+// without m.mentions (a legacy client), "@room" when the body contains it, and each user whose
+// MXID the body contains.
+func (s *Server) Pings(e *Event) []string {
+	var out []string
+	if m, ok := e.Content["m.mentions"].(map[string]any); ok {
+		if ids, ok := m["user_ids"].([]any); ok {
+			for _, id := range ids {
+				if s, ok := id.(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+		if room, _ := m["room"].(bool); room {
+			out = append(out, "@room")
+		}
+		return out
+	}
+	body := e.Body()
+	if strings.Contains(body, "@room") {
+		out = append(out, "@room")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.byID {
+		if strings.Contains(body, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}

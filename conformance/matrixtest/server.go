@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-host/hermes-host/conformance/internal/change"
@@ -27,6 +28,9 @@ const (
 	// DefaultTimelineLimit is the most events one room's timeline carries in one sync.
 	DefaultTimelineLimit = 10
 	maxSyncWait          = 30 * time.Second
+	// MaxEventSize is the most content bytes the server takes in one event (Matrix caps a whole
+	// event at 64 KiB).
+	MaxEventSize = 65000
 )
 
 // Endpoints, the names faults and requests are recorded under.
@@ -105,7 +109,10 @@ type Server struct {
 	held     []chan struct{}
 	requests []Request
 	limit    int
+	tag      string // makes event ids unique across servers of one process
 }
+
+var servers atomic.Int64
 
 // Option configures a Server.
 type Option func(*Server)
@@ -122,6 +129,7 @@ func New(tb TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.tag = "hs" + strconv.FormatInt(servers.Add(1), 36) + "_"
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.addUser(DefaultBotUserID, DefaultBotName, DefaultBotToken)
 	s.hs = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -257,7 +265,7 @@ func (s *Server) changedLocked() { s.changed.Notify() }
 // appendLocked adds an event to the stream. s.mu must be held.
 func (s *Server) appendLocked(e *Event) *Event {
 	e.Pos = len(s.events) + 1
-	e.ID = fmt.Sprintf("$ev%06dHermesTest", e.Pos)
+	e.ID = fmt.Sprintf("$%sev%06d", s.tag, e.Pos)
 	e.TS = time.Now().UnixMilli()
 	if e.Content == nil {
 		e.Content = map[string]any{}
@@ -485,6 +493,9 @@ func (s *Server) send(req *Request, evType string) (int, any) {
 	r := s.rooms[req.Room]
 	if r == nil || r.members[u.ID] != "join" {
 		return 403, &matrixError{status: 403, errcode: "M_FORBIDDEN", msg: "User " + u.ID + " not in room " + req.Room}
+	}
+	if len(req.Body) > MaxEventSize {
+		return 413, &matrixError{status: 413, errcode: "M_TOO_LARGE", msg: "event too large"}
 	}
 	e := s.appendLocked(&Event{RoomID: r.ID, Type: evType, Sender: u.ID, Content: content, TxnID: req.Txn, Token: req.Token})
 	s.txns[key] = e.ID
