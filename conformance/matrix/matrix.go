@@ -106,6 +106,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	if !check("load (manifest, configure)", s.load) {
 		return s.rep
 	}
+	check("configure: rejected token refused", s.checkBadToken)
 	check("poll: history before the first sync not answered", s.checkHistory)
 	check("poll: since advanced only after the host recorded", s.checkSinceAfterRecord)
 	check("poll: restart, no loss or replay", s.checkRestart)
@@ -257,10 +258,7 @@ func (s *suite) load() (string, error) {
 	}
 	for name, problems := range info.Profiles {
 		if name == profBad {
-			if len(problems) == 0 {
-				errs = append(errs, errors.New("a profile whose token the homeserver rejects (M_UNKNOWN_TOKEN) was accepted"))
-			}
-			continue
+			continue // checkBadToken
 		}
 		if len(problems) > 0 {
 			errs = append(errs, fmt.Errorf("profile %s rejected: %s", name, strings.Join(problems, "; ")))
@@ -268,6 +266,16 @@ func (s *suite) load() (string, error) {
 	}
 	return fmt.Sprintf("%s %s, capabilities %s, loaded in %v", m.Name, m.Version, strings.Join(m.Capabilities, ","),
 		time.Since(start).Round(time.Millisecond)), errors.Join(errs...)
+}
+
+// checkBadToken: a profile whose access token the homeserver does not know (whoami answers
+// M_UNKNOWN_TOKEN) is rejected at configure, with a reason for the operator.
+func (s *suite) checkBadToken() (string, error) {
+	problems := s.p.Info().Profiles[profBad]
+	if len(problems) == 0 {
+		return "", errors.New("a profile whose token the homeserver rejects (M_UNKNOWN_TOKEN) was accepted")
+	}
+	return strings.Join(problems, "; "), nil
 }
 
 // poll calls the adapter's poll export once.
