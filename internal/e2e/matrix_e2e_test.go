@@ -92,14 +92,15 @@ func TestMatrixEndToEnd(t *testing.T) {
 	h.waitFor(t, "the start confirmation in A", h.has(a.ID, "Started"))
 	b := h.room.Say(matrixAnn, mt.Message{Body: "Hermes: hello from thread B", Mentions: bot})
 	h.waitFor(t, "a reply in thread B", h.has(b.ID, "hello from thread B"))
-	h.waitFor(t, "the completion in thread A", h.has(a.ID, "mx-done-A\n"))
-	if h.room.Has(b.ID, "mx-done-A\n") {
+	// The completion, not the start confirmation (which quotes the command).
+	h.waitFor(t, "the completion in thread A", h.has(a.ID, "output:\nmx-done-A"))
+	if h.room.Has(b.ID, "mx-done-A") {
 		t.Fatal("the completion leaked into thread B")
 	}
 
 	// Process output that says @room pings nobody.
 	h.room.Say(matrixAnn, mt.Message{Body: "run echo '@room deploy finished'", Thread: a.ID, Fallback: a.ID, NoMentions: true})
-	h.waitFor(t, "the @room output in A", h.has(a.ID, "@room deploy finished\n"))
+	h.waitFor(t, "the @room output in A", h.has(a.ID, "output:\n@room deploy finished"))
 	for _, e := range h.room.BotMessages() {
 		if pings := h.hs.Pings(e); len(pings) > 0 {
 			t.Fatalf("the bot's message %q pings %v", e.Body(), pings)
@@ -112,12 +113,19 @@ func TestMatrixEndToEnd(t *testing.T) {
 	h.waitFor(t, "the /new confirmation", h.has(a.ID, "New conversation"))
 
 	var dropped string
+	defer func() {
+		if t.Failed() {
+			out, _ := runCLI(h.bin, h.data, "deliveries", "ls", "--dropped")
+			ses, _ := runCLI(h.bin, h.data, "sessions", "ls")
+			t.Logf("dropped:\n%s\nsessions:\n%s\nthread A: %q", out, ses, h.room.Posted(a.ID))
+		}
+	}()
 	eventually(t, "the stale completion to be recorded as dropped", func() bool {
-		out, err := runCLI(h.bin, h.data, "deliveries", "ls", "--dropped", "--key", "agent:main:matrix:group:"+h.room.ID+":"+a.ID)
+		out, err := runCLI(h.bin, h.data, "deliveries", "ls", "--dropped", "--key", "agent:main:matrix:group:"+strings.ReplaceAll(h.room.ID, ":", "%3A")+":"+a.ID)
 		dropped = out
 		return err == nil && strings.Contains(out, "stale: user_boundary")
 	})
-	t.Logf("deliveries ls --dropped:\n%s", dropped)
+	t.Logf("deliveries ls --dropped:\n%s\nthread A: %q", dropped, h.room.Posted(a.ID))
 	for _, s := range h.room.Posted(a.ID) {
 		if strings.Contains(s, "mx-stale-output") && !strings.HasPrefix(s, "Started") {
 			t.Fatalf("stale output posted: %q", s)
