@@ -154,7 +154,11 @@ func TestMatrixSendRetriedAfterTimeoutOnce(t *testing.T) {
 	})
 	reqs := h.hs.Requests(mt.EndpointSend)
 	if len(reqs) != 2 || reqs[0].Txn != reqs[1].Txn || reqs[0].Dedup || !reqs[1].Dedup || reqs[0].Fault == "" {
-		t.Fatalf("send requests: %+v", reqs)
+		var sum []string
+		for _, r := range reqs {
+			sum = append(sum, fmt.Sprintf("txn %s status %d fault %q dedup %v", r.Txn, r.Status, r.Fault, r.Dedup))
+		}
+		t.Fatalf("send requests, want two with one transaction id, the second answered from the cache:\n%s", strings.Join(sum, "\n"))
 	}
 	t.Logf("first attempt (answer held 12 s) then a retry %v later with txn %s, answered from the transaction cache",
 		reqs[1].Time.Sub(reqs[0].Time).Round(time.Millisecond), reqs[1].Txn)
