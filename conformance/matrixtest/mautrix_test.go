@@ -232,3 +232,64 @@ func TestMautrixStateInGap(t *testing.T) {
 		t.Fatalf("state of the gap: %+v", j.State.Events)
 	}
 }
+
+// An invitation arrives in rooms.invite with the room's stripped state; joining it with
+// mautrix makes the room a joined one; typing is recorded; a held answer goes when released.
+func TestMautrixInviteJoinTypingHold(t *testing.T) {
+	s := New(t)
+	ann := s.AddUser("@ann:hermes.test", "Ann")
+	room := s.CreateInvite("Plain", ann, false)
+	secret := s.CreateInvite("Secret", ann, true)
+	bot := client(t, s, DefaultBotUserID, DefaultBotToken)
+	ctx := context.Background()
+	first, err := bot.SyncRequest(ctx, 0, "", "", false, event.PresenceOnline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := first.Rooms.Invite[id.RoomID(secret.ID)]
+	if inv == nil || len(first.Rooms.Invite) != 2 {
+		t.Fatalf("invites: %+v", first.Rooms.Invite)
+	}
+	var enc bool
+	for _, e := range inv.State.Events {
+		enc = enc || e.Type == event.StateEncryption
+	}
+	if !enc {
+		t.Fatal("the encrypted room's invite state has no m.room.encryption")
+	}
+	if _, err := bot.JoinRoomByID(ctx, id.RoomID(room.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if room.Membership(DefaultBotUserID) != "join" {
+		t.Fatal("not joined")
+	}
+	next, err := bot.SyncRequest(ctx, 0, first.NextBatch, "", false, event.PresenceOnline)
+	if err != nil || next.Rooms.Join[id.RoomID(room.ID)] == nil {
+		t.Fatalf("the joined room is not in the next sync: %v", err)
+	}
+	if _, err := bot.UserTyping(ctx, id.RoomID(room.ID), true, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := room.Typing(); len(got) != 1 || !got[0] {
+		t.Fatalf("typing: %v", got)
+	}
+
+	s.InjectFault(EndpointSend, Hold())
+	done := make(chan error, 1)
+	go func() {
+		_, err := bot.SendText(ctx, id.RoomID(room.ID), "held")
+		done <- err
+	}()
+	if err := s.Wait(10*time.Second, func() bool { return len(room.BotMessages()) == 1 }); err != nil {
+		t.Fatalf("the held send was not posted first: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("answered before Release: %v", err)
+	default:
+	}
+	s.Release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
