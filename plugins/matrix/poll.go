@@ -19,12 +19,17 @@ const (
 	minPollInterval = time.Second     // never short-poll faster than this
 	backfillPages   = 3               // /messages pages fetched to fill one room's gap
 	backfillPage    = 100             // events per page
-	timelineLimit   = 50              // asked of the homeserver per room and sync
 )
 
-// syncFilter is the inline filter of every sync: more timeline per room than the default 10 (so
-// fewer gaps), no presence or account data.
-const syncFilter = `{"room":{"timeline":{"limit":50}},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`
+// syncFilter is the inline filter of every sync after the first: more timeline per room than the
+// default 10 (so fewer gaps), of the room state only what the plugin reads, no presence or
+// account data. firstFilter is the first sync's: it only learns the rooms, so one event of
+// timeline each keeps the answer small for an account in many rooms (the host caps an answer
+// at 8 MiB).
+const (
+	syncFilter  = `{"room":{"timeline":{"limit":50},"state":{"types":["m.room.encryption","m.room.name"]}},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`
+	firstFilter = `{"room":{"timeline":{"limit":1},"state":{"types":["m.room.encryption","m.room.name"]}},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`
+)
 
 // Cursor keys in the kv store, per access token. The committed since token is what /sync is
 // called with; the pending one is the next_batch of the batch the previous poll returned,
@@ -55,8 +60,9 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	if err != nil {
 		return failure(a, "cannot learn the bot's identity (whoami)", err), nil
 	}
-	q := url.Values{"filter": {syncFilter}, "set_presence": {"offline"}}
+	q := url.Values{"filter": {firstFilter}, "set_presence": {"offline"}}
 	if since != "" {
+		q.Set("filter", syncFilter)
 		q.Set("since", since)
 		// Keep the long poll inside the budget with the HTTP margin.
 		q.Set("timeout", strconv.FormatInt(max(min(wait, a.left()-syncMargin-time.Second), 0).Milliseconds(), 10))
