@@ -126,6 +126,37 @@ func (s *suite) checkGap() (string, error) {
 	return "8 messages through a 3-event timeline, in order", nil
 }
 
+// checkInvite: an invitation to an unencrypted room is accepted, and what was said there before
+// the bot joined is history; an invitation to an encrypted room is not accepted.
+func (s *suite) checkInvite() (string, error) {
+	hs := s.hs[profPoll]
+	if err := s.settle(profPoll); err != nil {
+		return "", err
+	}
+	plain := hs.CreateInvite("Invited", ann, false)
+	before := plain.Say(ann, mt.Message{Body: "Hermes: said before the bot joined", Mentions: []string{mt.DefaultBotUserID}})
+	secret := hs.CreateInvite("Secret invite", ann, true)
+	for i := 0; i < maxPolls && plain.Membership(mt.DefaultBotUserID) != "join"; i++ {
+		if _, err := s.poll(profPoll); err != nil {
+			return "", err
+		}
+	}
+	if plain.Membership(mt.DefaultBotUserID) != "join" {
+		return "", errors.New("the invitation to an unencrypted room was never accepted")
+	}
+	after := plain.Say(ann, mt.Message{Body: "Hermes: now you are here", Mentions: []string{mt.DefaultBotUserID}})
+	if err := s.pollUntil(profPoll, after.ID); err != nil {
+		return "", err
+	}
+	switch {
+	case s.record.times(before.ID) != 0:
+		return "", errors.New("a message from before the bot joined was dispatched: history must not start turns")
+	case secret.Membership(mt.DefaultBotUserID) == "join":
+		return "", errors.New("joined an end-to-end encrypted room, which it cannot read")
+	}
+	return "joined the plain room, not the encrypted one; history before the join skipped", nil
+}
+
 // checkExpiredToken: a token the homeserver no longer knows (M_UNKNOWN_TOKEN) stops the profile
 // with a back-off, as a typed result, not an error.
 func (s *suite) checkExpiredToken() (string, error) {

@@ -111,6 +111,7 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	check("poll: since advanced only after the host recorded", s.checkSinceAfterRecord)
 	check("poll: restart, no loss or replay", s.checkRestart)
 	check("poll: sync gap filled", s.checkGap)
+	check("poll: invitations joined, history skipped", s.checkInvite)
 	check("poll: expired token stops the profile", s.checkExpiredToken)
 	check("inbound: rooms, threads and mentions", s.checkInbound)
 	check("inbound: reply to the bot is addressed", s.checkReplyToBot)

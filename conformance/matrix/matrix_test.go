@@ -30,6 +30,7 @@ func TestNaiveAdapterFails(t *testing.T) {
 		"poll: since advanced only after the host recorded", // since advanced before the host recorded
 		"poll: restart, no loss or replay",                  // since in instance memory
 		"poll: sync gap filled",                             // limited timelines taken as whole
+		"poll: invitations joined, history skipped",         // never joins
 		"poll: expired token stops the profile",             // M_UNKNOWN_TOKEN: a failed call, every poll
 		"inbound: rooms, threads and mentions",              // every message a turn, no threads
 		"inbound: reply to the bot is addressed",            // m.in_reply_to not read

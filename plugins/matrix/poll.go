@@ -155,18 +155,30 @@ func collect(a *api, me identity, res syncResponse, since string) []abi.InboundE
 			info.Members = *jr.Summary.Joined
 		}
 		timeline := jr.Timeline.Events
-		if jr.Timeline.Limited && since != "" {
+		// A room the plugin has not seen was just joined: what was said there before the bot's
+		// join is history, neither filled in nor answered.
+		fresh := !before.Known && since != ""
+		if jr.Timeline.Limited && since != "" && !fresh {
 			timeline = append(backfill(a, room, jr.Timeline.PrevBatch, since), timeline...)
 		}
+		joinedAt := -1
+		if fresh {
+			for i, ev := range timeline {
+				if ev.Type == "m.room.member" && ev.StateKey != nil && *ev.StateKey == me.UserID && membership(ev) == "join" {
+					joinedAt = i
+				}
+			}
+		}
+		info.Known = true
 		for _, ev := range jr.State.Events {
 			learnState(&info, ev)
 		}
-		for _, ev := range timeline {
+		for i, ev := range timeline {
 			if ev.StateKey != nil {
 				learnState(&info, ev)
 				continue
 			}
-			if since == "" {
+			if since == "" || i < joinedAt {
 				skipped++
 				continue
 			}
@@ -197,10 +209,18 @@ func collect(a *api, me identity, res syncResponse, since string) []abi.InboundE
 		}
 	}
 	if skipped > 0 {
-		c.Log(abi.LevelInfo, "first sync: the bot's rooms are known; earlier messages are not answered",
+		c.Log(abi.LevelInfo, "messages from before the bot joined or started are not answered",
 			"rooms", strconv.Itoa(len(res.Rooms.Join)), "skipped", strconv.Itoa(skipped))
 	}
 	return events
+}
+
+func membership(ev rawEvent) string {
+	var c struct {
+		Membership string `json:"membership"`
+	}
+	json.Unmarshal(ev.Content, &c)
+	return c.Membership
 }
 
 // learnState applies a state event to what the plugin knows of the room.

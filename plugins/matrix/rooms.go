@@ -13,6 +13,7 @@ import (
 // roomInfo is what the plugin remembers of a room between polls, in the kv store (one key per
 // room): sync sends a room's state only when it changes.
 type roomInfo struct {
+	Known     bool   `json:"known,omitempty"` // seen in a sync before (a room new to the plugin was just joined)
 	Name      string `json:"name,omitempty"`
 	Members   int    `json:"members,omitempty"`   // m.joined_member_count, 0 when unknown
 	Encrypted bool   `json:"encrypted,omitempty"` // an m.room.encryption state event was seen
