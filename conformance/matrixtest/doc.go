@@ -25,7 +25,9 @@
 // Synapse allows. A sync without since answers each joined room's current state and its latest
 // events; with since, the events after it. A room with more new events than the timeline limit
 // (the filter's room.timeline.limit, at most the server's, SetTimelineLimit) answers the latest
-// ones with limited: true and prev_batch, and the state events of the gap in state. Syncs
+// ones with limited: true and prev_batch, and the state events of the gap in state. A room the
+// user joined after since is answered as on an initial sync (its state and latest events, from
+// before the join too), as Synapse does. Syncs
 // long-poll up to their timeout (capped at 30 s) for a new event. Room summaries
 // (m.joined_member_count) come with the initial sync and whenever membership changed.
 //

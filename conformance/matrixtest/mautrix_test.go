@@ -257,6 +257,7 @@ func TestMautrixInviteJoinTypingHold(t *testing.T) {
 	if !enc {
 		t.Fatal("the encrypted room's invite state has no m.room.encryption")
 	}
+	earlier := room.Say(ann, Message{Body: "said before the bot joined"})
 	if _, err := bot.JoinRoomByID(ctx, id.RoomID(room.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +267,14 @@ func TestMautrixInviteJoinTypingHold(t *testing.T) {
 	next, err := bot.SyncRequest(ctx, 0, first.NextBatch, "", false, event.PresenceOnline)
 	if err != nil || next.Rooms.Join[id.RoomID(room.ID)] == nil {
 		t.Fatalf("the joined room is not in the next sync: %v", err)
+	}
+	// Newly joined: the timeline reaches back before the join, as Synapse's does.
+	var sawEarlier bool
+	for _, e := range next.Rooms.Join[id.RoomID(room.ID)].Timeline.Events {
+		sawEarlier = sawEarlier || e.ID == id.EventID(earlier.ID)
+	}
+	if !sawEarlier {
+		t.Fatal("the newly joined room's timeline starts at the join")
 	}
 	if _, err := bot.UserTyping(ctx, id.RoomID(room.ID), true, 30*time.Second); err != nil {
 		t.Fatal(err)

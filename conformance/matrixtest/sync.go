@@ -97,6 +97,18 @@ func (s *Server) syncLocked(u *User, since, want int) (map[string]any, bool) {
 			if len(fresh) == 0 && since > 0 {
 				continue
 			}
+			if since > 0 && s.joinedSinceLocked(u, r, since) {
+				// Newly joined: the room as on an initial sync (its state, its latest events,
+				// history before the join included), as Synapse answers.
+				var all []*Event
+				for _, e := range s.events {
+					if e.RoomID == r.ID {
+						all = append(all, e)
+					}
+				}
+				join[r.ID] = s.joinedLocked(u, r, 0, all, limit)
+				continue
+			}
 			join[r.ID] = s.joinedLocked(u, r, since, fresh, limit)
 		case "invite":
 			if len(fresh) == 0 {
@@ -158,6 +170,20 @@ func (s *Server) joinedLocked(u *User, r *Room, since int, fresh []*Event, limit
 		room["summary"] = map[string]any{"m.joined_member_count": joined}
 	}
 	return room
+}
+
+// joinedSinceLocked reports whether u joined r after since (it was not joined at since).
+func (s *Server) joinedSinceLocked(u *User, r *Room, since int) bool {
+	was := ""
+	for _, e := range s.events {
+		if e.Pos > since {
+			break
+		}
+		if e.RoomID == r.ID && e.Type == "m.room.member" && e.StateKey != nil && *e.StateKey == u.ID {
+			was, _ = e.Content["membership"].(string)
+		}
+	}
+	return was != "join"
 }
 
 // currentStateLocked is the room's state at position upto (inclusive): the latest event per
