@@ -1,7 +1,7 @@
 // Command hermes-conformance runs the plugin contract suite against a plugin, and optionally a
 // platform's behavioural profile against a loopback fake of that platform:
 //
-//	hermes-conformance FILE.wasm [--platform telegram|slack|discord|cron|yuanbao] [--config profile.json] [--webhook-sample update.json [--webhook-header "Name: value"]] [--json]
+//	hermes-conformance FILE.wasm [--platform telegram|slack|discord|matrix|cron|yuanbao] [--config profile.json] [--webhook-sample update.json [--webhook-header "Name: value"]] [--json]
 //
 // It exits 0 when every check passes, 1 when one fails and 2 on a usage error. It is a binary
 // of its own so that the platform fakes (loopback HTTP and WebSocket servers) are not linked into
@@ -25,6 +25,7 @@ import (
 	"github.com/hermes-host/hermes-host/conformance"
 	cronconf "github.com/hermes-host/hermes-host/conformance/cron"
 	discordconf "github.com/hermes-host/hermes-host/conformance/discord"
+	matrixconf "github.com/hermes-host/hermes-host/conformance/matrix"
 	slackconf "github.com/hermes-host/hermes-host/conformance/slack"
 	telegramconf "github.com/hermes-host/hermes-host/conformance/telegram"
 	yuanbaoconf "github.com/hermes-host/hermes-host/conformance/yuanbao"
@@ -42,6 +43,10 @@ var profiles = map[string]func(ctx context.Context, file string) []conformance.R
 	},
 	"slack": func(ctx context.Context, file string) []conformance.Result {
 		return slackconf.Run(ctx, file, slackconf.Options{}).Results
+	},
+	// Matrix: /sync since tokens, transaction ids, m.mentions, encrypted rooms.
+	"matrix": func(ctx context.Context, file string) []conformance.Result {
+		return matrixconf.Run(ctx, file, matrixconf.Options{}).Results
 	},
 	"yuanbao": func(ctx context.Context, file string) []conformance.Result {
 		return yuanbaoconf.Run(ctx, file, yuanbaoconf.Options{}).Results

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hermes-host/hermes-host/conformance/echotest"
+	"github.com/hermes-host/hermes-host/internal/e2e/e2etest"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
@@ -34,6 +35,10 @@ func TestConformanceCommand(t *testing.T) {
 	}
 	if code, out := exit(filepath.Join(plugins, "slack.wasm"), "--platform", "slack"); code != 0 || !strings.Contains(out, "webhook: forged requests refused") {
 		t.Fatalf("slack.wasm --platform slack: exit %d\n%s", code, out)
+	}
+	matrix := wasmbuild.MustBuild(t, filepath.Join(e2etest.Root(t), "plugins", "matrix"))
+	if code, out := exit(matrix, "--platform", "matrix"); code != 0 || !strings.Contains(out, "send: transaction id from the delivery id") {
+		t.Fatalf("matrix.wasm --platform matrix: exit %d\n%s", code, out)
 	}
 	if code, out := exit(echo, "--platform", "nope"); code != 2 || !strings.Contains(out, `no conformance profile for platform "nope"`) {
 		t.Fatalf("unknown platform: exit %d\n%s", code, out)
