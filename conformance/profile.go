@@ -147,10 +147,15 @@ func CheckSample(sample Sample, res *abi.WebhookResult) error {
 	return errors.Join(errs...)
 }
 
-// LoadSamples reads the *.json files of fsys (a profile's embedded samples directory) as Samples,
-// in name order, each with its expectations from want (keyed by file name). A file without an
-// entry in want, or an entry without its file, is an error: every shipped sample is checked.
-func LoadSamples(fsys fs.FS, want map[string][]Expect) ([]Sample, error) {
+// LoadSamples reads the *.json files of dir in fsys (a profile's embedded samples directory) as
+// Samples, in name order, each with its expectations from want (keyed by file name). A file
+// without an entry in want, or an entry without its file, is an error: every shipped sample is
+// checked.
+func LoadSamples(fsys fs.FS, dir string, want map[string][]Expect) ([]Sample, error) {
+	fsys, err := fs.Sub(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
 	names, err := fs.Glob(fsys, "*.json")
 	if err != nil {
 		return nil, err
@@ -175,4 +180,14 @@ func LoadSamples(fsys fs.FS, want map[string][]Expect) ([]Sample, error) {
 		}
 	}
 	return out, nil
+}
+
+// MustLoadSamples is LoadSamples for a profile's embedded samples, whose files and table its
+// own tests check: it panics on an error.
+func MustLoadSamples(fsys fs.FS, dir string, want map[string][]Expect) []Sample {
+	s, err := LoadSamples(fsys, dir, want)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hermes-host/hermes-host/conformance/internal/wire"
 )
 
 // Operations faults apply to.
@@ -467,7 +468,7 @@ func (s *Server) apply(f Fault, w http.ResponseWriter, r *http.Request, body []b
 		fmt.Fprintf(w, htmlPage, f.status, http.StatusText(f.status), f.status, http.StatusText(f.status))
 		return f.status
 	case faultReset:
-		reset(w)
+		wire.Reset(w)
 		return 0
 	case faultTruncated:
 		if len(body) == 0 {
@@ -503,21 +504,6 @@ func (s *Server) hold(r *http.Request) bool {
 	case <-s.ctx.Done():
 	}
 	return false
-}
-
-func reset(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) int {

@@ -2,10 +2,11 @@ package matrixtest
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/internal/wire"
 )
 
 type faultKind int
@@ -119,6 +120,14 @@ func (s *Server) PendingFaults(endpoint string) int {
 	return len(s.faults[endpoint])
 }
 
+// Held is the number of answers a Hold fault is holding now (a held send was posted before it
+// is counted here).
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}
+
 // Release lets every answer held by a Hold fault go.
 func (s *Server) Release() {
 	s.mu.Lock()
@@ -162,7 +171,7 @@ func (s *Server) apply(f Fault, w http.ResponseWriter, r *http.Request, body []b
 		fmt.Fprintf(w, htmlPage, f.status, http.StatusText(f.status), f.status, http.StatusText(f.status))
 		return f.status
 	case faultReset:
-		reset(w)
+		wire.Reset(w)
 		return 0
 	case faultTruncated:
 		if len(body) == 0 {
@@ -201,20 +210,4 @@ func (s *Server) hold(r *http.Request) bool {
 	case <-s.ctx.Done():
 	}
 	return false
-}
-
-// reset closes the request's connection with a TCP RST.
-func reset(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
 }

@@ -289,7 +289,8 @@ func TestMautrixInviteJoinTypingHold(t *testing.T) {
 		_, err := bot.SendText(ctx, id.RoomID(room.ID), "held")
 		done <- err
 	}()
-	if err := s.Wait(10*time.Second, func() bool { return len(room.BotMessages()) == 1 }); err != nil {
+	// Posted, and its answer held (Release before the hold is counted would release nothing).
+	if err := s.Wait(10*time.Second, func() bool { return len(room.BotMessages()) == 1 && s.Held() == 1 }); err != nil {
 		t.Fatalf("the held send was not posted first: %v", err)
 	}
 	select {

@@ -4,7 +4,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"time"
 
@@ -34,19 +33,7 @@ var sampleWants = map[string][]conformance.Expect{
 // They carry no signature: Slack signs each request with the app's signing secret and the time
 // it sends it (X-Slack-Signature, X-Slack-Request-Timestamp), which the profile's check adds.
 func Samples() []conformance.Sample {
-	s, err := loadSamples()
-	if err != nil {
-		panic(err) // the embedded files and the table are checked by this package's tests
-	}
-	return s
-}
-
-func loadSamples() ([]conformance.Sample, error) {
-	dir, err := fs.Sub(sampleFiles, "samples")
-	if err != nil {
-		return nil, err
-	}
-	return conformance.LoadSamples(dir, sampleWants)
+	return conformance.MustLoadSamples(sampleFiles, "samples", sampleWants)
 }
 
 // checkSamples: each shipped request, signed as Slack signs it, is accepted and becomes the

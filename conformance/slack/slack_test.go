@@ -38,7 +38,7 @@ func TestNaiveAdapterFails(t *testing.T) {
 
 // Every shipped request has its expectations and is valid JSON.
 func TestShippedSamples(t *testing.T) {
-	samples, err := loadSamples()
+	samples, err := conformance.LoadSamples(sampleFiles, "samples", sampleWants)
 	if err != nil || len(samples) != len(sampleWants) {
 		t.Fatalf("%d samples: %v", len(samples), err)
 	}

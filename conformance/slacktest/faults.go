@@ -3,11 +3,12 @@ package slacktest
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/hermes-host/hermes-host/conformance/internal/wire"
 )
 
 type faultKind int
@@ -215,7 +216,7 @@ func (s *Server) apply(f Fault, w http.ResponseWriter, r *http.Request, body []b
 		fmt.Fprintf(w, htmlPage, f.status, http.StatusText(f.status))
 		return f.status
 	case faultReset:
-		reset(w)
+		wire.Reset(w)
 		return 0
 	case faultTruncated:
 		if len(body) == 0 {
@@ -266,22 +267,6 @@ func (s *Server) hold(r *http.Request) bool {
 	s.changedLocked()
 	s.mu.Unlock()
 	return false
-}
-
-// reset closes the request's connection with a TCP RST.
-func reset(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
 }
 
 func writeRaw(w http.ResponseWriter, status int, body []byte) {

@@ -4,7 +4,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/conformance"
@@ -35,19 +34,7 @@ var sampleWants = map[string][]conformance.Expect{
 // Their headers are empty: a webhook-mode profile needs its secret_token in
 // X-Telegram-Bot-Api-Secret-Token, which the profile's check adds.
 func Samples() []conformance.Sample {
-	s, err := loadSamples()
-	if err != nil {
-		panic(err) // the embedded files and the table are checked by this package's tests
-	}
-	return s
-}
-
-func loadSamples() ([]conformance.Sample, error) {
-	dir, err := fs.Sub(sampleFiles, "samples")
-	if err != nil {
-		return nil, err
-	}
-	return conformance.LoadSamples(dir, sampleWants)
+	return conformance.MustLoadSamples(sampleFiles, "samples", sampleWants)
 }
 
 // checkSamples: each shipped update, pushed with the profile's secret, is accepted and becomes

@@ -48,7 +48,7 @@ func TestNaiveAdapterFails(t *testing.T) {
 // Every shipped update has its expectations and is valid JSON; a sample that a broken adapter
 // answers wrongly is reported with its file name.
 func TestShippedSamples(t *testing.T) {
-	samples, err := loadSamples()
+	samples, err := conformance.LoadSamples(sampleFiles, "samples", sampleWants)
 	if err != nil || len(samples) != len(sampleWants) {
 		t.Fatalf("%d samples: %v", len(samples), err)
 	}

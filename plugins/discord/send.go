@@ -79,7 +79,7 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	limits := loadLimits(c)
 	if wait, why := limits.wait(channel, now); wait > 0 {
 		res := failed(abi.SendRetryable, "rate_limited", why+"; not sent")
-		res.Error.RetryAfterMs = wait.Milliseconds()
+		res.Error.RetryAfterMs = ceilMs(wait)
 		return res, nil
 	}
 	body := map[string]any{"content": msg.Text, "allowed_mentions": noMentions}
@@ -183,7 +183,7 @@ func rateLimited(r *reply) *abi.SendResult {
 		scope = "the global limit"
 	}
 	res := failed(abi.SendRetryable, "rate_limited", "Discord rate limited the request ("+scope+"); not sent")
-	res.Error.RetryAfterMs = r.retryAfter().Milliseconds()
+	res.Error.RetryAfterMs = ceilMs(r.retryAfter())
 	return res
 }
 
@@ -268,4 +268,10 @@ func (l *limits) note(c *sdk.Context, channel string, r *reply, now time.Time) {
 		raw, _ := json.Marshal(l)
 		c.KVSet(rlKey, raw)
 	}
+}
+
+// ceilMs is d in whole milliseconds, rounded up: a caller that waits retry_after_ms must find the
+// bucket reset, not a fraction of a millisecond short of it.
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -793,7 +793,10 @@ func TestConnectionSurvivesCrashAndReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, p, err := plugin.LoadFile(ctx, path, plugin.FileOptions{Profiles: map[string]json.RawMessage{"main": cfg}, Env: env, EgressExtra: []string{"127.0.0.1"}})
+		// The call deadline scales with the harness's factor: a describe that starts the guest's
+		// runtime while every package runs at once took more than the default 10 s.
+		rt, p, err := plugin.LoadFile(ctx, path, plugin.FileOptions{Profiles: map[string]json.RawMessage{"main": cfg}, Env: env, EgressExtra: []string{"127.0.0.1"},
+			Limits: plugin.Limits{CallTimeout: testdeadline.Scale(10 * time.Second)}})
 		if err != nil {
 			t.Fatal(err)
 		}
