@@ -684,7 +684,9 @@ func TestSlowLoadsDoNotDelayOthers(t *testing.T) {
 	spinloaders(t, dir)
 	profile := map[string]json.RawMessage{"main": json.RawMessage(`{}`)}
 	r := newRuntime(t, map[string]string{"zz-probe.wasm": probeDir}, Config{Dir: dir,
-		Defaults: Limits{CallTimeout: 8 * time.Second},
+		// The spinners' deadline scales with the harness's factor: under make test the probe
+		// took longer to load than 8 s, and half the spinners had ended before it served.
+		Defaults: Limits{CallTimeout: testdeadline.Scale(8 * time.Second)},
 		Plugins:  map[string]Settings{"spinc1": {Profiles: profile}, "spinc2": {Profiles: profile}}})
 	done := make(chan []Rejection)
 	go func() { done <- r.Scan(context.Background()) }()
