@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk"
 )
 
 // This file turns Gateway dispatches into abi.InboundEvents. It is pure (no host calls): what it
@@ -244,31 +245,6 @@ func plainText(s string, mentions []user) string {
 	})
 }
 
-// commands are the host's slash commands. Discord's client takes "/" for its own application
+// The host's slash commands (sdk.Commands). Discord's client takes "/" for its own application
 // commands, so "!new" is accepted too.
-var commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
-	"help", "model", "usage", "retry", "undo"}
-
-// isCommand reports whether text (after command) is one of the host's commands.
-func isCommand(text string) bool {
-	word, _, _ := strings.Cut(strings.TrimSpace(text), " ")
-	return strings.HasPrefix(word, "/") && slices.Contains(commands, strings.ToLower(word[1:]))
-}
-
-// command rewrites "!cmd args" to "/cmd args" for the host's commands.
-func command(text string) string {
-	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "!") {
-		return text
-	}
-	word, rest, _ := strings.Cut(t[1:], " ")
-	for _, c := range commands {
-		if strings.EqualFold(word, c) {
-			if rest == "" {
-				return "/" + c
-			}
-			return "/" + c + " " + rest
-		}
-	}
-	return text
-}
+var isCommand, command = sdk.IsCommand, sdk.BangCommand

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk"
 )
 
 // syncResponse is the part of a /sync answer the plugin reads.
@@ -253,31 +254,6 @@ func stripLeadingMention(text string, me identity) string {
 	return text
 }
 
-// commands are the host's slash commands. Element takes "/new" for one of its own commands, so
+// The host's slash commands (sdk.Commands). Element takes "/new" for one of its own commands, so
 // "!new" is accepted too (as on Slack).
-var commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
-	"help", "model", "usage", "retry", "undo"}
-
-// isCommand reports whether text (after command) is one of the host's commands.
-func isCommand(text string) bool {
-	word, _, _ := strings.Cut(strings.TrimSpace(text), " ")
-	return strings.HasPrefix(word, "/") && slices.Contains(commands, strings.ToLower(word[1:]))
-}
-
-// command rewrites "!cmd args" to "/cmd args" for the host's commands.
-func command(text string) string {
-	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "!") {
-		return text
-	}
-	word, rest, _ := strings.Cut(t[1:], " ")
-	for _, c := range commands {
-		if strings.EqualFold(word, c) {
-			if rest == "" {
-				return "/" + c
-			}
-			return "/" + c + " " + rest
-		}
-	}
-	return text
-}
+var isCommand, command = sdk.IsCommand, sdk.BangCommand

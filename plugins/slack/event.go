@@ -3,12 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk"
 )
 
 // This file turns Events API payloads into abi.InboundEvents. It is pure (no host calls): what it
@@ -328,34 +328,9 @@ func stripLeadingMention(text, user string) string {
 	return strings.TrimLeft(rest[i+1:], " \t\n,:")
 }
 
-// commands are the host's slash commands. Slack does not let a user type "/new" in a thread (the
+// The host's slash commands (sdk.Commands). Slack does not let a user type "/new" in a thread (the
 // client takes it for a slash command), so "!new" is accepted too, as the Python gateway does.
-var commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
-	"help", "model", "usage", "retry", "undo"}
-
-// isCommand reports whether text (after command) is one of the host's commands.
-func isCommand(text string) bool {
-	word, _, _ := strings.Cut(strings.TrimSpace(text), " ")
-	return strings.HasPrefix(word, "/") && slices.Contains(commands, strings.ToLower(word[1:]))
-}
-
-// command rewrites "!cmd args" to "/cmd args" for the host's commands.
-func command(text string) string {
-	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "!") {
-		return text
-	}
-	word, rest, _ := strings.Cut(t[1:], " ")
-	for _, c := range commands {
-		if strings.EqualFold(word, c) {
-			if rest == "" {
-				return "/" + c
-			}
-			return "/" + c + " " + rest
-		}
-	}
-	return text
-}
+var isCommand, command = sdk.IsCommand, sdk.BangCommand
 
 // plainText decodes Slack's message formatting for the agent: <@U1|name> becomes @name (or
 // @U1), <#C1|general> #general, <!here> @here, <https://x|label> "label (https://x)", and the
