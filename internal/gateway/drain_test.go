@@ -42,10 +42,7 @@ func TestDrainOrder(t *testing.T) {
 	fake := echotest.New()
 	defer fake.Close()
 	dir := t.TempDir()
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := defaultConfig(t)
 	cfg.DataDir, cfg.PluginsDir, cfg.Listen, cfg.AdminListen = dir, filepath.Join(dir, "plugins"), "127.0.0.1:0", "127.0.0.1:0"
 	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t)
 	cfg.Demo.Plugin = ""

@@ -198,10 +198,7 @@ func TestHealthLoadingBeforeThePluginsLoad(t *testing.T) {
 	dir := t.TempDir()
 	fake := echotest.New()
 	t.Cleanup(fake.Close)
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := defaultConfig(t)
 	cfg.DataDir, cfg.PluginsDir, cfg.Listen, cfg.AdminListen = dir, filepath.Join(dir, "plugins"), "127.0.0.1:0", "127.0.0.1:0"
 	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t)
 	cfg.Demo.Plugin = ""

@@ -20,10 +20,7 @@ import (
 func bareConfig(t *testing.T, source string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := defaultConfig(t)
 	cfg.DataDir, cfg.PluginsDir, cfg.Store = dir, filepath.Join(dir, "plugins"), source
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t)

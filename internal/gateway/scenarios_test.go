@@ -59,6 +59,19 @@ func newWorldOn(t *testing.T, source string, extra map[string]extraPlugin) *worl
 	return newWorldFake(t, source, fake, extra)
 }
 
+// defaultConfig is the embedded defaults with the default call deadline scaled with the harness:
+// a Go guest's runtime start-up under -race, with packages side by side on 2 cores, once took
+// more than the default 10 s in CI, and describe failed the load.
+func defaultConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Limits.CallTimeout = config.Duration(testdeadline.Scale(time.Duration(cfg.Limits.CallTimeout)))
+	return cfg
+}
+
 // newWorldFake is newWorldOn with echo's platform given: several hosts of one deployment talk to
 // the same platform.
 func newWorldFake(t *testing.T, source string, fake *echotest.Server, extra map[string]extraPlugin) *world {
@@ -71,10 +84,7 @@ func newWorldFake(t *testing.T, source string, fake *echotest.Server, extra map[
 func newWorldConfigured(t *testing.T, source string, fake *echotest.Server, extra map[string]extraPlugin, configure func(*config.Config)) *world {
 	t.Helper()
 	dir := t.TempDir()
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := defaultConfig(t)
 	cfg.DataDir, cfg.PluginsDir, cfg.Store = dir, filepath.Join(dir, "plugins"), source
 	cfg.CompilationCache = wasmbuild.CompilationCacheDir(t) // compiled once for every test, not once per world
 	cfg.Plugins = map[string]config.Plugin{"echo": {EgressExtra: []string{"127.0.0.1"},
