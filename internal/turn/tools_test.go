@@ -38,7 +38,9 @@ func TestProcessToolsStayInTheirKey(t *testing.T) {
 	}
 	h.say(bob, "ps")
 	h.chat.waitFor(t, "B's ps", func(m abi.OutboundMessage) bool { return m.UserID == "bob" && strings.Contains(m.Text, "No processes") })
-	if in, err := h.procs.Info(context.Background(), id); err != nil || in.State != process.StateRunning {
+	// Still running, or (on a loaded machine, B's five turns outlasting the sleep) ended by
+	// itself: never killed.
+	if in, err := h.procs.Info(context.Background(), id); err != nil || (in.State != process.StateRunning && in.Reason != process.ReasonExit) {
 		t.Fatalf("A's process after B's attempts: %+v %v", in, err)
 	}
 	h.chat.waitFor(t, "A's notification", func(m abi.OutboundMessage) bool {
