@@ -11,6 +11,7 @@ const (
 	ExportSend      = "send"      // SendRequest → SendResult; required of platform plugins
 	ExportTick      = "tick"      // TickRequest → TickResult; required of scheduler plugins
 	ExportJobs      = "jobs"      // JobsRequest → JobsResult; capability "jobs" (ABI 1.1)
+	ExportFetch     = "fetch"     // FetchRequest → FetchResult; capability "attachments" (ABI 1.2)
 )
 
 // HostNamespace is the Wasm import module that holds every host function. It is Extism's user
@@ -65,6 +66,8 @@ func Since(name string) Version {
 	switch name {
 	case HostAgent, ExportJobs: // CapJobs shares the export's name
 		return Version{1, 1}
+	case ExportFetch, CapAttachments, CapButtons:
+		return Version{1, 2}
 	}
 	return Version{1, 0}
 }
@@ -95,6 +98,12 @@ const (
 	CapTyping  = "typing"  // OutboundMessage.Action "typing" is honoured
 	CapReplies = "replies" // OutboundMessage.ReplyTo is honoured
 	CapJobs    = "jobs"    // schedulers: the jobs export lists and changes jobs (ABI 1.1)
+	// CapAttachments: events and sends may carry attachments, and the fetch export returns an
+	// attachment's bytes (ABI 1.2).
+	CapAttachments = "attachments"
+	// CapButtons: OutboundMessage.Buttons are shown and presses come back as EventCallback
+	// (ABI 1.2).
+	CapButtons = "buttons"
 )
 
 // Length units a manifest may declare for MessageLimit.

@@ -88,6 +88,10 @@ const (
 	EventObserve = "observe" // append to the transcript without a turn (unmentioned group chatter)
 	EventRedact  = "redact"  // the message MessageID was recalled: redact it from the transcript
 	EventSeed    = "seed"    // create the session for Source without a turn (assistant thread opened)
+	// EventCallback: the user pressed a button of one of the bot's messages (capability
+	// "buttons", ABI 1.2). CallbackID is the pressed button's id, Source.MessageID the message
+	// that carried it, Source.UserID who pressed it.
+	EventCallback = "callback"
 )
 
 // Reasons a plugin gives in InboundEvent.Addressed for a message that addresses the bot without
@@ -109,7 +113,7 @@ type InboundEvent struct {
 	// Kind is one of the Event* values. A Go plugin may leave it empty: the event is encoded
 	// with EventMessage (MarshalJSON). On the wire it is required and never empty; the host
 	// still reads an empty or missing kind as EventMessage, for plugins built before that rule.
-	Kind      string `json:"kind" jsonschema:"enum=message,enum=observe,enum=redact,enum=seed"`
+	Kind      string `json:"kind" jsonschema:"enum=message,enum=observe,enum=redact,enum=seed,enum=callback"`
 	Source    Source `json:"source"`
 	Text      string `json:"text,omitempty"`
 	ReplyTo   string `json:"reply_to,omitempty"` // platform message id this message answers
@@ -125,6 +129,12 @@ type InboundEvent struct {
 	// chat in the old chat's conversations and re-addresses what it still owes the old chat.
 	// Send it on the service message that announces the move, as an observe event.
 	MigrateFromChatID string `json:"migrate_from_chat_id,omitempty"`
+	// Attachments are the files the message carries (capability "attachments", ABI 1.2): a
+	// photo, a voice note, a document. The host asks for each one's bytes through the fetch
+	// export when a turn needs them; Text is the message's caption, if any.
+	Attachments []Attachment `json:"attachments,omitempty"`
+	// CallbackID is the id of the button pressed, on an EventCallback (ABI 1.2).
+	CallbackID string `json:"callback_id,omitempty"`
 }
 
 // MarshalJSON encodes e with its Kind, EventMessage when e.Kind is empty: the schema requires
@@ -157,6 +167,76 @@ type OutboundMessage struct {
 	// DeliveryID is the host's ledger id for this message: stable across retries, so a plugin
 	// may use it as an idempotency key where the platform supports one.
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// Attachments are files to send (capability "attachments", ABI 1.2), each with its bytes in
+	// Data; Text is then their caption. The host puts at most one attachment in a message, with
+	// no Parts: a plugin may refuse more as permanent.
+	Attachments []Attachment `json:"attachments,omitempty"`
+	// Buttons, when set, are choices shown under the message (capability "buttons", ABI 1.2);
+	// a press comes back as an EventCallback carrying the button's ID.
+	Buttons []Button `json:"buttons,omitempty"`
+}
+
+// Kinds of Attachment (ABI 1.2).
+const (
+	AttachImage    = "image"    // a photo or picture
+	AttachVoice    = "voice"    // a voice note recorded in the chat
+	AttachAudio    = "audio"    // an audio file
+	AttachVideo    = "video"    // a video or video note
+	AttachDocument = "document" // any other file
+	AttachSticker  = "sticker"  // a sticker (an image the platform renders small)
+)
+
+// Attachment is one file carried by a message (ABI 1.2). Everything in it but Data is what
+// the platform claims: the host checks the size against its caps and sniffs the type from the
+// bytes, never trusting Name or MIMEType.
+type Attachment struct {
+	Kind     string `json:"kind" jsonschema:"enum=image,enum=voice,enum=audio,enum=video,enum=document,enum=sticker"` // Attach* values
+	MIMEType string `json:"mime_type,omitempty"`
+	Name     string `json:"name,omitempty"`
+	// Size is the file's size in bytes as the platform reports it; 0: unknown.
+	Size int64 `json:"size,omitempty"`
+	// Ref is the platform's reference to the file (a Telegram file_id, a Slack url_private),
+	// opaque to the host, which passes it back in FetchRequest.
+	Ref     string `json:"ref,omitempty"`
+	Caption string `json:"caption,omitempty"`
+	// Data holds the bytes (base64 in JSON): always on an outbound attachment; inbound, only
+	// where the platform delivers them inline (then the host does not call fetch).
+	Data []byte `json:"data,omitempty"`
+}
+
+// Button is one choice under an outbound message (ABI 1.2).
+type Button struct {
+	// ID comes back as InboundEvent.CallbackID when the button is pressed: at most 64 bytes of
+	// [A-Za-z0-9:_-] (Telegram's callback_data limit).
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	// Style is ButtonPrimary, ButtonDanger or empty, a hint the platform may ignore.
+	Style string `json:"style,omitempty" jsonschema:"enum=primary,enum=danger,enum="`
+}
+
+// Styles of Button.
+const (
+	ButtonPrimary = "primary"
+	ButtonDanger  = "danger"
+)
+
+// FetchRequest asks a platform plugin for an attachment's bytes (export "fetch", capability
+// "attachments", ABI 1.2). The plugin fetches them through its own egress, so only hosts its
+// manifest declares for fetch are reachable.
+type FetchRequest struct {
+	Call
+	Attachment Attachment `json:"attachment"`
+	// MaxBytes is the most the host accepts: a plugin should stop reading past it and fail with
+	// CodeTooLarge, rather than return a larger file the host will refuse.
+	MaxBytes int64 `json:"max_bytes"`
+}
+
+// FetchResult is fetch's reply: the file's bytes and the type the platform gave them, if any.
+// A failure is an export error (section 2.1): CodeTooLarge past MaxBytes, CodeNotFound for a
+// file the platform no longer has, CodeIO for a network failure.
+type FetchResult struct {
+	Data     []byte `json:"data"`
+	MIMEType string `json:"mime_type,omitempty"`
 }
 
 // Call carries what every export call except describe receives: the profile served and that

@@ -15,10 +15,10 @@ import (
 // exporting a function named by MarkerName; the host reads that export without running any code.
 const (
 	Major = 1
-	Minor = 1
+	Minor = 2
 )
 
-// MarkerPrefix starts the name of the exported version marker, e.g. "hermes_abi_v1_1".
+// MarkerPrefix starts the name of the exported version marker, e.g. "hermes_abi_v1_2".
 const MarkerPrefix = "hermes_abi_v"
 
 // Version is an ABI version as read from a plugin's marker export.
@@ -31,7 +31,7 @@ func Current() Version { return Version{Major, Minor} }
 
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
-// MarkerName returns the export name that declares version v, e.g. "hermes_abi_v1_1".
+// MarkerName returns the export name that declares version v, e.g. "hermes_abi_v1_2".
 func (v Version) MarkerName() string { return fmt.Sprintf("%s%d_%d", MarkerPrefix, v.Major, v.Minor) }
 
 // ParseMarker reports the version declared by an export name, and false if the name is not a

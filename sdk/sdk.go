@@ -44,6 +44,8 @@ type Plugin struct {
 	Tick      func(c *Context, req *abi.TickRequest) (*abi.TickResult, error)
 	// Jobs lists and changes a scheduler's jobs (capability "jobs").
 	Jobs func(c *Context, req *abi.JobsRequest) (*abi.JobsResult, error)
+	// Fetch returns an attachment's bytes (capability "attachments", ABI 1.2).
+	Fetch func(c *Context, req *abi.FetchRequest) (*abi.FetchResult, error)
 }
 
 var registered *Plugin
@@ -141,6 +143,16 @@ func Handle(export string, input []byte) (out []byte, err error) {
 			return nil, err
 		}
 		return reply(p.Jobs(c, &req))
+	case abi.ExportFetch:
+		if p.Fetch == nil {
+			return nil, unsupported(export)
+		}
+		var req abi.FetchRequest
+		c, err := decode(input, &req, &req.Call)
+		if err != nil {
+			return nil, err
+		}
+		return reply(p.Fetch(c, &req))
 	}
 	return nil, abi.Errorf(abi.CodeUnsupported, "unknown export %q", export)
 }

@@ -12,7 +12,7 @@ import (
 
 // The ABI version marker: never called; the host reads its name from the export table.
 //
-//go:wasmexport hermes_abi_v1_1
+//go:wasmexport hermes_abi_v1_2
 func abiMarker() {}
 
 //go:wasmexport describe
@@ -35,6 +35,9 @@ func exportTick() int32 { return run(abi.ExportTick) }
 
 //go:wasmexport jobs
 func exportJobs() int32 { return run(abi.ExportJobs) }
+
+//go:wasmexport fetch
+func exportFetch() int32 { return run(abi.ExportFetch) }
 
 // run adapts Handle to Extism's calling convention: input in, output or error_set out.
 func run(export string) int32 {

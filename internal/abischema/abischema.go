@@ -24,7 +24,7 @@ func Types() []any {
 		abi.Manifest{}, abi.ConfigureRequest{}, abi.ConfigureResult{},
 		abi.WebhookRequest{}, abi.WebhookResult{}, abi.PollRequest{}, abi.PollResult{},
 		abi.SendRequest{}, abi.SendResult{}, abi.TickRequest{}, abi.TickResult{},
-		abi.JobsRequest{}, abi.JobsResult{},
+		abi.JobsRequest{}, abi.JobsResult{}, abi.FetchRequest{}, abi.FetchResult{},
 		abi.Error{},
 		// Host functions: requests the plugin sends and replies the host returns, each reply
 		// inside the envelope (Reply: ok, then result or error).

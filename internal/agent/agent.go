@@ -56,10 +56,23 @@ type Turn struct {
 	// Model is the model the chat chose for this conversation (/model, from the operator's
 	// list); "": the configured one. The builtin agent has none.
 	Model string
+	// Attachments are the files the user's message carried (ABI 1.2), already fetched, checked
+	// against the operator's caps and stored by the host. Never set on synthetic turns.
+	Attachments []Attachment
 	// OnText, when set, asks for the answer as it is written: it is called with the whole text
 	// so far (not a delta), from the goroutine running Turn, and must return quickly. The
 	// Reply's Text remains the final answer.
 	OnText func(soFar string)
+}
+
+// Attachment is one file of a turn's message, as the host stored it.
+type Attachment struct {
+	Kind     string // abi.Attach* values: image, voice, audio, video, document, sticker
+	MIMEType string // sniffed from the bytes by the host, never the platform's claim
+	Name     string // the platform's file name, if any: shown, never trusted as a path
+	Size     int64  // bytes
+	Path     string // the stored file: read it, never write it
+	Caption  string
 }
 
 // Roles of a Message.

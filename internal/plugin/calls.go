@@ -187,6 +187,23 @@ func (p *Plugin) Send(ctx context.Context, profile string, msg abi.OutboundMessa
 	})
 }
 
+// Fetch asks a platform plugin for an attachment's bytes (capability "attachments", ABI 1.2),
+// accepting at most maxBytes: a larger answer is refused here with CodeTooLarge whatever the
+// plugin did with the limit.
+func (p *Plugin) Fetch(ctx context.Context, profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	if !p.Manifest().Has(abi.CapAttachments) {
+		return nil, abi.Errorf(abi.CodeUnsupported, "plugin %s does not fetch attachments (no capability %q)", p.name, abi.CapAttachments)
+	}
+	att.Data = nil
+	res, err := typedCall[abi.FetchResult](ctx, p, profile, abi.ExportFetch, 0, func(c abi.Call) any {
+		return abi.FetchRequest{Call: c, Attachment: att, MaxBytes: maxBytes}
+	})
+	if err == nil && int64(len(res.Data)) > maxBytes {
+		return nil, abi.Errorf(abi.CodeTooLarge, "plugin %s returned %d bytes for %s; the limit is %d", p.name, len(res.Data), att.Kind, maxBytes)
+	}
+	return res, err
+}
+
 // Tick wakes a scheduler plugin. Ticks of one profile never overlap each other or a jobs call
 // that changes jobs.
 func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.TickResult, error) {

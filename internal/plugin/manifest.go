@@ -33,7 +33,8 @@ var disabledKernel = map[string][2]string{
 	"get_log_level":    {"Extism log", "use hermes_log, which the host attributes to the plugin"},
 }
 
-var knownCaps = []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapEdit, abi.CapTyping, abi.CapReplies, abi.CapJobs}
+var knownCaps = []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapEdit, abi.CapTyping, abi.CapReplies, abi.CapJobs,
+	abi.CapAttachments, abi.CapButtons}
 
 // checkStatic validates what can be read from the binary without running it: the ABI marker,
 // the required exports, and that every host import is one this host provides.
@@ -77,7 +78,7 @@ func checkStatic(info *moduleInfo, host abi.Version) (abi.Version, error) {
 	}
 	// Every export the host calls takes nothing and returns an i32 (SPEC 1): a different
 	// signature would crash on every call, so it is refused now.
-	for _, name := range []string{abi.ExportDescribe, abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick, abi.ExportJobs} {
+	for _, name := range []string{abi.ExportDescribe, abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick, abi.ExportJobs, abi.ExportFetch} {
 		if kind, ok := info.exports[name]; !ok || kind != externFunc {
 			continue
 		}
@@ -162,12 +163,18 @@ func checkManifest(m *abi.Manifest, info *moduleInfo, guest abi.Version) error {
 	if m.Has(abi.CapJobs) && (m.Kind != abi.KindScheduler || !has(abi.ExportJobs)) {
 		bad("capability %q is for scheduler plugins that export %q", abi.CapJobs, abi.ExportJobs)
 	}
+	if m.Has(abi.CapAttachments) && (m.Kind != abi.KindPlatform || !has(abi.ExportFetch)) {
+		bad("capability %q is for platform plugins that export %q", abi.CapAttachments, abi.ExportFetch)
+	}
+	if m.Has(abi.CapButtons) && m.Kind != abi.KindPlatform {
+		bad("capability %q is for platform plugins", abi.CapButtons)
+	}
 	for _, p := range m.Egress {
 		if err := egress.ValidatePattern(p); err != nil {
 			bad("%v", err)
 		}
 	}
-	exports := []string{abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick, abi.ExportJobs}
+	exports := []string{abi.ExportConfigure, abi.ExportSend, abi.ExportWebhook, abi.ExportPoll, abi.ExportTick, abi.ExportJobs, abi.ExportFetch}
 	for i, s := range m.EgressScopes {
 		if err := egress.ValidatePattern(s.Host); err != nil {
 			bad("egress_scopes[%d]: %v", i, err)

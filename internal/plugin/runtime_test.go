@@ -814,28 +814,37 @@ func TestCancelledCallIsNotACrash(t *testing.T) {
 	}
 }
 
-// ABI 1.1 is a minor version: a scheduler built for 1.0 still loads and ticks (and is never
-// asked for jobs), while a plugin that declares 1.0 but imports a 1.1 host function is rejected
-// before it runs.
-func TestABI10PluginsStillLoad(t *testing.T) {
+// The host loads plugins built for its ABI minor and the one before (1.1 on a 1.2 host): a 1.1
+// scheduler loads and ticks (and is never asked for jobs or fetch); a plugin that declares 1.1
+// but a 1.2 capability is rejected before it runs, and so is a plugin built for 1.0.
+func TestPreviousABIMinorStillLoads(t *testing.T) {
 	r := newRuntime(t, map[string]string{
-		"abi10.wasm":      "testdata/abi10/scheduler",
-		"abi10agent.wasm": "testdata/abi10/agent",
-	}, Config{Plugins: map[string]Settings{"abi10": {Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)}}}})
+		"prevabi.wasm":  "testdata/prevabi/scheduler",
+		"prevcaps.wasm": "testdata/prevabi/caps",
+		"v10.wasm":      "testdata/prevabi/v10",
+	}, Config{Plugins: map[string]Settings{"prevabi": {Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)}}}})
 	rej := r.Scan(context.Background())
-	if len(rej) != 1 || !strings.Contains(rej[0].Error, "imports hermes_agent, which ABI 1.1 added, but declares ABI 1.0") {
+	why := map[string]string{}
+	for _, x := range rej {
+		why[filepath.Base(x.Path)] = x.Error
+	}
+	if len(rej) != 2 || !strings.Contains(why["prevcaps.wasm"], `capability "attachments" needs ABI 1.2; the plugin declares 1.1`) ||
+		!strings.Contains(why["v10.wasm"], "rebuild the plugin") {
 		t.Fatalf("rejections %+v", rej)
 	}
-	p := r.Get("abi10")
-	if p == nil || p.Info().ABI != "1.0" {
-		t.Fatalf("the 1.0 scheduler did not load: %+v", r.Rejections())
+	p := r.Get("prevabi")
+	if p == nil || p.Info().ABI != "1.1" {
+		t.Fatalf("the 1.1 scheduler did not load: %+v", r.Rejections())
 	}
 	res, err := p.Tick(context.Background(), "main", time.Now())
 	if err != nil || res.NextTickMs != 1234 {
 		t.Fatalf("tick: %+v %v", res, err)
 	}
 	if _, err := p.Jobs(context.Background(), "main", abi.JobsRequest{Op: abi.JobsList}); abi.CodeOf(err) != abi.CodeUnsupported {
-		t.Fatalf("jobs on a 1.0 scheduler: %v", err)
+		t.Fatalf("jobs on a scheduler without the capability: %v", err)
+	}
+	if _, err := p.Fetch(context.Background(), "main", abi.Attachment{Kind: abi.AttachImage}, 10); abi.CodeOf(err) != abi.CodeUnsupported {
+		t.Fatalf("fetch on a plugin without the capability: %v", err)
 	}
 }
 

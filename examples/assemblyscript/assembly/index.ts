@@ -119,7 +119,7 @@ function request(): Request | null {
 
 // ---- Exports ------------------------------------------------------------------------------
 
-export function hermes_abi_v1_0(): void {}
+export function hermes_abi_v1_1(): void {}
 
 export function describe(): i32 {
   return output(

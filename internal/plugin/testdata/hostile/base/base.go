@@ -8,7 +8,7 @@ import "github.com/extism/go-pdk"
 // Manifest is the describe output; plugins set it in init.
 var Manifest = `{}`
 
-//go:wasmexport hermes_abi_v1_0
+//go:wasmexport hermes_abi_v1_1
 func marker() {}
 
 //go:wasmexport describe

@@ -1,7 +1,7 @@
 // Command noexports has an ABI marker and nothing else.
 package main
 
-//go:wasmexport hermes_abi_v1_0
+//go:wasmexport hermes_abi_v1_1
 func marker() {}
 
 func main() {}

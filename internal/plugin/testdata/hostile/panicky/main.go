@@ -1,7 +1,7 @@
 // Command panicky panics in every export, describe included.
 package main
 
-//go:wasmexport hermes_abi_v1_0
+//go:wasmexport hermes_abi_v1_1
 func marker() {}
 
 //go:wasmexport describe

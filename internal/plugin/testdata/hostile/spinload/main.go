@@ -23,7 +23,7 @@ func init() {
 	}
 }
 
-//go:wasmexport hermes_abi_v1_0
+//go:wasmexport hermes_abi_v1_1
 func marker() {}
 
 //go:wasmexport describe
