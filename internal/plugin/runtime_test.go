@@ -99,7 +99,7 @@ func TestLoadValidatesAndServes(t *testing.T) {
 	}
 	p := r.Get("probe")
 	info := p.Info()
-	if info.State != "active" || info.ABI != "1.1" || info.Instances != 1 || info.Manifest.Platform != "probe" {
+	if info.State != "active" || info.ABI != "1.2" || info.Instances != 1 || info.Manifest.Platform != "probe" {
 		t.Fatalf("info %+v", info)
 	}
 	if got, err := probeSend(t, p, "main", "profile"); err != nil || got != `"main:t-main"` {
