@@ -130,6 +130,9 @@ func Run(ctx context.Context, path string, opt Options) *Report {
 	if info.Manifest.Has(abi.CapPoll) {
 		exports = append(exports, abi.ExportPoll)
 	}
+	if info.Manifest.Has(abi.CapAttachments) {
+		exports = append(exports, abi.ExportFetch)
+	}
 	if info.Manifest.Kind == abi.KindScheduler {
 		exports = []string{abi.ExportConfigure, abi.ExportTick}
 		if info.Manifest.Has(abi.CapJobs) {
