@@ -46,6 +46,9 @@ type API struct {
 	// Loading lists the plugin files not loaded yet (nil: Plugins.Loading). The host's start
 	// passes one that also covers the moment before the plugins directory was first scanned.
 	Loading func() []string
+	// Stopping reports that the host is draining (SIGTERM): /healthz answers 503 "draining", so a
+	// load balancer or supervisor stops sending it work (nil: never).
+	Stopping func() bool
 	// Jobs hands job requests to scheduler plugins (nil: /api/cron answers 404).
 	Jobs Jobs
 	// Throttle limits wrong pairing codes per client (nil: not limited).
@@ -155,13 +158,19 @@ func (a *API) cron(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, map[string]any{"plugin": name, "profile": req.Profile, "jobs": res.Jobs})
 }
 
-// healthz answers the host's state (README, "Health"): 503 "unhealthy" while the store does
+// healthz answers the host's state (README, "Health"): 503 "draining" once the host is stopping;
+// 503 "unhealthy" while the store does
 // not answer or refuses writes, with the reason (each failing write path and its error);
 // otherwise 200 with "loading" until the plugins present at start (and any being reloaded) have
 // loaded or failed, "degraded" while a loaded plugin is failed or a platform profile reports
 // itself stopped (it gave up and needs the operator: a permanent close, revoked credentials),
 // else "ok".
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
+	if a.Stopping != nil && a.Stopping() {
+		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "draining",
+			"error": "the host is stopping: it finishes its turns and deliveries, and takes no new events"})
+		return
+	}
 	if err := a.Ping(r.Context()); err != nil {
 		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "error": "store: " + err.Error()})
 		return

@@ -60,10 +60,11 @@ func TestDrainOrder(t *testing.T) {
 	defer g.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr := make(chan string, 1)
+	addr, adminAddr := make(chan string, 1), make(chan string, 1)
 	runDone := make(chan error, 1)
-	go func() { runDone <- g.Run(ctx, func(public, _ string) { addr <- public }) }()
+	go func() { runDone <- g.Run(ctx, func(public, admin string) { addr <- public; adminAddr <- admin }) }()
 	hook := "http://" + <-addr + "/hooks/echo/main"
+	healthz := "http://" + <-adminAddr + "/healthz"
 	post := func(id string) *http.Response {
 		t.Helper()
 		body, _ := json.Marshal(map[string]string{"id": id, "chat_id": "42", "user_id": "u1", "text": "hello " + id})
@@ -100,6 +101,17 @@ func TestDrainOrder(t *testing.T) {
 		}
 		// Taken just before the drain began: it waits, queued, for the next start.
 		time.Sleep(5 * time.Millisecond)
+	}
+	// /healthz says so too: a supervisor or load balancer sends a draining host nothing new.
+	if resp, err := http.Get(healthz); err != nil {
+		t.Fatal(err)
+	} else {
+		var h struct{ Status string }
+		json.NewDecoder(resp.Body).Decode(&h)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || h.Status != "draining" {
+			t.Fatalf("/healthz while draining: %d %q", resp.StatusCode, h.Status)
+		}
 	}
 	select {
 	case err := <-runDone:

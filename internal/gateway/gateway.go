@@ -788,7 +788,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	acts := &actions.Actions{Processes: g.procs, Plugins: g.runtime, Ledger: g.ledger, Log: g.log}
 	api := &adminapi.API{Plugins: g.runtime, Sessions: g.kernel, Processes: g.procs, Ledger: g.ledger, Auth: g.gate,
 		Metrics: g.registry, Ping: g.db.PingContext, Writes: store.HealthOf(g.db), Loading: g.pluginsLoading, Jobs: g.sched,
-		State: g.db, Throttle: codes, Actions: acts}
+		Stopping: g.stopping.Load, State: g.db, Throttle: codes, Actions: acts}
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
 		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log, Actions: acts,
