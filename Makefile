@@ -5,7 +5,11 @@ WASM := $(PLUGINS:%=build/plugins/%.wasm)
 
 .PHONY: all plugins serve test soak bench vet fmt clean tools FORCE
 
+# After building, the plugins are compiled into the default compilation cache
+# (.hermes/cache/wazero), as serve would compile them: the first serve then starts in well under
+# a second instead of compiling for several.
 all: bin/hermes-host bin/hermes-conformance plugins
+	./bin/hermes-host plugins compile --plugins build/plugins --log-level error
 
 bin/hermes-host: FORCE
 	$(GO) build -o $@ ./cmd/hermes-host

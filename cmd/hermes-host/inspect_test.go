@@ -21,6 +21,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/testdeadline"
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
 // runCmd runs hermes-host with args in this process (newRoot), as main would, and returns what
@@ -318,5 +319,38 @@ func TestPluginsLsHereCreatesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "hermes.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("hermes.db: %v", err)
+	}
+}
+
+// plugins compile fills the compilation cache under the data directory, keyed as serve keys it:
+// a later load of the same directory (plugins ls here, which uses an existing cache) finds every
+// module compiled and adds nothing.
+func TestPluginsCompileFillsTheCache(t *testing.T) {
+	cleanEnv(t)
+	dir := t.TempDir()
+	wasmbuild.CopyTo(t, "../../plugins/echo", filepath.Join(dir, "plugins", "echo.wasm"))
+	out, _, err := runCmd(t, "plugins", "compile", "--data-dir", dir, "--log-level", "error")
+	if err != nil || !strings.Contains(out, "compiled echo (echo.wasm)") || !strings.Contains(out, "1 plugins in") {
+		t.Fatalf("plugins compile: %v\n%s", err, out)
+	}
+	cache := filepath.Join(dir, "cache", "wazero")
+	count := func() int {
+		n := 0
+		filepath.WalkDir(cache, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	before := count()
+	if before == 0 {
+		t.Fatal("the cache is empty after plugins compile")
+	}
+	var view pluginsView
+	decode(t, &view, "plugins", "ls", "--data-dir", dir, "--admin-listen", closedPort(t), "--log-level", "error")
+	if len(view.Plugins) != 1 || count() != before {
+		t.Fatalf("plugins ls after compile: %d plugins, cache %d files, was %d", len(view.Plugins), count(), before)
 	}
 }

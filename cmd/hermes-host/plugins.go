@@ -39,7 +39,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "from the server at %s\n", cfg.AdminListen)
 				return writePlugins(w, view.Plugins, view.Rejected, cfg.PluginsDir)
 			}
-			view, err := g.scanHere(ctx, cfg)
+			view, err := g.scanHere(ctx, cfg, false)
 			if err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ func pluginsCmd(g *globals) *cobra.Command {
 		},
 	}
 	jsonFlag(ls, &asJSON)
-	cmd.AddCommand(ls, reloadCmd(g))
+	cmd.AddCommand(ls, reloadCmd(g), compileCmd(g))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "inspect FILE.wasm",
 		Short: "Validate one plugin file and print its manifest",
@@ -118,12 +118,56 @@ type pluginsView struct {
 	Rejected []host.Rejection  `json:"rejected"`
 }
 
+// compileCmd fills the compilation cache from the plugins directory, so that the next serve
+// loads every plugin from compiled code instead of compiling it (make runs it after building
+// the plugins). The code is compiled exactly as serve compiles it, by loading the directory
+// into a throwaway host that uses the configuration's cache, so the keys match.
+func compileCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "compile",
+		Short: "Compile the plugins directory into the compilation cache, so serve starts without compiling",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := g.load()
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			view, err := g.scanHere(cmd.Context(), cfg, true)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, p := range view.Plugins {
+				fmt.Fprintf(w, "compiled %s (%s)\n", p.Name, filepath.Base(p.File))
+			}
+			for _, r := range view.Rejected {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: rejected: %s\n", filepath.Base(r.Path), r.Error)
+			}
+			fmt.Fprintf(w, "%d plugins in %s, cache %s, %v\n", len(view.Plugins), cfg.PluginsDir, cacheDir(cfg),
+				time.Since(start).Round(time.Millisecond))
+			if len(view.Rejected) > 0 {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+}
+
+// cacheDir is the configuration's compilation cache, or its default under the data directory.
+func cacheDir(cfg *config.Config) string {
+	if cfg.CompilationCache != "" {
+		return cfg.CompilationCache
+	}
+	return filepath.Join(cfg.DataDir, "cache", "wazero")
+}
+
 // scanHere validates the plugins directory in this process, as a host would load it (describe
 // and configure run here), without touching the data directory: the host it opens for that keeps
 // its database in a temporary directory, and the compiled code there too unless the
-// configuration's cache already exists. A plugins directory that is not there is an error here,
-// not created.
-func (g *globals) scanHere(ctx context.Context, cfg *config.Config) (*pluginsView, error) {
+// configuration's cache already exists (or fill is set: then the cache is created and filled).
+// A plugins directory that is not there is an error here, not created.
+func (g *globals) scanHere(ctx context.Context, cfg *config.Config, fill bool) (*pluginsView, error) {
 	if fi, err := os.Stat(cfg.PluginsDir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("no plugins directory at %s (plugins_dir, --plugins) and no host answering at %s", cfg.PluginsDir, cfg.AdminListen)
 	}
@@ -134,14 +178,24 @@ func (g *globals) scanHere(ctx context.Context, cfg *config.Config) (*pluginsVie
 	defer os.RemoveAll(tmp)
 	hc := g.hostConfig()
 	hc.DataDir, hc.PluginsDir = tmp, cfg.PluginsDir
-	cache := cfg.CompilationCache
-	if cache == "" {
-		cache = filepath.Join(cfg.DataDir, "cache", "wazero")
+	cache := cacheDir(cfg)
+	if fill {
+		if err := os.MkdirAll(cache, 0o700); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := os.Stat(cache); err == nil {
 		hc.CompilationCache = cache
 	}
-	h, err := host.Open(ctx, hc, host.Options{Logger: quietLogger()})
+	log := quietLogger()
+	if g.logLevel != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+			return nil, fmt.Errorf("--log-level %q: %v", g.logLevel, err)
+		}
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	h, err := host.Open(ctx, hc, host.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
