@@ -42,11 +42,11 @@ const Version = "1.1.0"
 func init() {
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
-			Name:         "slack",
-			Version:      Version,
-			Kind:         abi.KindPlatform,
-			Platform:     "slack",
-			Description:  "Slack: Events API or Socket Mode, threads, workspaces, assistant threads, files, buttons",
+			Name:        "slack",
+			Version:     Version,
+			Kind:        abi.KindPlatform,
+			Platform:    "slack",
+			Description: "Slack: Events API or Socket Mode, threads, workspaces, assistant threads, files, buttons",
 			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapTyping, abi.CapEdit,
 				abi.CapAttachments, abi.CapButtons},
 			MessageLimit: abi.MessageLimit{Max: ManifestLimit, Unit: abi.UnitCodePoint},

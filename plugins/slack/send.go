@@ -224,8 +224,8 @@ func update(a *api, token string, msg *abi.OutboundMessage) *abi.SendResult {
 		return failed(abi.SendPermanent, "msg_too_long", "the edited text exceeds Slack's "+strconv.Itoa(MaxText)+" characters; not sent")
 	}
 	p := struct {
-		Channel string `json:"channel"`
-		TS      string `json:"ts"`
+		Channel string  `json:"channel"`
+		TS      string  `json:"ts"`
 		Text    string  `json:"text"`
 		Blocks  []block `json:"blocks,omitempty"`
 	}{msg.ChatID, msg.EditMessageID, text, nil}
