@@ -139,20 +139,20 @@ func (m Message) SectionTexts() []string {
 // a message, as Slack POSTs it to the Interactivity Request URL (form field payload) or sends it
 // in a Socket Mode "interactive" frame.
 type Interaction struct {
-	Type                string            `json:"type"` // "block_actions"
-	Token               string            `json:"token"`
-	APIAppID            string            `json:"api_app_id"`
-	TriggerID           string            `json:"trigger_id"`
-	User                InteractionUser   `json:"user"`
-	Team                InteractionTeam   `json:"team"`
-	Enterprise          *struct{}         `json:"enterprise"`
-	IsEnterpriseInstall bool              `json:"is_enterprise_install"`
-	Container           Container         `json:"container"`
-	Channel             InteractionChan   `json:"channel"`
-	Message             *Event            `json:"message,omitempty"`
-	State               map[string]any    `json:"state"`
-	ResponseURL         string            `json:"response_url"`
-	Actions             []Action          `json:"actions"`
+	Type                string          `json:"type"` // "block_actions"
+	Token               string          `json:"token"`
+	APIAppID            string          `json:"api_app_id"`
+	TriggerID           string          `json:"trigger_id"`
+	User                InteractionUser `json:"user"`
+	Team                InteractionTeam `json:"team"`
+	Enterprise          *struct{}       `json:"enterprise"`
+	IsEnterpriseInstall bool            `json:"is_enterprise_install"`
+	Container           Container       `json:"container"`
+	Channel             InteractionChan `json:"channel"`
+	Message             *Event          `json:"message,omitempty"`
+	State               map[string]any  `json:"state"`
+	ResponseURL         string          `json:"response_url"`
+	Actions             []Action        `json:"actions"`
 }
 
 // InteractionUser is who pressed.
