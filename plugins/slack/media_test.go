@@ -137,9 +137,17 @@ func TestSendFile(t *testing.T) {
 			msg  abi.OutboundMessage
 			code string
 		}{
-			{func() abi.OutboundMessage { m := document("", ""); m.Attachments = append(m.Attachments, m.Attachments[0]); return m }(), "too_many_attachments"},
+			{func() abi.OutboundMessage {
+				m := document("", "")
+				m.Attachments = append(m.Attachments, m.Attachments[0])
+				return m
+			}(), "too_many_attachments"},
 			{func() abi.OutboundMessage { m := document("", ""); m.Attachments[0].Data = nil; return m }(), "no_data"},
-			{func() abi.OutboundMessage { m := document("", ""); m.Buttons = []abi.Button{{ID: "x", Label: "x"}}; return m }(), "buttons_with_attachment"},
+			{func() abi.OutboundMessage {
+				m := document("", "")
+				m.Buttons = []abi.Button{{ID: "x", Label: "x"}}
+				return m
+			}(), "buttons_with_attachment"},
 		} {
 			res, err := h.Send("main", c.msg)
 			if err != nil || res.Error == nil || res.Error.Kind != abi.SendPermanent || res.Error.Code != c.code {
