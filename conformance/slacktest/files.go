@@ -388,7 +388,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		d.Status = http.StatusMethodNotAllowed
 		http.Error(w, "method not allowed", d.Status)
-	case f == nil || f.Team != team || !f.Completed || (r.URL.Path != filePath(f, false) && r.URL.Path != filePath(f, true)):
+	case f == nil || f.Team != team || !f.Completed || (r.URL.EscapedPath() != filePath(f, false) && r.URL.EscapedPath() != filePath(f, true)):
 		d.Status = http.StatusNotFound
 		http.Error(w, "file not found", d.Status)
 	case t == nil || t.ID != f.Team:
