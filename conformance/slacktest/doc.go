@@ -75,7 +75,8 @@
 //     limits the fake models (invalid_blocks: 50 blocks, 3,000 characters of section text, 1 to 25
 //     elements an actions block, plain_text button labels of at most 75 characters, unique
 //     action_ids, style primary or danger).
-//   - chat.update (the bot's own messages: cant_update_message otherwise; blocks as above).
+//   - chat.update (the bot's own messages: cant_update_message otherwise; blocks as above,
+//     and an update without blocks keeps the message's blocks, as Slack does).
 //   - assistant.threads.setStatus, setTitle, setSuggestedPrompts: channel_id and thread_ts
 //     required (invalid_arguments), statuses recorded (Statuses).
 //   - apps.connections.open.

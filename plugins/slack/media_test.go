@@ -291,6 +291,26 @@ func TestButtons(t *testing.T) {
 		if cb == nil || cb.CallbackID != "deny:42" || cb.Source != want || cb.ID == "" {
 			t.Fatalf("callback %+v, want source %+v (events %+v)", cb, want, fw.got())
 		}
+		// Slack keeps a message's blocks through an edit without any: the edit after the press
+		// sends the new text's section alone, and the buttons go. A message without buttons is
+		// edited with text alone.
+		if res, err := h.Send("main", abi.OutboundMessage{ChatID: general, EditMessageID: msg.TS, Text: "Denied by ann"}); err != nil || res.Error != nil {
+			t.Fatalf("edit: %+v %v", res, err)
+		}
+		edited := s.Posted(team.ID, general, root.TS)[0]
+		if len(edited.Buttons()) != 0 || len(edited.SectionTexts()) != 1 || edited.SectionTexts()[0] != "Denied by ann" || edited.Text != "Denied by ann" {
+			t.Fatalf("edited: %+v", edited)
+		}
+		plain, err := h.Send("main", abi.OutboundMessage{ChatID: general, ThreadID: root.TS, Text: "v1"})
+		if err != nil || plain.Error != nil {
+			t.Fatalf("send: %+v %v", plain, err)
+		}
+		if res, err := h.Send("main", abi.OutboundMessage{ChatID: general, EditMessageID: plain.MessageIDs[0], Text: "v2"}); err != nil || res.Error != nil {
+			t.Fatalf("edit: %+v %v", res, err)
+		}
+		if p := s.Posted(team.ID, general, root.TS); p[1].Text != "v2" || p[1].Blocks != "" {
+			t.Fatalf("a plain message edited: %+v", p[1])
+		}
 		// A press of a top-level message has no thread.
 		res, _ = h.Send("main", abi.OutboundMessage{ChatID: general, Text: "ok?", Buttons: []abi.Button{{ID: "yes", Label: "Yes"}}})
 		top := s.Posted(team.ID, general, "-")

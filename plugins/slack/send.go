@@ -56,7 +56,7 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	case strings.TrimSpace(msg.Text) == "":
 		return failed(abi.SendPermanent, "no_text", "Slack refuses empty messages; not sent"), nil
 	case msg.EditMessageID != "":
-		return update(a, token, msg), nil
+		return update(c, a, token, msg), nil
 	}
 	var ids []string
 	parts := splitRaw(msg.Text, MaxText)
@@ -78,6 +78,9 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 		}
 		if ts := postedTS(r); ts != "" {
 			ids = append(ids, ts)
+			if len(p.Blocks) > 0 {
+				remember(c, msg.ChatID, ts)
+			}
 		}
 	}
 	return &abi.SendResult{MessageIDs: ids}, nil
@@ -217,8 +220,11 @@ func sendAction(a *api, token string, msg *abi.OutboundMessage) *abi.SendResult 
 	return &abi.SendResult{}
 }
 
-// update replaces a message's text with chat.update.
-func update(a *api, token string, msg *abi.OutboundMessage) *abi.SendResult {
+// update replaces a message's text with chat.update. Slack keeps a message's blocks when an
+// update has none, and shows the blocks, not the text: a message posted with buttons is edited
+// with blocks too, the new text's sections and the buttons asked for, if any (none: the buttons
+// go, as after an approval).
+func update(c *sdk.Context, a *api, token string, msg *abi.OutboundMessage) *abi.SendResult {
 	text := escape(msg.Text)
 	if utf8.RuneCountInString(text) > MaxText {
 		return failed(abi.SendPermanent, "msg_too_long", "the edited text exceeds Slack's "+strconv.Itoa(MaxText)+" characters; not sent")
@@ -229,12 +235,15 @@ func update(a *api, token string, msg *abi.OutboundMessage) *abi.SendResult {
 		Text    string  `json:"text"`
 		Blocks  []block `json:"blocks,omitempty"`
 	}{msg.ChatID, msg.EditMessageID, text, nil}
-	if len(msg.Buttons) > 0 {
+	if len(msg.Buttons) > 0 || hasBlocks(c, msg.ChatID, msg.EditMessageID) {
 		p.Blocks = buttonBlocks(msg.Text, msg.Buttons)
 	}
 	r, err := a.call("chat.update", token, p)
 	if res := idempotentFailure("chat.update", r, err, token); res != nil {
 		return res
+	}
+	if len(p.Blocks) > 0 {
+		remember(c, msg.ChatID, msg.EditMessageID)
 	}
 	return &abi.SendResult{MessageIDs: []string{msg.EditMessageID}}
 }
