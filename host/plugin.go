@@ -224,6 +224,12 @@ func (p *Plugin) Jobs(ctx context.Context, profile string, req abi.JobsRequest) 
 	return result(p.p.Jobs(ctx, profile, req))
 }
 
+// Fetch calls a platform plugin's fetch export for profile (capability "attachments"): the
+// bytes of att, refused as too_large past maxBytes.
+func (p *Plugin) Fetch(ctx context.Context, profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	return result(p.p.Fetch(ctx, profile, att, maxBytes))
+}
+
 // Caller is who made a host-function call: the plugin (by manifest name), its kind and
 // platform, the profile of the call in progress, and the export it serves. The host derives it
 // from the call in progress; a plugin cannot choose it.

@@ -7,7 +7,10 @@
 // Slack documents as not executed (a 503 service_unavailable) retryable, answers lost after the
 // message was posted reported as uncertain (never resent), a request timeout under the call
 // deadline, and in
-// Socket Mode acknowledgement only after the host recorded the event, and reconnection.
+// Socket Mode acknowledgement only after the host recorded the event, and reconnection. An
+// adapter with capability "attachments" is checked for files in (an attachment fetched with
+// its workspace's token, too_large past max_bytes) and out (the upload flow, uncertain after the
+// share); one with "buttons" for Block Kit buttons and signed presses (forgeries refused).
 //
 // The adapter is configured with the first-party plugin's configuration keys, which a Slack
 // adapter must accept to be checked: bot_token, signing_secret, api_base, workspaces ({team id:
@@ -139,6 +142,13 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	check("send: timeout under the deadline", s.checkTimeout)
 	if s.p.Manifest().Has(abi.CapTyping) {
 		check("send: typing in assistant threads", s.checkTyping)
+	}
+	if s.p.Manifest().Has(abi.CapAttachments) {
+		check("files: attachments fetched with the token", s.checkFilesIn)
+		check("files: sent in three steps, lost answer uncertain", s.checkFilesOut)
+	}
+	if s.p.Manifest().Has(abi.CapButtons) {
+		check("buttons: signed press is a callback", s.checkButtons)
 	}
 	if s.p.Manifest().Has(abi.CapPoll) {
 		check("socket: ack after the host records", s.checkSocketAck)

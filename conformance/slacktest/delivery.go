@@ -235,13 +235,23 @@ func (s *Server) Forge(f Forgery, env *Envelope) (Delivery, error) {
 	if target == "" {
 		return Delivery{}, errors.New("slacktest: no Request URL set")
 	}
-	body := marshal(env)
+	d := s.attempt(target, env.EventID, marshal(env), 0, "", s.forgeTamper(f))
+	d.Reason = "forgery: " + f.String()
+	s.mu.Lock()
+	s.deliveries = append(s.deliveries, d)
+	s.changedLocked()
+	s.mu.Unlock()
+	return d, nil
+}
+
+// forgeTamper is the change f makes to a signed request.
+func (s *Server) forgeTamper(f Forgery) tamper {
 	secret := s.cfg.signing
 	resign := func(h http.Header, ts string, b []byte) {
 		h.Set(HeaderTimestamp, ts)
 		h.Set(HeaderSignature, Signature(secret, ts, b))
 	}
-	t := func(h http.Header, b *[]byte) {
+	return func(h http.Header, b *[]byte) {
 		now := s.cfg.clock.Now()
 		switch f {
 		case ForgeBadSignature:
@@ -273,19 +283,26 @@ func (s *Server) Forge(f Forgery, env *Envelope) (Delivery, error) {
 			h.Del(HeaderSignature)
 			h.Del(HeaderTimestamp)
 		case ForgeAlteredBody:
-			*b = bytes.Replace(*b, []byte(`"event_id":"`), []byte(`"event_id":"X`), 1)
+			*b = alter(*b, 'X')
 		case ForgeReplayOtherBody:
-			other := bytes.Replace(*b, []byte(`"event_id":"`), []byte(`"event_id":"Y`), 1)
-			h.Set(HeaderSignature, Signature(secret, h.Get(HeaderTimestamp), other))
+			h.Set(HeaderSignature, Signature(secret, h.Get(HeaderTimestamp), alter(*b, 'Y')))
 		}
 	}
-	d := s.attempt(target, env.EventID, body, 0, "", t)
-	d.Reason = "forgery: " + f.String()
-	s.mu.Lock()
-	s.deliveries = append(s.deliveries, d)
-	s.changedLocked()
-	s.mu.Unlock()
-	return d, nil
+}
+
+// alter changes a body after signing: the first event id (or, in an interactivity form, a
+// character of the payload) gets c in front.
+func alter(b []byte, c byte) []byte {
+	if i := bytes.Index(b, []byte(`"event_id":"`)); i >= 0 {
+		return bytes.Replace(b, []byte(`"event_id":"`), []byte(`"event_id":"`+string(c)), 1)
+	}
+	out := append([]byte(nil), b...)
+	if i := bytes.Index(out, []byte("block_actions")); i >= 0 {
+		out[i] = c // "Xlock_actions"
+	} else if len(out) > 0 {
+		out[len(out)-1] ^= 1
+	}
+	return out
 }
 
 // VerifyURL sends the url_verification challenge to the Request URL, signed, as Slack does

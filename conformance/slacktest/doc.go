@@ -71,10 +71,39 @@
 //     a reply's ts joins that reply's thread; text over MaxTextLength characters is truncated
 //     (Message.Truncated). WithRateLimits adds a per-channel limiter answering 429 with an integer
 //     Retry-After and {"ok":false,"error":"ratelimited"}.
-//   - chat.update (the bot's own messages: cant_update_message otherwise).
+//     blocks are recorded (Message.Blocks, Buttons, SectionTexts) and checked against Block Kit's
+//     limits the fake models (invalid_blocks: 50 blocks, 3,000 characters of section text, 1 to 25
+//     elements an actions block, plain_text button labels of at most 75 characters, unique
+//     action_ids, style primary or danger).
+//   - chat.update (the bot's own messages: cant_update_message otherwise; blocks as above,
+//     and an update without blocks keeps the message's blocks, as Slack does).
 //   - assistant.threads.setStatus, setTitle, setSuggestedPrompts: channel_id and thread_ts
 //     required (invalid_arguments), statuses recorded (Statuses).
 //   - apps.connections.open.
+//   - files.getUploadURLExternal (filename, length: invalid_arguments without them) and
+//     files.completeUploadExternal (files [{id, title}], channel_id, thread_ts,
+//     initial_comment; file_not_found, channel_not_found, not_in_channel, thread_not_found),
+//     both reading form or query parameters only, as Slack documents them (a JSON body's
+//     parameters are not read). The upload_url answered is /upload/v1/<ticket> on the fake, which
+//     takes the bytes raw or as a multipart "file" part (slack-go's way), answers "OK - <n>", and
+//     is recorded as a request of method "upload" (so faults for "upload" apply to it). The
+//     completion shares the file in a message of the bot (Message.Files) and answers its shares'
+//     ts, unless WithAsyncShares (Slack sharing after it answered). Uploads, Files.
+//
+// # Files and interactivity
+//
+// ShareFile stores a user's file and queues its message event (subtype file_share, files with
+// url_private and url_private_download on the fake: /files-pri/<team>-<file>/<name>). Reading
+// them needs a bot token of the file's team in the Authorization header; without one the fake
+// redirects, as Slack does, to the workspace's sign-in page (HTML, its redir parameter the file's
+// path). Every download is recorded (Downloads). url_private and the upload URL live on the Web
+// API's address, not another like Socket Mode's: slack-go sends the token only there.
+//
+// PressButton builds the block_actions payload of a person pressing a button of a posted
+// message. Interact POSTs it to the Interactivity Request URL (SetInteractivityURL; by default
+// the Events Request URL) as Slack does, application/x-www-form-urlencoded payload=<json>,
+// signed as events are and never retried; ForgeInteraction sends it as one of the Forgeries.
+// InteractSocket sends it in a Socket Mode "interactive" frame, resent until acknowledged.
 //
 // Token errors: not_authed (none), invalid_auth (unknown, or an app token as a parameter),
 // not_allowed_token_type (an app token for bot methods and the reverse). Every request is
@@ -92,10 +121,12 @@
 //
 // # Not modelled
 //
-// Blocks, attachments and files (stored as parameters only), users.* and conversations.*
+// Legacy message attachments (stored as parameters only), block types other than section and
+// actions, files.info and the other files.* methods, thumbnails (files-tmb), remote files,
+// response_url and views, users.* and conversations.*
 // methods, OAuth, Enterprise Grid org installs, shared channels, per-method rate-limit tiers
 // other than chat.postMessage's per-channel limit, Slack disabling an app whose Request URL keeps
 // failing, and the exact wording of errors the reference material does not quote
-// (unknown_method and invalid_form_data are guesses; so is "http_timeout" as the retry_reason of
-// a frame resent because its connection closed).
+// (unknown_method, invalid_form_data and file_upload_incomplete are guesses; so is
+// "http_timeout" as the retry_reason of a frame resent because its connection closed).
 package slacktest

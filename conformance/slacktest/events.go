@@ -22,6 +22,9 @@ type pending struct {
 	acked   bool
 	gaveUp  bool
 	started bool // handed to a transport
+	// frameType is the Socket Mode frame it goes in: "" for events_api, "interactive" for an
+	// interactivity payload (body), which goes over Socket Mode only.
+	frameType string
 
 	// Socket Mode
 	envelopeID  string   // of the frame in flight ("" before the next attempt)
@@ -201,6 +204,12 @@ func (t *Team) messageEventLocked(m *Message) Event {
 			ev.ParentUserID = root.User
 		}
 	}
+	for _, id := range m.Files {
+		if f := t.s.fileLocked(id); f != nil {
+			ev.Subtype, ev.Upload = "file_share", f.Uploader == ""
+			ev.Files = append(ev.Files, t.s.eventFile(f, m.User))
+		}
+	}
 	return ev
 }
 
@@ -239,14 +248,19 @@ func (s *Server) routeLocked() {
 	case s.socketMode:
 		// the Socket Mode loop picks the queue up at this change
 	case s.requestURL != "":
+		keep := s.queue[:0]
 		for _, p := range s.queue {
+			if p.frameType != "" {
+				keep = append(keep, p) // Socket Mode only: waits for it
+				continue
+			}
 			if !p.started {
 				p.started = true
 				s.workers.Add(1)
 				go s.deliverHTTP(p)
 			}
 		}
-		s.queue = nil
+		s.queue = keep
 	}
 }
 

@@ -51,6 +51,7 @@ type config struct {
 	limits        *RateLimits
 	socketPing    time.Duration
 	noDefaultTeam bool
+	asyncShares   bool
 }
 
 // WithClock sets the clock used for timestamps, signatures and rate limits (default: the wall
@@ -78,6 +79,10 @@ func WithoutBotEcho() Option { return func(o *config) { o.botEcho = false } }
 // can still inject 429s).
 func WithRateLimits(l RateLimits) Option { return func(o *config) { o.limits = &l } }
 
+// WithAsyncShares makes files.completeUploadExternal answer without the files' shares (their
+// message ts), as Slack does when it shares the files after answering.
+func WithAsyncShares() Option { return func(o *config) { o.asyncShares = true } }
+
 // WithoutDefaultTeam leaves out the workspace DefaultTeamID.
 func WithoutDefaultTeam() Option { return func(o *config) { o.noDefaultTeam = true } }
 
@@ -94,25 +99,30 @@ type Server struct {
 	closeOnce sync.Once
 	workers   sync.WaitGroup
 
-	mu         sync.Mutex
-	changed    change.Signal // notified on every state change
-	teams      map[string]*Team
-	order      []*Team
-	tokens     map[string]*Team // bot token → team
-	requests   []*Request
-	faults     map[string][]Fault
-	held       []chan struct{} // answers parked by Hold faults
-	messages   []*Message
-	statuses   []Status
-	seq        int64 // message timestamp sequence
-	eventSeq   int64
-	envelopes  map[string]*pending // by event id
-	queue      []*pending          // not yet handed to a transport, oldest first
-	requestURL string
-	deliveries []Delivery
-	socketMode bool
-	sock       *socketState
-	limiter    *limiter
+	mu          sync.Mutex
+	changed     change.Signal // notified on every state change
+	teams       map[string]*Team
+	order       []*Team
+	tokens      map[string]*Team // bot token → team
+	requests    []*Request
+	faults      map[string][]Fault
+	held        []chan struct{} // answers parked by Hold faults
+	messages    []*Message
+	statuses    []Status
+	seq         int64 // message timestamp sequence
+	eventSeq    int64
+	envelopes   map[string]*pending // by event id
+	queue       []*pending          // not yet handed to a transport, oldest first
+	requestURL  string
+	deliveries  []Delivery
+	socketMode  bool
+	sock        *socketState
+	limiter     *limiter
+	files       []*File
+	fileSeq     int64
+	downloads   []Download
+	interactSeq int64
+	interactURL string
 }
 
 // New starts a fake Slack on 127.0.0.1 with one app and the workspace DefaultTeamID (bot token
@@ -151,6 +161,11 @@ func New(tb TB, opts ...Option) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.serveAPI)
+	// files.slack.com's paths, on the same address: slack-go sends the token only to the API's
+	// host (or an https Slack one).
+	mux.HandleFunc("/upload/v1/", s.serveUpload)
+	mux.HandleFunc("/files-pri/", s.serveFile)
+	mux.HandleFunc("/signin", s.serveSignin)
 	s.hs = httptest.NewServer(mux)
 	// Socket Mode lives on an address of its own, as Slack's does on another host: a proxy or
 	// an egress policy has to let the plugin reach both (README, "Pointing a platform plugin at

@@ -268,10 +268,16 @@ func (s *Server) socketLoop() {
 			}
 			p.started, p.sentOn, p.sentAt = true, sc, now
 			wake = min(wake, s.cfg.ackTimeout)
-			sends = append(sends, out{sc: sc,
+			o := out{sc: sc,
 				f: SocketFrame{Type: "events_api", EnvelopeID: p.envelopeID, EventID: p.id, RetryAttempt: p.attempt, RetryReason: p.reason},
 				frame: map[string]any{"envelope_id": p.envelopeID, "payload": json.RawMessage(p.body), "type": "events_api",
-					"accepts_response_payload": false, "retry_attempt": p.attempt, "retry_reason": p.reason}})
+					"accepts_response_payload": false, "retry_attempt": p.attempt, "retry_reason": p.reason}}
+			if p.frameType == "interactive" {
+				o.f.Type = p.frameType
+				o.frame = map[string]any{"envelope_id": p.envelopeID, "payload": json.RawMessage(p.body), "type": p.frameType,
+					"accepts_response_payload": true}
+			}
+			sends = append(sends, o)
 		}
 		s.queue = keep
 		ch := s.changed.C()

@@ -37,6 +37,10 @@ type Event struct {
 	PreviousMessage *Event `json:"previous_message,omitempty"`
 	DeletedTS       string `json:"deleted_ts,omitempty"`
 
+	// file_share messages
+	Files  []EventFile `json:"files,omitempty"`
+	Upload bool        `json:"upload,omitempty"`
+
 	// assistant_thread_started and assistant_thread_context_changed
 	AssistantThread *AssistantThread `json:"assistant_thread,omitempty"`
 }
@@ -106,6 +110,10 @@ type Message struct {
 	Token string
 	// Edits are earlier texts replaced by chat.update, oldest first.
 	Edits []string
+	// Blocks is the message's Block Kit blocks as posted (JSON; "" for none).
+	Blocks string
+	// Files are the ids of the files shared in the message.
+	Files []string
 	Time  time.Time
 }
 

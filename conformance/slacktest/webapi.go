@@ -33,6 +33,7 @@ type call struct {
 	req  *Request
 	team *Team // the bot token's team (nil for the app token)
 	app  bool  // made with the app-level token
+	json bool  // the parameters came in a JSON body
 }
 
 type method struct {
@@ -48,6 +49,8 @@ var methods = map[string]method{
 	"assistant.threads.setTitle":            {handler: (*Server).setTitle},
 	"assistant.threads.setSuggestedPrompts": {handler: (*Server).setSuggestedPrompts},
 	"apps.connections.open":                 {app: true, handler: (*Server).connectionsOpen},
+	"files.getUploadURLExternal":            {handler: (*Server).getUploadURLExternal},
+	"files.completeUploadExternal":          {handler: (*Server).completeUploadExternal},
 }
 
 const maxBody = 16 << 20
@@ -92,7 +95,7 @@ func (s *Server) answerAPI(w http.ResponseWriter, r *http.Request, rec *Request,
 	if perr != nil {
 		return s.refuse(w, refuse("invalid_form_data"))
 	}
-	c := &call{req: rec}
+	c := &call{req: rec, json: jsonBody}
 	switch tok := rec.Token; {
 	case tok == "":
 		return s.refuse(w, refuse("not_authed"))
@@ -228,6 +231,11 @@ func (s *Server) postMessage(c *call) (apiResponse, *methodError) {
 	if thread != "" && !tsRE.MatchString(thread) {
 		return nil, refuse("invalid_thread_ts", "[ERROR] "+thread+" is not a valid thread_ts")
 	}
+	if p["blocks"] != "" {
+		if msgs := checkBlocks(p["blocks"]); len(msgs) > 0 {
+			return nil, refuse("invalid_blocks", msgs...)
+		}
+	}
 	if s.limiter != nil {
 		if wait, ok := s.limiter.take(c.team.ID+"/"+ch.id, s.cfg.clock.Now()); !ok {
 			return nil, &methodError{code: "ratelimited", retryAfter: max(1, int(math.Ceil(wait.Seconds())))}
@@ -247,7 +255,7 @@ func (s *Server) postMessage(c *call) (apiResponse, *methodError) {
 		}
 	}
 	m := &Message{Team: c.team.ID, Channel: ch.id, TS: s.nextTSLocked(), ThreadTS: thread, User: c.team.BotUser,
-		BotID: c.team.BotID, Text: text, Token: c.req.Token, Time: s.cfg.clock.Now()}
+		BotID: c.team.BotID, Text: text, Token: c.req.Token, Blocks: p["blocks"], Time: s.cfg.clock.Now()}
 	if utf8.RuneCountInString(text) > MaxTextLength {
 		m.Text, m.Truncated = string([]rune(text)[:MaxTextLength]), true
 	}
@@ -291,6 +299,12 @@ func (s *Server) update(c *call) (apiResponse, *methodError) {
 		return nil, refuse("message_not_found")
 	case m.BotID != c.team.BotID:
 		return nil, refuse("cant_update_message")
+	}
+	if p["blocks"] != "" {
+		if msgs := checkBlocks(p["blocks"]); len(msgs) > 0 {
+			return nil, refuse("invalid_blocks", msgs...)
+		}
+		m.Blocks = p["blocks"]
 	}
 	m.Edits = append(m.Edits, m.Text)
 	m.Text = p["text"]

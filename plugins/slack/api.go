@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -49,19 +50,30 @@ type reply struct {
 // call POSTs params as JSON to method with token. A transport failure (the host's io, timeout,
 // uncertain, denied...) is returned as an *abi.Error; any HTTP answer is a reply.
 func (a *api) call(method, token string, params any) (*reply, error) {
-	left := time.Until(a.deadline)
-	if left < 100*time.Millisecond {
-		return nil, abi.Errorf(abi.CodeTimeout, "%s: the call's time budget is spent; not sent", method)
-	}
 	body, err := json.Marshal(params)
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeInternal, "%s: encode parameters: %v", method, err)
+	}
+	return a.post(method, token, "application/json; charset=utf-8", body)
+}
+
+// callForm is call with form parameters, for the methods that read only forms
+// (files.getUploadURLExternal, files.completeUploadExternal).
+func (a *api) callForm(method, token string, params url.Values) (*reply, error) {
+	return a.post(method, token, "application/x-www-form-urlencoded", []byte(params.Encode()))
+}
+
+// post POSTs body to method with token.
+func (a *api) post(method, token, contentType string, body []byte) (*reply, error) {
+	left := time.Until(a.deadline)
+	if left < 100*time.Millisecond {
+		return nil, abi.Errorf(abi.CodeTimeout, "%s: the call's time budget is spent; not sent", method)
 	}
 	resp, err := a.c.HTTP(&abi.HTTPRequest{
 		Method: "POST",
 		URL:    a.cfg.APIBase + "/" + method,
 		Headers: map[string][]string{
-			"Content-Type":  {"application/json; charset=utf-8"},
+			"Content-Type":  {contentType},
 			"Authorization": {"Bearer " + token},
 		},
 		Body:      body,
@@ -188,12 +200,3 @@ func errText(err error) string {
 }
 
 func joinProblems(p []string) string { return strings.Join(p, "; ") }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

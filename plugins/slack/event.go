@@ -60,8 +60,62 @@ type event struct {
 	} `json:"assistant_thread"`
 }
 
+// file is a file of a message event (files, on a file_share message).
 type file struct {
-	Name string `json:"name"`
+	ID                 string `json:"id"`
+	Name               string `json:"name"`
+	Title              string `json:"title"`
+	Mimetype           string `json:"mimetype"`
+	Filetype           string `json:"filetype"`
+	Subtype            string `json:"subtype"` // "slack_audio" for an audio clip recorded in Slack
+	Size               int64  `json:"size"`
+	Mode               string `json:"mode"` // "hosted"; "external" for a remote file; "tombstone" once deleted
+	IsExternal         bool   `json:"is_external"`
+	URLPrivate         string `json:"url_private"`
+	URLPrivateDownload string `json:"url_private_download"`
+}
+
+// attachment maps a file to an abi.Attachment, or reports false for a file whose bytes the
+// plugin cannot fetch with the bot token: a remote (external) file, whose url_private is
+// outside Slack, a deleted one, or one Slack hides (over the free plan's limit) without a URL.
+func (f file) attachment() (abi.Attachment, bool) {
+	ref := f.URLPrivateDownload
+	if ref == "" {
+		ref = f.URLPrivate
+	}
+	if ref == "" || f.IsExternal || f.Mode == "external" || f.Mode == "tombstone" || f.Mode == "hidden_by_limit" {
+		return abi.Attachment{}, false
+	}
+	name := f.Name
+	if name == "" {
+		name = f.Title
+	}
+	return abi.Attachment{Kind: fileKind(f), MIMEType: f.Mimetype, Name: name, Size: max(f.Size, 0), Ref: ref}, true
+}
+
+// fileKind tells an attachment's kind from the file's mimetype, else its filetype: audio
+// clips recorded in Slack (subtype slack_audio) are voice notes.
+func fileKind(f file) string {
+	mt := strings.ToLower(f.Mimetype)
+	switch {
+	case f.Subtype == "slack_audio":
+		return abi.AttachVoice
+	case strings.HasPrefix(mt, "image/"):
+		return abi.AttachImage
+	case strings.HasPrefix(mt, "audio/"):
+		return abi.AttachAudio
+	case strings.HasPrefix(mt, "video/"):
+		return abi.AttachVideo
+	}
+	switch strings.ToLower(f.Filetype) {
+	case "png", "jpg", "jpeg", "gif", "webp", "bmp", "heic":
+		return abi.AttachImage
+	case "mp3", "m4a", "ogg", "wav", "flac", "aac", "opus", "webm_audio":
+		return abi.AttachAudio
+	case "mp4", "mov", "webm", "mkv", "avi":
+		return abi.AttachVideo
+	}
+	return abi.AttachDocument
 }
 
 // mapOptions are what mapping needs besides the payload.
@@ -168,7 +222,13 @@ func mapMessage(env *envelope, team, bot string, ev *event, o mapOptions) mapped
 		return mapped{Skip: "message without channel, ts or user"}
 	}
 	text := ev.Text
+	var atts []abi.Attachment
 	for _, f := range ev.Files {
+		if a, ok := f.attachment(); ok {
+			atts = append(atts, a)
+			continue
+		}
+		// A file the plugin cannot fetch is named in the text, so the agent knows of it.
 		name := f.Name
 		if name == "" {
 			name = "file"
@@ -177,7 +237,7 @@ func mapMessage(env *envelope, team, bot string, ev *event, o mapOptions) mapped
 	}
 	mentioned := ev.Type == "app_mention" || hasMention(text, bot)
 	text = command(plainText(stripLeadingMention(text, bot)))
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(atts) == 0 {
 		return mapped{Skip: "message without text"}
 	}
 	src := source(team, ev)
@@ -220,7 +280,7 @@ func mapMessage(env *envelope, team, bot string, ev *event, o mapOptions) mapped
 	}
 	out.Event = &abi.InboundEvent{
 		ID: prefix + team + ":" + ev.Channel + ":" + ev.TS, Kind: kind, Source: src, Text: text,
-		Mentioned: mentioned, Addressed: why, UnixMs: tsMillis(ev.TS),
+		Mentioned: mentioned, Addressed: why, UnixMs: tsMillis(ev.TS), Attachments: atts,
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,83 @@ func TestSplitEscaped(t *testing.T) {
 	}
 	if got := splitEscaped("short", MaxText); len(got) != 1 || got[0] != "short" {
 		t.Fatalf("%q", got)
+	}
+}
+
+// Files become attachments, their kind from the mimetype (else the filetype); a file the bot
+// token cannot fetch (remote, deleted, hidden) is named in the text instead; a message with only
+// a file is not skipped.
+func TestMapFiles(t *testing.T) {
+	ev := func(files string) string {
+		return `{"type":"message","subtype":"file_share","user":"U1","text":"see","ts":"1.000001","channel":"D1","channel_type":"im","files":[` + files + `]}`
+	}
+	for _, c := range []struct {
+		name, files string
+		want        []abi.Attachment
+		text        string
+	}{
+		{"image", `{"id":"F1","name":"a.png","mimetype":"image/png","filetype":"png","size":10,"url_private":"https://files.slack.com/files-pri/T1-F1/a.png","url_private_download":"https://files.slack.com/files-pri/T1-F1/download/a.png"}`,
+			[]abi.Attachment{{Kind: abi.AttachImage, MIMEType: "image/png", Name: "a.png", Size: 10, Ref: "https://files.slack.com/files-pri/T1-F1/download/a.png"}}, "see"},
+		{"voice clip", `{"id":"F2","name":"audio_message.m4a","mimetype":"audio/mp4","subtype":"slack_audio","url_private":"https://files.slack.com/files-pri/T1-F2/audio_message.m4a"}`,
+			[]abi.Attachment{{Kind: abi.AttachVoice, MIMEType: "audio/mp4", Name: "audio_message.m4a", Ref: "https://files.slack.com/files-pri/T1-F2/audio_message.m4a"}}, "see"},
+		{"audio, video, document", `{"name":"a.mp3","mimetype":"audio/mpeg","url_private":"u1"},{"name":"b.mov","filetype":"mov","url_private":"u2"},{"name":"c.pdf","mimetype":"application/pdf","url_private":"u3"}`,
+			[]abi.Attachment{{Kind: abi.AttachAudio, MIMEType: "audio/mpeg", Name: "a.mp3", Ref: "u1"}, {Kind: abi.AttachVideo, Name: "b.mov", Ref: "u2"},
+				{Kind: abi.AttachDocument, MIMEType: "application/pdf", Name: "c.pdf", Ref: "u3"}}, "see"},
+		{"remote file", `{"name":"doc","is_external":true,"mode":"external","url_private":"https://docs.example.com/d/1"}`, nil, "see [file: doc]"},
+		{"hidden file", `{"name":"old.png","mode":"hidden_by_limit"}`, nil, "see [file: old.png]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := mapRaw(t, callback(ev(c.files)), defaults)
+			if m.Event == nil {
+				t.Fatalf("skipped: %s", m.Skip)
+			}
+			if m.Event.Text != c.text || len(m.Event.Attachments) != len(c.want) {
+				t.Fatalf("got %+v", m.Event)
+			}
+			for i, a := range m.Event.Attachments {
+				if !reflect.DeepEqual(a, c.want[i]) {
+					t.Errorf("attachment %d: %+v, want %+v", i, a, c.want[i])
+				}
+			}
+		})
+	}
+	only := `{"type":"message","subtype":"file_share","user":"U1","text":"","ts":"1.000001","channel":"D1","channel_type":"im","files":[{"name":"a.png","mimetype":"image/png","url_private":"u"}]}`
+	if m := mapRaw(t, callback(only), defaults); m.Event == nil || m.Event.Text != "" || len(m.Event.Attachments) != 1 {
+		t.Fatalf("a file without text: %+v %s", m.Event, m.Skip)
+	}
+}
+
+func TestMapInteraction(t *testing.T) {
+	payload := func(container, actions string) []byte {
+		return []byte(`{"type":"block_actions","team":{"id":"T1"},"user":{"id":"U1","username":"ann","team_id":"T1"},
+		 "container":` + container + `,"channel":{"id":"C1"},"actions":` + actions + `}`)
+	}
+	button := `[{"type":"button","action_id":"approve:7","value":"approve:7","action_ts":"1700000001.000200"}]`
+	evs, skip, err := mapInteraction(payload(`{"type":"message","message_ts":"2.000001","channel_id":"C1","thread_ts":"1.000001"}`, button))
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("%v %q %+v", err, skip, evs)
+	}
+	want := abi.Source{ChatType: abi.ChatGroup, ChatID: "C1", ThreadID: "1.000001", UserID: "U1", UserName: "ann", ScopeID: "T1", MessageID: "2.000001"}
+	if e := evs[0]; e.Kind != abi.EventCallback || e.CallbackID != "approve:7" || e.Source != want || e.ID == "" || e.UnixMs != 1700000001000 {
+		t.Fatalf("%+v", e)
+	}
+	// A thread's root is at the top level; a DM is a dm.
+	evs, _, _ = mapInteraction(payload(`{"type":"message","message_ts":"1.000001","channel_id":"D1","thread_ts":"1.000001"}`, button))
+	if len(evs) != 1 || evs[0].Source.ThreadID != "" || evs[0].Source.ChatType != abi.ChatDM {
+		t.Fatalf("%+v", evs)
+	}
+	for name, raw := range map[string][]byte{
+		"not a button":     payload(`{"message_ts":"1.000001","channel_id":"C1"}`, `[{"type":"static_select","action_id":"x","value":"x"}]`),
+		"not our id":       payload(`{"message_ts":"1.000001","channel_id":"C1"}`, `[{"type":"button","action_id":"a b","value":"a b"}]`),
+		"id too long":      payload(`{"message_ts":"1.000001","channel_id":"C1"}`, `[{"type":"button","value":"`+strings.Repeat("x", 65)+`"}]`),
+		"without message":  payload(`{"channel_id":"C1"}`, button),
+		"a view submitted": []byte(`{"type":"view_submission","team":{"id":"T1"},"user":{"id":"U1"}}`),
+	} {
+		if evs, skip, err := mapInteraction(raw); err != nil || len(evs) != 0 || skip == "" {
+			t.Errorf("%s: %v %q %+v", name, err, skip, evs)
+		}
+	}
+	if _, _, err := mapInteraction([]byte(`{`)); err == nil {
+		t.Error("malformed JSON accepted")
 	}
 }

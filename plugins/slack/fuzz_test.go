@@ -29,6 +29,7 @@ func sign(secret, ts string, body []byte) string {
 func FuzzParseEvent(f *testing.F) {
 	f.Add(callback(`{"type":"app_mention","user":"U1","text":"<@U0BOT> hi","ts":"1700000000.000100","channel":"C1"}`))
 	f.Add(callback(`{"type":"message","user":"U1","text":"x","ts":"2.000001","thread_ts":"1.000001","channel":"D1","channel_type":"im"}`))
+	f.Add(callback(`{"type":"message","subtype":"file_share","user":"U1","text":"","ts":"1.000001","channel":"C1","files":[{"name":"a.png","mimetype":"image/png","size":3,"url_private":"https://files.slack.com/files-pri/T1-F1/a.png"}]}`))
 	f.Add([]byte(`{"type":"url_verification","challenge":"abc"}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -80,8 +81,18 @@ func checkEvent(t *testing.T, env *envelope, ev *abi.InboundEvent) {
 		if !edit && ev.ID != want+s.ScopeID+":"+s.ChatID+":"+s.MessageID || s.MessageID == "" || s.UserID == "" {
 			t.Fatalf("event id %q for %+v", ev.ID, s)
 		}
-		if strings.TrimSpace(ev.Text) == "" || !utf8.ValidString(ev.Text) {
-			t.Fatalf("text %q", ev.Text)
+		if (strings.TrimSpace(ev.Text) == "" && len(ev.Attachments) == 0) || !utf8.ValidString(ev.Text) {
+			t.Fatalf("text %q without attachments", ev.Text)
+		}
+		for _, a := range ev.Attachments {
+			switch a.Kind {
+			case abi.AttachImage, abi.AttachVoice, abi.AttachAudio, abi.AttachVideo, abi.AttachDocument:
+			default:
+				t.Fatalf("attachment kind %q", a.Kind)
+			}
+			if a.Ref == "" || a.Size < 0 || a.Data != nil {
+				t.Fatalf("attachment %+v", a)
+			}
 		}
 	case abi.EventSeed, abi.EventRedact:
 		if ev.ID != "ev:"+env.EventID {
@@ -93,6 +104,32 @@ func checkEvent(t *testing.T, env *envelope, ev *abi.InboundEvent) {
 	if ev.UnixMs < 0 {
 		t.Fatalf("negative time %d", ev.UnixMs)
 	}
+}
+
+// FuzzInteraction feeds arbitrary interactivity payloads to mapInteraction: it must never
+// panic, and every event is a callback with a valid button id, a workspace, a chat, a user and
+// the message pressed, its id naming them.
+func FuzzInteraction(f *testing.F) {
+	f.Add([]byte(`{"type":"block_actions","team":{"id":"T1"},"user":{"id":"U1"},"container":{"message_ts":"2.000001","channel_id":"C1","thread_ts":"1.000001"},"actions":[{"type":"button","value":"approve:1","action_ts":"3.000001"}]}`))
+	f.Add([]byte(`{"type":"block_actions","user":{"id":"U1","team_id":"T1"},"channel":{"id":"D1"},"message":{"ts":"1.000001"},"actions":[{"type":"button","action_id":"x"}]}`))
+	f.Add([]byte(`{"type":"view_submission"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		evs, skip, err := mapInteraction(raw)
+		if err != nil || len(evs) == 0 {
+			if len(evs) != 0 || (err == nil && skip == "") {
+				t.Fatalf("%v %q %+v", err, skip, evs)
+			}
+			return
+		}
+		for _, ev := range evs {
+			s := ev.Source
+			if ev.Kind != abi.EventCallback || !validButtonID(ev.CallbackID) || s.ScopeID == "" || s.ChatID == "" || s.UserID == "" ||
+				s.MessageID == "" || s.ThreadID == s.MessageID || !strings.HasPrefix(ev.ID, "act:"+s.ScopeID+":"+s.ChatID+":"+s.MessageID+":") ||
+				!strings.HasSuffix(ev.ID, ":"+ev.CallbackID) || ev.UnixMs < 0 {
+				t.Fatalf("event %+v", ev)
+			}
+		}
+	})
 }
 
 // FuzzVerify feeds arbitrary headers and bodies to the signature verifier (seed corpus in

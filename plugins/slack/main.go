@@ -3,7 +3,10 @@
 //
 // Inbound, Slack POSTs signed Events API requests to /hooks/slack/{profile} (mode "events", the
 // default), or the plugin holds a Socket Mode connection through the host's WebSocket egress
-// (mode "socket"). Messages become events with id "msg:<team>:<channel>:<ts>", so the
+// (mode "socket"). Files of a message become its attachments, whose bytes the fetch export
+// reads from url_private with the bot token; a press of one of the bot's buttons (Block Kit),
+// POSTed to the same URL as an interactivity request (or sent over Socket Mode), becomes a
+// callback event. Messages become events with id "msg:<team>:<channel>:<ts>", so the
 // "message" and "app_mention" deliveries of one message, and Slack's retries of either, are one
 // event to the host's durable deduplication. Sessions carry the workspace (team id) as their
 // scope: direct messages are "dm" (a DM thread, such as an assistant thread, is its own
@@ -13,7 +16,9 @@
 // (follow_threads). assistant_thread_started seeds the thread's session without a turn.
 //
 // Outbound, send posts plain text with chat.postMessage (into the thread; split at Slack's
-// 40,000 characters), edits with chat.update, shows "typing" in assistant threads with
+// 40,000 characters; buttons as Block Kit section and actions blocks), shares a file with
+// Slack's upload flow (files.getUploadURLExternal, the upload, files.completeUploadExternal),
+// edits with chat.update, shows "typing" in assistant threads with
 // assistant.threads.setStatus, and maps Slack's refusals to typed errors for the host, which
 // owns retries. Every request fits in 8 s, under the host's call deadline; an answer lost after
 // the request was sent is "uncertain", never resent.
@@ -32,17 +37,18 @@ import (
 )
 
 // Version is the plugin's version, reported in its manifest.
-const Version = "1.0.0"
+const Version = "1.1.0"
 
 func init() {
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
-			Name:         "slack",
-			Version:      Version,
-			Kind:         abi.KindPlatform,
-			Platform:     "slack",
-			Description:  "Slack: Events API or Socket Mode, threads, workspaces, assistant threads",
-			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapTyping, abi.CapEdit},
+			Name:        "slack",
+			Version:     Version,
+			Kind:        abi.KindPlatform,
+			Platform:    "slack",
+			Description: "Slack: Events API or Socket Mode, threads, workspaces, assistant threads, files, buttons",
+			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapTyping, abi.CapEdit,
+				abi.CapAttachments, abi.CapButtons},
 			MessageLimit: abi.MessageLimit{Max: ManifestLimit, Unit: abi.UnitCodePoint},
 			EgressScopes: egressScopes,
 			ConfigSchema: json.RawMessage(schema),
@@ -51,17 +57,25 @@ func init() {
 		Webhook:   webhook,
 		Poll:      poll,
 		Send:      send,
+		Fetch:     fetch,
 	})
 }
 
 func main() {}
 
-// egressScopes: only send posts into chats (through the host's guarded path); configure asks
-// who a token is, poll opens Socket Mode connections (apps.connections.open, then the
-// WebSocket on a wss-*.slack.com host); nothing else reaches Slack.
+// egressScopes: only send posts into chats (through the host's guarded path), files included
+// (the upload flow's two methods and the upload itself on files.slack.com); only fetch reads
+// files (GET url_private on files.slack.com, with the bot token); configure asks who a token
+// is, poll opens Socket Mode connections (apps.connections.open, then the WebSocket on a
+// wss-*.slack.com host); nothing else reaches Slack.
 var egressScopes = []abi.EgressScope{
 	{Name: "post-from-send", Host: "slack.com", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
-		Paths: []string{"/api/chat.postMessage", "/api/chat.update", "/api/assistant.threads.setStatus"}},
+		Paths: []string{"/api/chat.postMessage", "/api/chat.update", "/api/assistant.threads.setStatus",
+			"/api/files.getUploadURLExternal", "/api/files.completeUploadExternal"}},
+	{Name: "upload-from-send", Host: "files.slack.com", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
+		Paths: []string{"/upload/v1/*"}},
+	{Name: "download-from-fetch", Host: "files.slack.com", Exports: []string{abi.ExportFetch}, Methods: []string{"GET"},
+		Paths: []string{"/files-pri/*/*", "/files-pri/*/download/*"}},
 	{Name: "identity", Host: "slack.com", Exports: []string{abi.ExportConfigure}, Methods: []string{"POST"},
 		Paths: []string{"/api/auth.test"}},
 	{Name: "socket-open", Host: "slack.com", Exports: []string{abi.ExportPoll}, Methods: []string{"POST"},

@@ -28,9 +28,10 @@ const typingStatus = "is thinking…"
 // postParams are chat.postMessage's parameters. Text is sent as plain text with & < > escaped,
 // so that what the agent wrote is what the user sees (no accidental @channel or links).
 type postParams struct {
-	Channel  string `json:"channel"`
-	Text     string `json:"text"`
-	ThreadTS string `json:"thread_ts,omitempty"`
+	Channel  string  `json:"channel"`
+	Text     string  `json:"text"`
+	ThreadTS string  `json:"thread_ts,omitempty"`
+	Blocks   []block `json:"blocks,omitempty"`
 }
 
 // send transmits one message, edit or typing status. It never sleeps or retries, except once at
@@ -50,14 +51,20 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	switch {
 	case msg.Action != "":
 		return sendAction(a, token, msg), nil
+	case len(msg.Attachments) > 0:
+		return sendFile(c, a, token, msg), nil
 	case strings.TrimSpace(msg.Text) == "":
 		return failed(abi.SendPermanent, "no_text", "Slack refuses empty messages; not sent"), nil
 	case msg.EditMessageID != "":
-		return update(a, token, msg), nil
+		return update(c, a, token, msg), nil
 	}
 	var ids []string
-	for _, part := range splitEscaped(msg.Text, MaxText) {
-		p := postParams{Channel: msg.ChatID, Text: part, ThreadTS: msg.ThreadID}
+	parts := splitRaw(msg.Text, MaxText)
+	for i, raw := range parts {
+		p := postParams{Channel: msg.ChatID, Text: escape(raw), ThreadTS: msg.ThreadID}
+		if i == len(parts)-1 && len(msg.Buttons) > 0 {
+			p.Blocks = buttonBlocks(raw, msg.Buttons) // the buttons go under the last part
+		}
 		r, err := a.call("chat.postMessage", token, p)
 		if err == nil && !r.OK && r.JSON && r.Error == "cannot_reply_to_message" && p.ThreadTS != "" {
 			c.Log(abi.LevelWarn, "the thread's root cannot take replies; posting at the top level",
@@ -65,12 +72,15 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 			p.ThreadTS = ""
 			r, err = a.call("chat.postMessage", token, p)
 		}
-		if res := postFailure(r, err, token); res != nil {
+		if res := postFailure("chat.postMessage", r, err, token); res != nil {
 			res.Error.Accepted = ids
 			return res, nil
 		}
 		if ts := postedTS(r); ts != "" {
 			ids = append(ids, ts)
+			if len(p.Blocks) > 0 {
+				remember(c, msg.ChatID, ts)
+			}
 		}
 	}
 	return &abi.SendResult{MessageIDs: ids}, nil
@@ -99,7 +109,8 @@ var (
 	partlyExecuted = map[string]bool{"fatal_error": true, "internal_error": true}
 )
 
-// postFailure maps a failed chat.postMessage to a typed send failure, or returns nil on
+// postFailure maps a failed chat.postMessage (or files.completeUploadExternal, which shares a
+// file into the chat: method names it) to a typed send failure, or returns nil on
 // success. Whatever may mean "posted" is SendUncertain (never resent; SPEC §2.6):
 //   - transport: uncertain (sent, no answer) and too_large (an answer came, too big to read)
 //     are uncertain; io and timeout (nothing sent) retryable; denied and bad_request permanent;
@@ -110,12 +121,12 @@ var (
 //     end may have passed the request on); the rest permanent, with Slack's error code;
 //   - HTTP 5xx without a Web API answer, or a 200 that is not one: uncertain (Slack may have
 //     posted first); any other status without one permanent.
-func postFailure(r *reply, err error, token string) *abi.SendResult {
+func postFailure(method string, r *reply, err error, token string) *abi.SendResult {
 	if err != nil {
 		e := abi.AsError(err)
 		switch e.Code {
 		case abi.CodeUncertain, abi.CodeTooLarge:
-			return failed(abi.SendUncertain, abi.CodeUncertain, "chat.postMessage: "+e.Message)
+			return failed(abi.SendUncertain, abi.CodeUncertain, method+": "+e.Message)
 		case abi.CodeDenied, abi.CodeBadRequest, abi.CodeUnsupported:
 			return failed(abi.SendPermanent, e.Code, e.Message)
 		}
@@ -131,11 +142,11 @@ func postFailure(r *reply, err error, token string) *abi.SendResult {
 	case r.JSON && notExecuted[r.Error]:
 		return notRun(r, r.Error, desc)
 	case r.JSON && partlyExecuted[r.Error]:
-		return failed(abi.SendUncertain, r.Error, "chat.postMessage: "+desc+"; Slack says part of it may have succeeded")
+		return failed(abi.SendUncertain, r.Error, method+": "+desc+"; Slack says part of it may have succeeded")
 	case r.Status >= 500:
-		return failed(abi.SendUncertain, "server_error", "chat.postMessage: "+desc+"; the message may have been posted")
+		return failed(abi.SendUncertain, "server_error", method+": "+desc+"; the message may have been posted")
 	case r.Status == 200 && !r.JSON:
-		return failed(abi.SendUncertain, "unreadable_answer", "chat.postMessage: "+desc+"; the message may have been posted")
+		return failed(abi.SendUncertain, "unreadable_answer", method+": "+desc+"; the message may have been posted")
 	case !r.JSON:
 		return failed(abi.SendPermanent, "http_"+strconv.Itoa(r.Status), desc)
 	}
@@ -209,20 +220,30 @@ func sendAction(a *api, token string, msg *abi.OutboundMessage) *abi.SendResult 
 	return &abi.SendResult{}
 }
 
-// update replaces a message's text with chat.update.
-func update(a *api, token string, msg *abi.OutboundMessage) *abi.SendResult {
+// update replaces a message's text with chat.update. Slack keeps a message's blocks when an
+// update has none, and shows the blocks, not the text: a message posted with buttons is edited
+// with blocks too, the new text's sections and the buttons asked for, if any (none: the buttons
+// go, as after an approval).
+func update(c *sdk.Context, a *api, token string, msg *abi.OutboundMessage) *abi.SendResult {
 	text := escape(msg.Text)
 	if utf8.RuneCountInString(text) > MaxText {
 		return failed(abi.SendPermanent, "msg_too_long", "the edited text exceeds Slack's "+strconv.Itoa(MaxText)+" characters; not sent")
 	}
 	p := struct {
-		Channel string `json:"channel"`
-		TS      string `json:"ts"`
-		Text    string `json:"text"`
-	}{msg.ChatID, msg.EditMessageID, text}
+		Channel string  `json:"channel"`
+		TS      string  `json:"ts"`
+		Text    string  `json:"text"`
+		Blocks  []block `json:"blocks,omitempty"`
+	}{msg.ChatID, msg.EditMessageID, text, nil}
+	if len(msg.Buttons) > 0 || hasBlocks(c, msg.ChatID, msg.EditMessageID) {
+		p.Blocks = buttonBlocks(msg.Text, msg.Buttons)
+	}
 	r, err := a.call("chat.update", token, p)
 	if res := idempotentFailure("chat.update", r, err, token); res != nil {
 		return res
+	}
+	if len(p.Blocks) > 0 {
+		remember(c, msg.ChatID, msg.EditMessageID)
 	}
 	return &abi.SendResult{MessageIDs: []string{msg.EditMessageID}}
 }
@@ -246,6 +267,16 @@ func escapedLen(r rune) int {
 // splitEscaped escapes text and cuts it into pieces of at most limit characters, never inside an
 // entity, preferring a line break (then a space) in the second half of a piece.
 func splitEscaped(text string, limit int) []string {
+	out := splitRaw(text, limit)
+	for i := range out {
+		out[i] = escape(out[i])
+	}
+	return out
+}
+
+// splitRaw cuts text into the pieces splitEscaped escapes: each at most limit characters once
+// escaped.
+func splitRaw(text string, limit int) []string {
 	var out []string
 	for text != "" {
 		n, end := 0, len(text)
@@ -274,7 +305,7 @@ func splitEscaped(text string, limit int) []string {
 				end = lastSpace
 			}
 		}
-		out = append(out, escape(text[:end]))
+		out = append(out, text[:end])
 		text = text[end:]
 	}
 	return out

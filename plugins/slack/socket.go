@@ -78,7 +78,7 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	}
 	out := &abi.PollResult{}
 	reconnect := rr.Closed
-	var toAck []string
+	var toAck, returned []string // acknowledged now; owed until the host recorded the events
 	for _, f := range rr.Frames {
 		var fr frame
 		if err := json.Unmarshal(f.Data, &fr); err != nil {
@@ -100,11 +100,26 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 			}
 			if ev != nil {
 				out.Events = append(out.Events, *ev)
+				returned = append(returned, fr.EnvelopeID)
+			} else {
+				toAck = append(toAck, fr.EnvelopeID)
+			}
+		case "interactive":
+			// A button press: dispatched, then acknowledged (Slack shows an error to the user
+			// without the acknowledgement within 3 s).
+			evs, err := socketInteraction(c, &fr)
+			if err != nil {
+				ackAll(c, conn, toAck)
+				return socketFailure(c, "the host could not record the button press", err), nil
+			}
+			if len(evs) > 0 {
+				out.Events = append(out.Events, evs...)
+				returned = append(returned, fr.EnvelopeID)
 			} else {
 				toAck = append(toAck, fr.EnvelopeID)
 			}
 		default:
-			// slash_commands, interactive: not handled, but acknowledged so Slack stops asking.
+			// slash_commands: not handled, but acknowledged so Slack stops asking.
 			c.Log(abi.LevelDebug, "Socket Mode: frame type not handled", "type", fr.Type)
 			if fr.EnvelopeID != "" {
 				toAck = append(toAck, fr.EnvelopeID)
@@ -115,14 +130,7 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	if len(out.Events) > 0 {
 		// A host without a turn engine: the events are returned, and acknowledged at the start
 		// of the next poll, which the host makes only after recording them (SPEC §2.5).
-		var envs []string
-		for _, f := range rr.Frames {
-			var fr frame
-			if json.Unmarshal(f.Data, &fr) == nil && fr.Type == "events_api" && !contains(toAck, fr.EnvelopeID) {
-				envs = append(envs, fr.EnvelopeID)
-			}
-		}
-		raw, _ := json.Marshal(owed{Conn: conn, Envelopes: envs})
+		raw, _ := json.Marshal(owed{Conn: conn, Envelopes: returned})
 		if err := c.KVSet(owedKey(cfg), raw); err != nil {
 			return nil, err
 		}
@@ -160,6 +168,29 @@ func socketEvent(c *sdk.Context, cfg *Config, fr *frame) (*abi.InboundEvent, err
 			return ev, nil
 		}
 		return nil, err
+	}
+	return nil, nil
+}
+
+// socketInteraction maps one interactive frame (its payload is the JSON an Interactivity
+// Request URL receives) and dispatches its events. It returns them only when the host has no
+// dispatch function; nil otherwise, meaning the frame can be acknowledged.
+func socketInteraction(c *sdk.Context, fr *frame) ([]abi.InboundEvent, error) {
+	evs, skip, err := mapInteraction(fr.Payload)
+	if err != nil {
+		c.Log(abi.LevelWarn, "Socket Mode: malformed interactive payload skipped", "envelope_id", fr.EnvelopeID, "error", err.Error())
+		return nil, nil
+	}
+	if skip != "" {
+		c.Log(abi.LevelDebug, "Socket Mode: interactive payload skipped", "reason", skip)
+	}
+	for i, ev := range evs {
+		if _, err := c.Dispatch(ev); err != nil {
+			if abi.CodeOf(err) == abi.CodeUnavailable {
+				return evs[i:], nil
+			}
+			return nil, err
+		}
 	}
 	return nil, nil
 }

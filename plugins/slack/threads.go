@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"strconv"
 
+	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/sdk"
 )
 
@@ -34,4 +35,31 @@ func follow(c *sdk.Context, t threadRef) error {
 		return nil
 	}
 	return c.KVSet(key, []byte(value))
+}
+
+// Messages the bot posted with blocks (buttons), which its edits must carry blocks for, are
+// remembered the same way, in their own slots: a message whose slot another took is edited
+// with text alone, and Slack then keeps showing its old blocks.
+const blockSlots = 4096
+
+func blocksKey(channel, ts string) (key, value string) {
+	value = channel + "/" + ts
+	h := fnv.New32a()
+	h.Write([]byte(value))
+	return "blocks:" + strconv.Itoa(int(h.Sum32()%blockSlots)), value
+}
+
+// remember notes that the message ts of channel carries blocks.
+func remember(c *sdk.Context, channel, ts string) {
+	key, value := blocksKey(channel, ts)
+	if err := c.KVSet(key, []byte(value)); err != nil {
+		c.Log(abi.LevelWarn, "cannot remember a message with buttons; an edit may leave them", "error", err.Error())
+	}
+}
+
+// hasBlocks reports whether the message ts of channel was posted with blocks.
+func hasBlocks(c *sdk.Context, channel, ts string) bool {
+	key, value := blocksKey(channel, ts)
+	got, found, err := c.KVGet(key)
+	return err == nil && found && string(got) == value
 }

@@ -38,6 +38,9 @@ func webhook(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error
 		c.Log(abi.LevelWarn, "webhook: request refused", "reason", err.Error())
 		return answer(401, "invalid request: "+err.Error()), nil
 	}
+	if isInteractivity(req.Headers) {
+		return interactivity(c, req.Body), nil
+	}
 	env, err := parseEnvelope(req.Body)
 	if err != nil {
 		c.Log(abi.LevelWarn, "webhook: malformed payload refused", "error", err.Error())
@@ -68,6 +71,29 @@ func webhook(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error
 		res.Events = []abi.InboundEvent{*ev}
 	}
 	return res, nil
+}
+
+// interactivity answers a verified interactivity request (the Interactivity Request URL is
+// the Events one, /hooks/slack/{profile}; the form body tells them apart): a button press
+// becomes a callback event, which the host records before it writes the 200 Slack waits 3 s
+// for. Anything else is acknowledged without an event.
+func interactivity(c *sdk.Context, body []byte) *abi.WebhookResult {
+	raw, err := formPayload(body)
+	if err != nil {
+		c.Log(abi.LevelWarn, "interactivity: malformed request refused", "error", err.Error())
+		return answer(400, "malformed interactivity request")
+	}
+	events, skip, err := mapInteraction(raw)
+	if err != nil {
+		c.Log(abi.LevelWarn, "interactivity: malformed payload refused", "error", err.Error())
+		return answer(400, "malformed interactivity payload")
+	}
+	if skip != "" {
+		c.Log(abi.LevelDebug, "interactivity: skipped", "reason", skip)
+	}
+	res := answer(200, "")
+	res.Events = events
+	return res
 }
 
 // inbound maps an event_callback for the profile (HTTP or Socket Mode) and remembers a thread

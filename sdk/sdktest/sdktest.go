@@ -34,6 +34,8 @@ type Host interface {
 	Send(profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
 	Tick(profile string, now time.Time) (*abi.TickResult, error)
 	Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error)
+	// Fetch asks for an attachment's bytes (export fetch), at most maxBytes of them.
+	Fetch(profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error)
 }
 
 // Options configure the host a plugin runs against.
@@ -159,6 +161,9 @@ func (h *wasmHost) Tick(profile string, now time.Time) (*abi.TickResult, error) 
 func (h *wasmHost) Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error) {
 	return h.p.Jobs(context.Background(), profile, req)
 }
+func (h *wasmHost) Fetch(profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	return h.p.Fetch(context.Background(), profile, att, maxBytes)
+}
 
 // Native runs the plugin registered in this test binary (the plugin's own package) in-process.
 // Only one native host can be active at a time in a process: the SDK's transport is global.
@@ -242,4 +247,19 @@ func (h *nativeHost) Tick(profile string, now time.Time) (*abi.TickResult, error
 }
 func (h *nativeHost) Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error) {
 	return call[abi.JobsResult](h, profile, abi.ExportJobs, func(c abi.Call) any { req.Call = c; return req })
+}
+
+// Fetch refuses an answer over maxBytes, as the runtime does.
+func (h *nativeHost) Fetch(profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	if !h.manifest.Has(abi.CapAttachments) {
+		return nil, abi.Errorf(abi.CodeUnsupported, "the plugin does not fetch attachments (no capability %q)", abi.CapAttachments)
+	}
+	att.Data = nil
+	res, err := call[abi.FetchResult](h, profile, abi.ExportFetch, func(c abi.Call) any {
+		return abi.FetchRequest{Call: c, Attachment: att, MaxBytes: maxBytes}
+	})
+	if err == nil && int64(len(res.Data)) > maxBytes {
+		return nil, abi.Errorf(abi.CodeTooLarge, "the plugin returned %d bytes; the limit is %d", len(res.Data), maxBytes)
+	}
+	return res, err
 }
