@@ -214,6 +214,12 @@ func (p *Plugin) Send(ctx context.Context, profile string, msg abi.OutboundMessa
 	return result(p.p.Send(ctx, profile, msg))
 }
 
+// Fetch calls a platform plugin's fetch export for one attachment of profile, accepting at most
+// maxBytes (capability "attachments", ABI 1.2).
+func (p *Plugin) Fetch(ctx context.Context, profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	return result(p.p.Fetch(ctx, profile, att, maxBytes))
+}
+
 // Tick calls a scheduler plugin's tick export for profile at the time now.
 func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.TickResult, error) {
 	return result(p.p.Tick(ctx, profile, now))

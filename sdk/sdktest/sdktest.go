@@ -34,6 +34,8 @@ type Host interface {
 	Send(profile string, msg abi.OutboundMessage) (*abi.SendResult, error)
 	Tick(profile string, now time.Time) (*abi.TickResult, error)
 	Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error)
+	// Fetch asks for an attachment's bytes, accepting at most maxBytes (ABI 1.2).
+	Fetch(profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error)
 }
 
 // Options configure the host a plugin runs against.
@@ -182,6 +184,10 @@ func Native(t testing.TB, o Options) Host {
 
 var nativeMu sync.Mutex
 
+func (h *wasmHost) Fetch(profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	return h.p.Fetch(context.Background(), profile, att, maxBytes)
+}
+
 type nativeHost struct {
 	env      *host.Env
 	manifest abi.Manifest
@@ -242,4 +248,14 @@ func (h *nativeHost) Tick(profile string, now time.Time) (*abi.TickResult, error
 }
 func (h *nativeHost) Jobs(profile string, req abi.JobsRequest) (*abi.JobsResult, error) {
 	return call[abi.JobsResult](h, profile, abi.ExportJobs, func(c abi.Call) any { req.Call = c; return req })
+}
+func (h *nativeHost) Fetch(profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	att.Data = nil
+	res, err := call[abi.FetchResult](h, profile, abi.ExportFetch, func(c abi.Call) any {
+		return abi.FetchRequest{Call: c, Attachment: att, MaxBytes: maxBytes}
+	})
+	if err == nil && int64(len(res.Data)) > maxBytes {
+		return nil, abi.Errorf(abi.CodeTooLarge, "fetch returned %d bytes; the limit is %d", len(res.Data), maxBytes)
+	}
+	return res, err
 }
