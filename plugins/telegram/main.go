@@ -42,23 +42,36 @@ func init() {
 			Platform:    "telegram",
 			Description: "Telegram Bot API: long polling or webhook, forum topics, mention gating",
 			Capabilities: []string{abi.CapPoll, abi.CapWebhook, abi.CapThreads, abi.CapTyping,
-				abi.CapReplies, abi.CapEdit},
+				abi.CapReplies, abi.CapEdit, abi.CapAttachments, abi.CapButtons},
 			MessageLimit: abi.MessageLimit{Max: MaxText, Unit: abi.UnitUTF16},
-			// Only send may post; the other exports may read updates and manage the webhook.
-			EgressScopes: []abi.EgressScope{
-				{Name: "post", Host: "api.telegram.org", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
-					Paths: []string{"/bot*/sendMessage", "/bot*/editMessageText", "/bot*/sendChatAction"}},
-				{Name: "read", Host: "api.telegram.org", Exports: []string{abi.ExportConfigure, abi.ExportPoll, abi.ExportWebhook},
-					Methods: []string{"POST"}, Paths: []string{"/bot*/getMe", "/bot*/getUpdates", "/bot*/setWebhook",
-						"/bot*/deleteWebhook", "/bot*/getWebhookInfo"}},
-			},
+			EgressScopes: egressScopes,
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,
 		Webhook:   webhook,
 		Poll:      poll,
 		Send:      send,
+		Fetch:     fetchFile,
 	})
+}
+
+// egressScopes confine each export to the Bot API methods it needs: only send may post into
+// chats (texts and uploads), only fetch may read files (getFile and the file host's
+// /file/bot<token>/<file_path>), poll and webhook may acknowledge button presses, and the other
+// exports may read updates and manage the webhook.
+var egressScopes = []abi.EgressScope{
+	{Name: "post", Host: "api.telegram.org", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
+		Paths: []string{"/bot*/sendMessage", "/bot*/editMessageText", "/bot*/sendChatAction", "/bot*/sendPhoto",
+			"/bot*/sendDocument", "/bot*/sendVoice", "/bot*/sendAudio", "/bot*/sendVideo"}},
+	{Name: "read", Host: "api.telegram.org", Exports: []string{abi.ExportConfigure, abi.ExportPoll, abi.ExportWebhook},
+		Methods: []string{"POST"}, Paths: []string{"/bot*/getMe", "/bot*/getUpdates", "/bot*/setWebhook",
+			"/bot*/deleteWebhook", "/bot*/getWebhookInfo"}},
+	{Name: "ack", Host: "api.telegram.org", Exports: []string{abi.ExportPoll, abi.ExportWebhook},
+		Methods: []string{"POST"}, Paths: []string{"/bot*/answerCallbackQuery"}},
+	{Name: "file-info", Host: "api.telegram.org", Exports: []string{abi.ExportFetch},
+		Methods: []string{"POST"}, Paths: []string{"/bot*/getFile"}},
+	{Name: "download", Host: "api.telegram.org", Exports: []string{abi.ExportFetch},
+		Methods: []string{"GET"}, Paths: []string{"/file/bot*/*", "/file/bot*/*/*"}},
 }
 
 func main() {}
