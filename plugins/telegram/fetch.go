@@ -18,6 +18,10 @@ const MaxDownload = 20 << 20
 // fetchBudget bounds one fetch (getFile and the download) under the host's call deadline.
 const fetchBudget = 7 * time.Second
 
+// errorPage is the least a download reads before it is cut, so that a front end's error page
+// is read as an error and not as a file over a small limit.
+const errorPage = 4096
+
 // fileInfo is getFile's result.
 type fileInfo struct {
 	FileID   string `json:"file_id"`
@@ -75,7 +79,8 @@ func fetchFile(c *sdk.Context, req *abi.FetchRequest) (*abi.FetchResult, error) 
 		Method:    "GET",
 		URL:       cfg.APIBase + "/file/bot" + cfg.Token + "/" + info.FilePath,
 		TimeoutMs: t.Milliseconds(),
-		MaxBytes:  limit,
+		// A little past a tiny limit, so that an error page is still read as one.
+		MaxBytes: max(limit, errorPage),
 	})
 	if err != nil {
 		e := *abi.AsError(err)
@@ -93,6 +98,8 @@ func fetchFile(c *sdk.Context, req *abi.FetchRequest) (*abi.FetchResult, error) 
 		return nil, abi.Errorf(abi.CodeNotFound, "file download: Telegram no longer has the file (404)")
 	case resp.Status != 200:
 		return nil, abi.Errorf(abi.CodeIO, "file download: HTTP %d", resp.Status)
+	case int64(len(resp.Body)) > limit:
+		return nil, abi.Errorf(abi.CodeTooLarge, "the file exceeds %d bytes (download stopped)", limit)
 	}
 	mt := att.MIMEType
 	if ct := firstHeader(resp.Headers, "Content-Type"); ct != "" {

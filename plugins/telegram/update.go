@@ -340,10 +340,10 @@ func attachments(m *message) []abi.Attachment {
 	}{
 		{m.Voice, abi.AttachVoice, "audio/ogg"},
 		{m.VideoNote, abi.AttachVideo, "video/mp4"},
-		{m.Audio, abi.AttachAudio, ""},
-		{m.Video, abi.AttachVideo, ""},
+		{m.Audio, abi.AttachAudio, "audio/mpeg"},
+		{m.Video, abi.AttachVideo, "video/mp4"},
 		{m.Sticker, abi.AttachSticker, ""},
-		{m.Document, abi.AttachDocument, ""}, // after the others: an animation comes with both
+		{m.Document, abi.AttachDocument, "application/octet-stream"}, // after the others: an animation comes with both
 		{m.Animation, abi.AttachVideo, "video/mp4"},
 	} {
 		if !present(f.raw) {
