@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -286,6 +288,51 @@ func TestButtonsAndCallbacks(t *testing.T) {
 			if !strings.Contains(r.Params["allowed_updates"], "callback_query") {
 				t.Fatalf("allowed_updates %s", r.Params["allowed_updates"])
 			}
+		}
+	})
+}
+
+// The webhook path maps files and presses as poll does, asks Telegram for callback_query in
+// setWebhook, and answers the press from the webhook call.
+func TestWebhookMediaAndCallbacks(t *testing.T) {
+	each(t, func(t *testing.T, mode string, tg *tgt.Server) {
+		bot := tg.Bot()
+		tg.AddPrivate(ada)
+		fw := &forwarder{profile: "hook"}
+		srv := httptest.NewServer(fw)
+		defer srv.Close()
+		h := newHost(t, mode, map[string]any{
+			"hook": profile(tg, bot.Token(), "mode", "webhook", "webhook_url", srv.URL+"/hooks/telegram/hook", "secret_token", "s3cr3t-T0ken"),
+		}, nil)
+		fw.h = h
+		if _, err := h.Poll("hook", pollWait); err != nil {
+			t.Fatal(err)
+		}
+		if s := tg.Requests("setWebhook", 0); len(s) != 1 || !strings.Contains(s[0].Params["allowed_updates"], "callback_query") {
+			t.Fatalf("setWebhook %+v", s)
+		}
+		_, f := bot.Media(ada.ID, ada, tgt.Attach{Kind: tgt.KindVoice, Data: []byte("OggS"), Duration: 1}, "")
+		res, err := h.Send("hook", abi.OutboundMessage{ChatID: itoa(ada.ID), Text: "ok?", Buttons: []abi.Button{{ID: "yes", Label: "Yes"}}})
+		if err != nil || res.Error != nil {
+			t.Fatalf("send %+v %v", res, err)
+		}
+		msgID, _ := strconv.ParseInt(res.MessageIDs[0], 10, 64)
+		u, err := bot.Press(ada.ID, msgID, ada, "yes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tg.Wait(wait, func() bool { return len(fw.got()) == 2 }); err != nil {
+			t.Fatalf("pushes: %v (deliveries %+v)", err, bot.Deliveries())
+		}
+		got := fw.got()
+		if v := got[0]; len(v.Attachments) != 1 || v.Attachments[0].Kind != abi.AttachVoice || v.Attachments[0].Ref != f.ID {
+			t.Fatalf("voice %+v", v)
+		}
+		if c := got[1]; c.Kind != abi.EventCallback || c.CallbackID != "yes" || c.Source.MessageID != res.MessageIDs[0] {
+			t.Fatalf("callback %+v", c)
+		}
+		if a := tg.Answers(); len(a) != 1 || a[0].QueryID != u.CallbackQuery.ID {
+			t.Fatalf("answers %+v", a)
 		}
 	})
 }
