@@ -11,8 +11,16 @@
 // supergroup become observe events carrying migrate_from_chat_id, so that the host continues
 // the group's conversations in the supergroup.
 //
-// Outbound, send posts plain text with sendMessage (into the topic, replying when asked), edits
-// with editMessageText and shows "typing" with sendChatAction, and maps Telegram's answers to
+// Files (capability attachments): photos (the largest size), documents, voice notes, audio,
+// video, video notes and stickers become attachments with the file_id as ref and the caption as
+// text; the fetch export downloads one (getFile, then the file host; 20 MB at most). Buttons
+// (capability buttons) become inline keyboards; a press becomes a callback event, answered with
+// answerCallbackQuery by the poll or webhook call that received it.
+//
+// Outbound, send posts plain text with sendMessage (into the topic, replying when asked), a
+// file as a multipart sendPhoto, sendVoice, sendAudio, sendVideo or sendDocument (50 MB at
+// most; see sendMedia for captions), edits with editMessageText and shows "typing" with
+// sendChatAction, and maps Telegram's answers to
 // typed results for the host, which owns retries: refusals are permanent, 429 retryable, and an
 // answer that may follow the effect (a 5xx, a reset, a timeout) uncertain, never retryable (see
 // sendFailure). Every export keeps its requests inside a time budget under the host's call
@@ -31,7 +39,7 @@ import (
 )
 
 // Version is the plugin's version, reported in its manifest.
-const Version = "1.0.0"
+const Version = "1.1.0"
 
 func init() {
 	sdk.Register(sdk.Plugin{
