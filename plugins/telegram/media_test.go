@@ -186,11 +186,19 @@ func TestSendAttachmentLimits(t *testing.T) {
 				t.Errorf("%s: %+v", c.code, e)
 			}
 		}
-		if mode == "native" { // 50 MB through the Wasm input limit is the host's business
+		// Over Telegram's 50 MB: refused before any host call (no host needed to check it).
+		r := sendMedia(&api{}, newBudget(uploadBudget), &abi.OutboundMessage{ChatID: itoa(ada.ID),
+			Attachments: []abi.Attachment{{Kind: abi.AttachVideo, Data: make([]byte, MaxUpload+1)}}}, nil)
+		if r.Error == nil || r.Error.Kind != abi.SendPermanent || r.Error.Code != abi.CodeTooLarge {
+			t.Errorf("over 50 MB: %+v", r)
+		}
+		if mode == "native" { // 9 MB through the Wasm input limit is the host's business
+			// Within Telegram's limit but over the host's egress request cap (8 MiB by
+			// default): refused by the host before sending, so permanent, not uncertain.
 			e := sendErr(t, h, abi.OutboundMessage{ChatID: itoa(ada.ID),
-				Attachments: []abi.Attachment{{Kind: abi.AttachVideo, Data: make([]byte, MaxUpload+1)}}})
+				Attachments: []abi.Attachment{{Kind: abi.AttachDocument, Data: make([]byte, 9<<20)}}})
 			if e.Kind != abi.SendPermanent || e.Code != abi.CodeTooLarge {
-				t.Errorf("51 MB: %+v", e)
+				t.Errorf("9 MB over the egress cap: %+v", e)
 			}
 		}
 		if n := len(tg.Requests("", 0)) - len(tg.Requests("getMe", 0)); n != 2 {
