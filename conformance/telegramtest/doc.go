@@ -103,7 +103,10 @@
 //
 // The package's tests run go-telegram-bot-api v5.5.1 against the fake: its parsing of getMe,
 // of every update builder, of sent messages and replies, of errors (Code, RetryAfter,
-// MigrateToChatID) and its failures under each fault agree with what the fake means.
+// MigrateToChatID) and its failures under each fault agree with what the fake means; so do its
+// photo and document uploads (NewPhoto, NewDocument, by bytes and by file_id), GetFile and
+// the path of GetFileDirectURL, media updates, inline keyboards, callback queries and
+// answerCallbackQuery.
 //
 // # Waiting
 //

@@ -102,6 +102,20 @@ func TestClientLibraryUploadsAndDownloads(t *testing.T) {
 		!strings.Contains(e.Message, "IMAGE_PROCESS_FAILED") {
 		t.Fatalf("non-image photo: %v", err)
 	}
+	// Photos outside Telegram's dimension rules, and captions over 1024 UTF-16 units.
+	if _, err := api.Send(tgbotapi.NewPhoto(ada.ID, tgbotapi.FileBytes{Name: "thin.png", Bytes: pngBytes(t, 1, 30)})); !errors.As(err, &e) ||
+		!strings.Contains(e.Message, "PHOTO_INVALID_DIMENSIONS") {
+		t.Fatalf("1x30 photo: %v", err)
+	}
+	long := tgbotapi.NewDocument(ada.ID, tgbotapi.FileBytes{Name: "a.txt", Bytes: []byte("a")})
+	long.Caption = strings.Repeat("😀", 513) // 1026 units
+	if _, err := api.Send(long); !errors.As(err, &e) || e.Message != "Bad Request: message caption is too long" {
+		t.Fatalf("long caption: %v", err)
+	}
+	long.Caption = strings.Repeat("😀", 512)
+	if _, err := api.Send(long); err != nil {
+		t.Fatalf("1024-unit caption: %v", err)
+	}
 	// A file re-sent by file_id needs no upload.
 	if _, err := api.Send(tgbotapi.NewDocument(ada.ID, tgbotapi.FileID(d.Document.FileID))); err != nil {
 		t.Fatalf("resend by file_id: %v", err)
