@@ -214,6 +214,12 @@ func (p *Plugin) Send(ctx context.Context, profile string, msg abi.OutboundMessa
 	return result(p.p.Send(ctx, profile, msg))
 }
 
+// Fetch calls a platform plugin's fetch export for one attachment of profile, accepting at most
+// maxBytes (capability "attachments", ABI 1.2).
+func (p *Plugin) Fetch(ctx context.Context, profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	return result(p.p.Fetch(ctx, profile, att, maxBytes))
+}
+
 // Tick calls a scheduler plugin's tick export for profile at the time now.
 func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.TickResult, error) {
 	return result(p.p.Tick(ctx, profile, now))
@@ -222,12 +228,6 @@ func (p *Plugin) Tick(ctx context.Context, profile string, now time.Time) (*abi.
 // Jobs calls a scheduler plugin's jobs export for profile.
 func (p *Plugin) Jobs(ctx context.Context, profile string, req abi.JobsRequest) (*abi.JobsResult, error) {
 	return result(p.p.Jobs(ctx, profile, req))
-}
-
-// Fetch calls a platform plugin's fetch export for profile (capability "attachments"): the
-// bytes of att, refused as too_large past maxBytes.
-func (p *Plugin) Fetch(ctx context.Context, profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
-	return result(p.p.Fetch(ctx, profile, att, maxBytes))
 }
 
 // Caller is who made a host-function call: the plugin (by manifest name), its kind and

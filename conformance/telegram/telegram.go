@@ -173,6 +173,12 @@ func Run(ctx context.Context, wasmPath string, opts Options) *conformance.Report
 	if s.p.Manifest().Has(abi.CapTyping) {
 		s.check("send: typing", s.checkTyping)
 	}
+	if s.p.Manifest().Has(abi.CapAttachments) {
+		s.check("media: photo in, fetch, upload out", s.checkMedia)
+	}
+	if s.p.Manifest().Has(abi.CapButtons) {
+		s.check("buttons: inline keyboard, press answered", s.checkButtons)
+	}
 	s.check("webhook: registered with secret", s.checkWebhookRegistered)
 	s.check("webhook: secret enforced", s.checkWebhookSecret)
 	s.check("webhook: shipped samples", s.checkSamples)
@@ -309,7 +315,7 @@ func wellFormed(ev abi.InboundEvent) error {
 	if _, err := strconv.ParseInt(strings.TrimPrefix(ev.ID, "update:"), 10, 64); err != nil || !strings.HasPrefix(ev.ID, "update:") {
 		return fmt.Errorf("event id %q: want update:<update_id>", ev.ID)
 	}
-	if ev.Kind != "" && ev.Kind != abi.EventMessage && ev.Kind != abi.EventObserve {
+	if ev.Kind != "" && ev.Kind != abi.EventMessage && ev.Kind != abi.EventObserve && ev.Kind != abi.EventCallback {
 		return fmt.Errorf("event %s: kind %q", ev.ID, ev.Kind)
 	}
 	if ev.Source.ChatID == "" {

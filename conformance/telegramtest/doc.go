@@ -22,7 +22,25 @@
 // "Unauthorized"; an unknown method or a malformed path is 404 "Not Found".
 //
 // Methods: getMe, getUpdates, setWebhook, deleteWebhook, getWebhookInfo, sendMessage,
-// editMessageText, sendChatAction.
+// editMessageText, sendChatAction, getFile, sendPhoto, sendDocument, sendVoice, sendAudio,
+// sendVideo, answerCallbackQuery; and GET /file/bot<TOKEN>/<file_path> downloads.
+//
+// # Files, uploads and buttons
+//
+// AddFile and PutFile register files (bytes, and optionally a larger claimed size) that getFile
+// describes (400 "invalid file_id" for unknown ids, "file is too big" above 20 MB) and
+// /file/bot<TOKEN>/<file_path> serves, recorded as requests of method "file" (see Downloads;
+// faults queued for "file" apply to downloads). Bot.Media queues a photo (two sizes, smallest
+// first), document, voice, audio, video, video note or sticker message with a caption.
+// Uploads are multipart parts named after the method's field (or attach://), or a known
+// file_id; the parts are recorded with their bytes in Request.Uploads and SentMessage.File, and
+// uploaded files become downloadable. Captions are parsed like texts and limited to 1024
+// UTF-16 units ("message caption is too long"); uploads above 50 MB are 413, empty files 400,
+// photos must decode (PNG, JPEG, GIF: else "IMAGE_PROCESS_FAILED") within 10 MB and
+// Telegram's dimension rules ("PHOTO_INVALID_DIMENSIONS"). reply_markup inline keyboards are
+// checked (callback_data 1-64 bytes, else "BUTTON_DATA_INVALID") and echoed. Bot.Press queues
+// the callback_query of a press on a button a message really has; InjectCallback queues any.
+// answerCallbackQuery accepts each received query once (see Answers).
 //
 // # Updates
 //
@@ -85,7 +103,10 @@
 //
 // The package's tests run go-telegram-bot-api v5.5.1 against the fake: its parsing of getMe,
 // of every update builder, of sent messages and replies, of errors (Code, RetryAfter,
-// MigrateToChatID) and its failures under each fault agree with what the fake means.
+// MigrateToChatID) and its failures under each fault agree with what the fake means; so do its
+// photo and document uploads (NewPhoto, NewDocument, by bytes and by file_id), GetFile and
+// the path of GetFileDirectURL, media updates, inline keyboards, callback queries and
+// answerCallbackQuery.
 //
 // # Waiting
 //
@@ -94,8 +115,9 @@
 //
 // # Not modelled
 //
-// Media and files (multipart uploads are parsed, files are only named in Request.Files),
-// inline mode and callback queries, reply markup semantics (it is stored and echoed), the
+// Sending media groups, animations, stickers and video notes, thumbnails of uploads, file
+// URLs in sends (only uploads and file_ids), inline mode, reply keyboards (only inline
+// keyboards are checked), editing media or markup alone, the
 // delivery side of privacy mode (getMe reports it, on by default as for a new bot, but every
 // injected update is delivered), chat membership and permissions, "bot was
 // blocked" (inject it with APIError), the global ~30 messages/s limit, edits of inline

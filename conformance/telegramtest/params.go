@@ -19,7 +19,7 @@ const maxBody = 64 << 20
 // form-urlencoded, JSON or multipart. JSON values other than strings keep their JSON text
 // (numbers, booleans, and objects such as reply_parameters), just as form clients send objects
 // JSON-serialized. The error, if any, is reported as a 400 after faults had their chance.
-func readParams(r *http.Request) (map[string]string, []string, []byte, error) {
+func readParams(r *http.Request) (map[string]string, []Upload, []byte, error) {
 	params := map[string]string{}
 	for k, v := range r.URL.Query() {
 		params[k] = v[0]
@@ -50,7 +50,7 @@ func readParams(r *http.Request) (map[string]string, []string, []byte, error) {
 		}
 		return params, nil, body, nil
 	case "multipart/form-data":
-		var files []string
+		var files []Upload
 		mr := multipart.NewReader(bytes.NewReader(body), mp["boundary"])
 		for {
 			part, err := mr.NextPart()
@@ -60,11 +60,15 @@ func readParams(r *http.Request) (map[string]string, []string, []byte, error) {
 			if err != nil {
 				return params, files, body, errors.New("can't parse multipart body")
 			}
+			v, err := io.ReadAll(part)
+			if err != nil {
+				return params, files, body, errors.New("can't parse multipart body")
+			}
 			if part.FileName() != "" {
-				files = append(files, part.FormName())
+				files = append(files, Upload{Field: part.FormName(), FileName: part.FileName(),
+					ContentType: part.Header.Get("Content-Type"), Data: v})
 				continue
 			}
-			v, _ := io.ReadAll(part)
 			params[part.FormName()] = string(v)
 		}
 	default:

@@ -39,6 +39,10 @@ func (s *Server) sendMessage(c *call) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	markup, e := checkMarkup(p)
+	if e != nil {
+		return nil, e
+	}
 	if thread == 0 && reply != nil && reply.IsTopicMessage {
 		thread = reply.MessageThreadID // a reply lands in the replied message's topic
 	}
@@ -48,12 +52,12 @@ func (s *Server) sendMessage(c *call) (any, *apiError) {
 	now := s.cfg.clock.Now()
 	m := ch.newMessageLocked(&Message{
 		From: c.bot.sender(), Date: now.Unix(), Text: text.text, Entities: text.entities,
-		ReplyMarkup: markupParam(p), ReplyToMessage: shallow(reply),
+		ReplyMarkup: markup, ReplyToMessage: shallow(reply),
 	})
 	if thread != 0 {
 		m.MessageThreadID, m.IsTopicMessage = thread, true
 	}
-	rec := &SentMessage{Token: c.bot.token, Message: *m, Raw: p["text"], ParseMode: p["parse_mode"], Time: now}
+	rec := &SentMessage{Token: c.bot.token, Message: *m, Raw: p["text"], ParseMode: p["parse_mode"], Time: now, Method: c.req.Method}
 	k := threadKey{ch.ID, thread}
 	s.sent[k] = append(s.sent[k], rec)
 	s.order = append(s.order, rec)
@@ -89,7 +93,10 @@ func (s *Server) editMessageText(c *call) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	markup := markupParam(p)
+	markup, e := checkMarkup(p)
+	if e != nil {
+		return nil, e
+	}
 	if text.text == m.Text && slices.Equal(text.entities, m.Entities) && string(markup) == string(m.ReplyMarkup) {
 		return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
 	}

@@ -99,6 +99,11 @@ type Server struct {
 	sent     map[threadKey][]*SentMessage
 	order    []*SentMessage
 	actions  []ChatAction
+	files    map[string]*File // by file_id
+	nextFile int
+	answers  []CallbackAnswer
+	// nextQuery numbers callback queries.
+	nextQuery int
 }
 
 type threadKey struct{ chat, thread int64 }
@@ -261,6 +266,7 @@ func copyRequest(r *Request) Request {
 	}
 	c.Header = r.Header.Clone()
 	c.Files = append([]string(nil), r.Files...)
+	c.Uploads = append([]Upload(nil), r.Uploads...)
 	return c
 }
 
@@ -322,6 +328,10 @@ func copySent(in []*SentMessage) []SentMessage {
 	for i, m := range in {
 		out[i] = *m
 		out[i].Edits = append([]string(nil), m.Edits...)
+		if m.File != nil {
+			f := *m.File
+			out[i].File = &f
+		}
 	}
 	return out
 }
@@ -402,22 +412,37 @@ type call struct {
 type handler func(s *Server, c *call) (any, *apiError)
 
 var handlers = map[string]handler{
-	"getme":           (*Server).getMe,
-	"getupdates":      (*Server).getUpdates,
-	"setwebhook":      (*Server).setWebhook,
-	"deletewebhook":   (*Server).deleteWebhook,
-	"getwebhookinfo":  (*Server).getWebhookInfo,
-	"sendmessage":     (*Server).sendMessage,
-	"editmessagetext": (*Server).editMessageText,
-	"sendchataction":  (*Server).sendChatAction,
+	"getme":               (*Server).getMe,
+	"getupdates":          (*Server).getUpdates,
+	"setwebhook":          (*Server).setWebhook,
+	"deletewebhook":       (*Server).deleteWebhook,
+	"getwebhookinfo":      (*Server).getWebhookInfo,
+	"sendmessage":         (*Server).sendMessage,
+	"editmessagetext":     (*Server).editMessageText,
+	"sendchataction":      (*Server).sendChatAction,
+	"getfile":             (*Server).getFile,
+	"sendphoto":           (*Server).sendMedia,
+	"senddocument":        (*Server).sendMedia,
+	"sendvoice":           (*Server).sendMedia,
+	"sendaudio":           (*Server).sendMedia,
+	"sendvideo":           (*Server).sendMedia,
+	"answercallbackquery": (*Server).answerCallbackQuery,
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/file/bot"); ok {
+		s.serveFile(w, r, rest)
+		return
+	}
 	arrived := s.cfg.clock.Now()
 	token, method, ok := splitPath(r.URL.Path)
-	params, files, body, perr := readParams(r)
+	params, uploads, body, perr := readParams(r)
+	var files []string
+	for _, u := range uploads {
+		files = append(files, u.Field)
+	}
 	rec := &Request{
-		Token: token, Method: method, Params: params, Files: files,
+		Token: token, Method: method, Params: params, Files: files, Uploads: uploads,
 		Header: r.Header.Clone(), Body: body, Time: arrived,
 		ChatID: intParam(params, "chat_id"), Thread: intParam(params, "message_thread_id"),
 	}

@@ -76,15 +76,137 @@ type Message struct {
 
 	// ReplyMarkup is echoed back as sent (an inline keyboard), when there was one.
 	ReplyMarkup json.RawMessage `json:"reply_markup,omitempty"`
+
+	// Media: at most one is set; Caption and CaptionEntities go with it.
+	Photo           []PhotoSize     `json:"photo,omitempty"` // sizes, smallest first
+	Document        *Document       `json:"document,omitempty"`
+	Voice           *Voice          `json:"voice,omitempty"`
+	Audio           *Audio          `json:"audio,omitempty"`
+	Video           *Video          `json:"video,omitempty"`
+	VideoNote       *VideoNote      `json:"video_note,omitempty"`
+	Sticker         *Sticker        `json:"sticker,omitempty"`
+	Caption         string          `json:"caption,omitempty"`
+	CaptionEntities []MessageEntity `json:"caption_entities,omitempty"`
+}
+
+// PhotoSize is one size of a photo (or a thumbnail).
+type PhotoSize struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Document is a general file.
+type Document struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	FileName     string `json:"file_name,omitempty"`
+	MIMEType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Voice is a voice note (OGG/Opus as Telegram's clients record it).
+type Voice struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	MIMEType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Audio is a music file.
+type Audio struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	Performer    string `json:"performer,omitempty"`
+	Title        string `json:"title,omitempty"`
+	FileName     string `json:"file_name,omitempty"`
+	MIMEType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Video is a video file.
+type Video struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	Duration     int    `json:"duration"`
+	FileName     string `json:"file_name,omitempty"`
+	MIMEType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// VideoNote is a round video message.
+type VideoNote struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Length       int    `json:"length"`
+	Duration     int    `json:"duration"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Sticker is a sticker (WebP unless animated or video).
+type Sticker struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Type         string `json:"type"`
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	IsAnimated   bool   `json:"is_animated"`
+	IsVideo      bool   `json:"is_video"`
+	Emoji        string `json:"emoji,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// CallbackQuery is a press of an inline keyboard button.
+type CallbackQuery struct {
+	ID           string   `json:"id"`
+	From         User     `json:"from"`
+	Message      *Message `json:"message,omitempty"`
+	ChatInstance string   `json:"chat_instance"`
+	Data         string   `json:"data,omitempty"`
+}
+
+// CallbackAnswer is a recorded answerCallbackQuery.
+type CallbackAnswer struct {
+	Token     string
+	QueryID   string
+	Text      string
+	ShowAlert bool
+	Time      time.Time
+}
+
+// Upload is one file part of a multipart request.
+type Upload struct {
+	Field       string // the form field ("photo", "document", ...)
+	FileName    string
+	ContentType string // the part's Content-Type
+	Data        []byte
+}
+
+// File is a file the fake serves through getFile and /file/bot<token>/<path>.
+type File struct {
+	ID       string
+	UniqueID string
+	Path     string // file_path; "files/<id>" by default
+	Data     []byte
+	// Size is the file_size getFile reports: len(Data) when 0. A larger claim lets a test
+	// check size limits without the bytes.
+	Size int64
 }
 
 // Update is one incoming update. At most one of the optional payload fields is set.
 type Update struct {
-	UpdateID          int64    `json:"update_id"`
-	Message           *Message `json:"message,omitempty"`
-	EditedMessage     *Message `json:"edited_message,omitempty"`
-	ChannelPost       *Message `json:"channel_post,omitempty"`
-	EditedChannelPost *Message `json:"edited_channel_post,omitempty"`
+	UpdateID          int64          `json:"update_id"`
+	Message           *Message       `json:"message,omitempty"`
+	EditedMessage     *Message       `json:"edited_message,omitempty"`
+	ChannelPost       *Message       `json:"channel_post,omitempty"`
+	EditedChannelPost *Message       `json:"edited_channel_post,omitempty"`
+	CallbackQuery     *CallbackQuery `json:"callback_query,omitempty"`
 }
 
 // Kind returns the name of the update's payload field ("message", "edited_message", ...), as
@@ -99,6 +221,8 @@ func (u Update) Kind() string {
 		return "channel_post"
 	case u.EditedChannelPost != nil:
 		return "edited_channel_post"
+	case u.CallbackQuery != nil:
+		return "callback_query"
 	}
 	return ""
 }
@@ -136,13 +260,15 @@ type Request struct {
 	Method string            // the method as written in the path (use strings.EqualFold)
 	Params map[string]string // form values, or top-level JSON values (objects as raw JSON)
 	Files  []string          // names of multipart file fields
-	Header http.Header
-	Body   []byte
-	Time   time.Time // arrival, on the server's clock
-	ChatID int64     // chat_id parsed as an integer, 0 when absent or a @username
-	Thread int64     // message_thread_id, 0 when absent
-	Status int       // the HTTP status answered; 0 while the request is in progress
-	Fault  string    // the injected fault that answered it, if any
+	// Uploads are the multipart file parts, with their bytes.
+	Uploads []Upload
+	Header  http.Header
+	Body    []byte
+	Time    time.Time // arrival, on the server's clock
+	ChatID  int64     // chat_id parsed as an integer, 0 when absent or a @username
+	Thread  int64     // message_thread_id, 0 when absent
+	Status  int       // the HTTP status answered; 0 while the request is in progress
+	Fault   string    // the injected fault that answered it, if any
 }
 
 // SentMessage is a message a bot sent through the fake, with its history.
@@ -152,7 +278,11 @@ type SentMessage struct {
 	Raw       string   // the text parameter as sent, before parsing
 	ParseMode string   // parse_mode as sent
 	Edits     []string // earlier texts (parsed), oldest first, when edited
-	Time      time.Time
+	// File is the uploaded file of a sendPhoto, sendDocument, sendVoice, sendAudio or
+	// sendVideo (nil for a text, or a file re-sent by file_id); Method names the method.
+	File   *Upload
+	Method string
+	Time   time.Time
 }
 
 // ChatAction is a recorded sendChatAction call.

@@ -15,10 +15,11 @@ type Bot struct {
 
 	// Guarded by s.mu.
 	nextUpdate int64
-	queue      []Update // not yet confirmed, in update_id order
-	confirmed  int64    // highest update_id confirmed (0 before any)
-	allowed    []string // allowed_updates; nil for the default
-	poll       *poller  // the getUpdates request parked in a long poll
+	queue      []Update        // not yet confirmed, in update_id order
+	confirmed  int64           // highest update_id confirmed (0 before any)
+	allowed    []string        // allowed_updates; nil for the default
+	poll       *poller         // the getUpdates request parked in a long poll
+	queries    map[string]bool // callback query ids received: answered?
 	hook       webhook
 }
 

@@ -81,10 +81,15 @@ func (a *api) call(method string, params any, timeout time.Duration) (*reply, er
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeInternal, "%s: encode parameters: %v", method, err)
 	}
+	return a.post(method, "application/json", body, timeout)
+}
+
+// post POSTs a ready body of contentType to method; see call.
+func (a *api) post(method, contentType string, body []byte, timeout time.Duration) (*reply, error) {
 	resp, err := a.c.HTTP(&abi.HTTPRequest{
 		Method:    "POST",
 		URL:       a.cfg.APIBase + "/bot" + a.cfg.Token + "/" + method,
-		Headers:   map[string][]string{"Content-Type": {"application/json"}},
+		Headers:   map[string][]string{"Content-Type": {contentType}},
 		Body:      body,
 		TimeoutMs: timeout.Milliseconds(),
 	})

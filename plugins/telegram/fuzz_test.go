@@ -17,6 +17,10 @@ func FuzzParseUpdate(f *testing.F) {
 	f.Add([]byte(`{"update_id": 2, "message": {"message_id": 2, "message_thread_id": 3, "is_topic_message": true,` +
 		`"chat": {"id": -100, "type": "supergroup", "is_forum": true}, "from": {"id": 5}, "text": "/x@hermes_test_bot y"}}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"update_id": 3, "callback_query": {"id": "9", "from": {"id": 5}, "data": "approve:1",` +
+		`"message": {"message_id": 4, "chat": {"id": 1, "type": "private"}, "date": 0}}}`))
+	f.Add([]byte(`{"update_id": 4, "message": {"message_id": 5, "chat": {"id": -1, "type": "group"}, "from": {"id": 5},` +
+		`"voice": {"file_id": "v", "file_size": -3}, "document": {"file_id": "d", "file_name": "a/b.pdf"}, "caption": "@hermes_test_bot x"}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var kinds [2]string
 		for i, rm := range []bool{false, true} {
@@ -50,6 +54,11 @@ func FuzzParseUpdate(f *testing.F) {
 			}
 			if _, target, _, ok := parseCommand(ev.Text); ok && target != "" {
 				t.Fatalf("command kept a bot name: %q", ev.Text)
+			}
+			for _, a := range ev.Attachments {
+				if a.Size < 0 {
+					t.Fatalf("negative size %+v", a)
+				}
 			}
 			if ev.UnixMs < 0 {
 				t.Fatalf("negative time %d", ev.UnixMs)

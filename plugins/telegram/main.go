@@ -11,8 +11,16 @@
 // supergroup become observe events carrying migrate_from_chat_id, so that the host continues
 // the group's conversations in the supergroup.
 //
-// Outbound, send posts plain text with sendMessage (into the topic, replying when asked), edits
-// with editMessageText and shows "typing" with sendChatAction, and maps Telegram's answers to
+// Files (capability attachments): photos (the largest size), documents, voice notes, audio,
+// video, video notes and stickers become attachments with the file_id as ref and the caption as
+// text; the fetch export downloads one (getFile, then the file host; 20 MB at most). Buttons
+// (capability buttons) become inline keyboards; a press becomes a callback event, answered with
+// answerCallbackQuery by the poll or webhook call that received it.
+//
+// Outbound, send posts plain text with sendMessage (into the topic, replying when asked), a
+// file as a multipart sendPhoto, sendVoice, sendAudio, sendVideo or sendDocument (50 MB at
+// most; see sendMedia for captions), edits with editMessageText and shows "typing" with
+// sendChatAction, and maps Telegram's answers to
 // typed results for the host, which owns retries: refusals are permanent, 429 retryable, and an
 // answer that may follow the effect (a 5xx, a reset, a timeout) uncertain, never retryable (see
 // sendFailure). Every export keeps its requests inside a time budget under the host's call
@@ -31,7 +39,7 @@ import (
 )
 
 // Version is the plugin's version, reported in its manifest.
-const Version = "1.0.0"
+const Version = "1.1.0"
 
 func init() {
 	sdk.Register(sdk.Plugin{
@@ -42,23 +50,36 @@ func init() {
 			Platform:    "telegram",
 			Description: "Telegram Bot API: long polling or webhook, forum topics, mention gating",
 			Capabilities: []string{abi.CapPoll, abi.CapWebhook, abi.CapThreads, abi.CapTyping,
-				abi.CapReplies, abi.CapEdit},
+				abi.CapReplies, abi.CapEdit, abi.CapAttachments, abi.CapButtons},
 			MessageLimit: abi.MessageLimit{Max: MaxText, Unit: abi.UnitUTF16},
-			// Only send may post; the other exports may read updates and manage the webhook.
-			EgressScopes: []abi.EgressScope{
-				{Name: "post", Host: "api.telegram.org", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
-					Paths: []string{"/bot*/sendMessage", "/bot*/editMessageText", "/bot*/sendChatAction"}},
-				{Name: "read", Host: "api.telegram.org", Exports: []string{abi.ExportConfigure, abi.ExportPoll, abi.ExportWebhook},
-					Methods: []string{"POST"}, Paths: []string{"/bot*/getMe", "/bot*/getUpdates", "/bot*/setWebhook",
-						"/bot*/deleteWebhook", "/bot*/getWebhookInfo"}},
-			},
+			EgressScopes: egressScopes,
 			ConfigSchema: json.RawMessage(schema),
 		},
 		Configure: configure,
 		Webhook:   webhook,
 		Poll:      poll,
 		Send:      send,
+		Fetch:     fetchFile,
 	})
+}
+
+// egressScopes confine each export to the Bot API methods it needs: only send may post into
+// chats (texts and uploads), only fetch may read files (getFile and the file host's
+// /file/bot<token>/<file_path>), poll and webhook may acknowledge button presses, and the other
+// exports may read updates and manage the webhook.
+var egressScopes = []abi.EgressScope{
+	{Name: "post", Host: "api.telegram.org", Exports: []string{abi.ExportSend}, Methods: []string{"POST"},
+		Paths: []string{"/bot*/sendMessage", "/bot*/editMessageText", "/bot*/sendChatAction", "/bot*/sendPhoto",
+			"/bot*/sendDocument", "/bot*/sendVoice", "/bot*/sendAudio", "/bot*/sendVideo"}},
+	{Name: "read", Host: "api.telegram.org", Exports: []string{abi.ExportConfigure, abi.ExportPoll, abi.ExportWebhook},
+		Methods: []string{"POST"}, Paths: []string{"/bot*/getMe", "/bot*/getUpdates", "/bot*/setWebhook",
+			"/bot*/deleteWebhook", "/bot*/getWebhookInfo"}},
+	{Name: "ack", Host: "api.telegram.org", Exports: []string{abi.ExportPoll, abi.ExportWebhook},
+		Methods: []string{"POST"}, Paths: []string{"/bot*/answerCallbackQuery"}},
+	{Name: "file-info", Host: "api.telegram.org", Exports: []string{abi.ExportFetch},
+		Methods: []string{"POST"}, Paths: []string{"/bot*/getFile"}},
+	{Name: "download", Host: "api.telegram.org", Exports: []string{abi.ExportFetch},
+		Methods: []string{"GET"}, Paths: []string{"/file/bot*/*", "/file/bot*/*/*"}},
 }
 
 func main() {}

@@ -14,7 +14,7 @@ import (
 )
 
 // allowedUpdates are the update kinds the plugin maps; Telegram drops the others for us.
-var allowedUpdates = []string{"message", "edited_message", "channel_post", "edited_channel_post"}
+var allowedUpdates = []string{"message", "edited_message", "channel_post", "edited_channel_post", "callback_query"}
 
 // Timing of poll: back-offs (the host polls again after this long when there are no events)
 // and request budgets.
@@ -68,7 +68,10 @@ func poll(c *sdk.Context, req *abi.PollRequest) (*abi.PollResult, error) {
 	if failed != nil {
 		return failed, nil
 	}
-	events, next := mapBatch(c, raw, mapOptions{Me: me, RequireMention: cfg.requireMention()}, offset)
+	events, next, queries := mapBatch(c, raw, mapOptions{Me: me, RequireMention: cfg.requireMention()}, offset)
+	// Button presses are acknowledged after the batch is handed over (or returned): a failed
+	// answer only leaves the user's spinner turning a little longer, never loses the press.
+	defer answerCallbacks(a, b, queries)
 	out := &abi.PollResult{Events: events}
 	if len(raw) == 0 && wait < minPollInterval {
 		out.BackoffMs = (minPollInterval - wait).Milliseconds()
@@ -163,10 +166,15 @@ func deleteStrayWebhook(a *api, b budget) error {
 }
 
 // mapBatch maps a getUpdates batch to events, logging what it skips, and returns them with the
-// offset after the batch (at least next).
-func mapBatch(c *sdk.Context, raw []json.RawMessage, opts mapOptions, next int64) ([]abi.InboundEvent, int64) {
+// offset after the batch (at least next) and the ids of the batch's callback queries, mapped or
+// skipped, all of which are to be answered.
+func mapBatch(c *sdk.Context, raw []json.RawMessage, opts mapOptions, next int64) ([]abi.InboundEvent, int64, []string) {
 	var events []abi.InboundEvent
+	var queries []string
 	for _, u := range raw {
+		if q := callbackQueryID(u); q != "" {
+			queries = append(queries, q)
+		}
 		id, ev, skip, err := parseUpdate(u, opts)
 		if id > 0 {
 			next = max(next, id+1)
@@ -180,7 +188,30 @@ func mapBatch(c *sdk.Context, raw []json.RawMessage, opts mapOptions, next int64
 			events = append(events, *ev)
 		}
 	}
-	return events, next
+	return events, next, queries
+}
+
+// answerTimeout bounds one answerCallbackQuery.
+const answerTimeout = 2 * time.Second
+
+// answerCallbacks acknowledges button presses (answerCallbackQuery), which stops the spinner on
+// the pressed button. Best effort, within what is left of b: a failure is logged and the press
+// itself is already the host's (Telegram lets a query go unanswered; the client gives up
+// waiting after a while).
+func answerCallbacks(a *api, b budget, queries []string) {
+	for _, q := range queries {
+		t, ok := b.timeout(answerTimeout)
+		if !ok {
+			a.c.Log(abi.LevelWarn, "no time left to answer a button press (answerCallbackQuery)", "callback_query_id", q)
+			return
+		}
+		if err := a.do("answerCallbackQuery", struct {
+			ID string `json:"callback_query_id"`
+		}{q}, t, nil); err != nil {
+			a.c.Log(abi.LevelWarn, "answerCallbackQuery failed (the press was received all the same)",
+				"callback_query_id", q, "error", a.scrub(err.Error()))
+		}
+	}
 }
 
 // commitOffset makes the pending offset (after the batch the previous poll returned) the

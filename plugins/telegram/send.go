@@ -29,9 +29,12 @@ type sendMessageParams struct {
 	MessageThreadID int64            `json:"message_thread_id,omitempty"`
 	Text            string           `json:"text"`
 	ReplyParameters *replyParameters `json:"reply_parameters,omitempty"`
+	ReplyMarkup     *inlineKeyboard  `json:"reply_markup,omitempty"`
 }
 
-// send transmits one message, edit or chat action, within sendBudget. It never sleeps or
+// send transmits one message, edit or chat action, within sendBudget (a file within
+// uploadBudget: see sendMedia). Buttons become an inline keyboard (reply_markup) whose
+// callback_data are the buttons' ids. It never sleeps or
 // retries, except once without message_thread_id when Telegram answers "message thread not
 // found" (and says so in the result's thread_id).
 func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
@@ -44,18 +47,26 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	}
 	a := &api{c: c, cfg: cfg}
 	b := newBudget(sendBudget)
-	switch {
-	case msg.Action != "":
+	if msg.Action != "" {
 		return sendAction(a, b, msg), nil
+	}
+	markup, bad := keyboard(msg.Buttons)
+	switch {
+	case bad != "":
+		return failed(abi.SendPermanent, "bad_buttons", bad+"; not sent"), nil
+	case len(msg.Attachments) > 0 && msg.EditMessageID != "":
+		return failed(abi.SendPermanent, "bad_request", "an edit cannot carry a file; not sent"), nil
+	case len(msg.Attachments) > 0:
+		return sendMedia(a, newBudget(uploadBudget), msg, markup), nil
 	case utf16Len(msg.Text) > MaxText:
 		return failed(abi.SendPermanent, "message_too_long", "text of "+strconv.Itoa(utf16Len(msg.Text))+
 			" UTF-16 units exceeds Telegram's "+strconv.Itoa(MaxText)+"; not sent"), nil
 	case strings.TrimSpace(msg.Text) == "":
 		return failed(abi.SendPermanent, "empty_text", "Telegram refuses empty messages; not sent"), nil
 	case msg.EditMessageID != "":
-		return editMessage(a, b, msg), nil
+		return editMessage(a, b, msg, markup), nil
 	}
-	p := sendMessageParams{ChatID: msg.ChatID, Text: msg.Text}
+	p := sendMessageParams{ChatID: msg.ChatID, Text: msg.Text, ReplyMarkup: markup}
 	if msg.ThreadID != generalTopic {
 		p.MessageThreadID = threadParam(c, msg.ThreadID)
 	}
@@ -115,16 +126,17 @@ func sendAction(a *api, b budget, msg *abi.OutboundMessage) *abi.SendResult {
 
 // editMessage replaces a message's text. "message is not modified" means the text is already
 // what we want: success.
-func editMessage(a *api, b budget, msg *abi.OutboundMessage) *abi.SendResult {
+func editMessage(a *api, b budget, msg *abi.OutboundMessage, markup *inlineKeyboard) *abi.SendResult {
 	id, err := strconv.ParseInt(msg.EditMessageID, 10, 64)
 	if err != nil || id <= 0 {
 		return failed(abi.SendPermanent, "bad_request", "edit_message_id "+strconv.Quote(msg.EditMessageID)+" is not a Telegram message id")
 	}
 	p := struct {
-		ChatID    string `json:"chat_id"`
-		MessageID int64  `json:"message_id"`
-		Text      string `json:"text"`
-	}{msg.ChatID, id, msg.Text}
+		ChatID      string          `json:"chat_id"`
+		MessageID   int64           `json:"message_id"`
+		Text        string          `json:"text"`
+		ReplyMarkup *inlineKeyboard `json:"reply_markup,omitempty"`
+	}{msg.ChatID, id, msg.Text, markup}
 	r, err := a.within(b, "editMessageText", p)
 	if err == nil && !r.OK && r.Status == 400 && r.is("message is not modified") {
 		return &abi.SendResult{MessageIDs: []string{msg.EditMessageID}}

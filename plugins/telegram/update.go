@@ -16,11 +16,22 @@ import (
 
 // update is the part of a Telegram Update the plugin reads. At most one payload is set.
 type update struct {
-	UpdateID          int64    `json:"update_id"`
-	Message           *message `json:"message"`
-	EditedMessage     *message `json:"edited_message"`
-	ChannelPost       *message `json:"channel_post"`
-	EditedChannelPost *message `json:"edited_channel_post"`
+	UpdateID          int64          `json:"update_id"`
+	Message           *message       `json:"message"`
+	EditedMessage     *message       `json:"edited_message"`
+	ChannelPost       *message       `json:"channel_post"`
+	EditedChannelPost *message       `json:"edited_channel_post"`
+	CallbackQuery     *callbackQuery `json:"callback_query"`
+}
+
+// callbackQuery is a press of an inline keyboard button. Message is the bot's message that
+// carried the keyboard (absent for inline-mode messages; for one older than 48 hours Telegram
+// sends only its chat, id and date 0).
+type callbackQuery struct {
+	ID      string   `json:"id"`
+	From    *user    `json:"from"`
+	Message *message `json:"message"`
+	Data    string   `json:"data"`
 }
 
 // user is a Telegram user or bot.
@@ -143,6 +154,8 @@ func mapUpdate(u *update, o mapOptions) (*abi.InboundEvent, string) {
 		m, edited = u.EditedMessage, true
 	case u.EditedChannelPost != nil:
 		m, edited = u.EditedChannelPost, true
+	case u.CallbackQuery != nil:
+		return callback(u)
 	default:
 		return nil, "unsupported update type"
 	}
@@ -160,14 +173,16 @@ func mapUpdate(u *update, o mapOptions) (*abi.InboundEvent, string) {
 		return nil, "unsupported chat type " + strconv.Quote(m.Chat.Type)
 	}
 	text, entities := m.Text, m.Entities
+	atts := attachments(m)
 	if text == "" {
 		text, entities = m.Caption, m.CaptionEntities
-		if d := describeMedia(m); d != "" {
+		if d := describeMedia(m); d != "" && len(atts) == 0 {
+			// Content without a file the host could fetch (a location, a poll): named in text.
 			text = strings.TrimSpace(d + " " + text)
 			entities = nil // offsets no longer match; the mention scan below falls back to the text
 		}
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(atts) == 0 {
 		return nil, "service message or message without text"
 	}
 
@@ -201,6 +216,10 @@ func mapUpdate(u *update, o mapOptions) (*abi.InboundEvent, string) {
 		Mentioned: addressed,
 		UnixMs:    m.Date * 1000,
 	}
+	if len(atts) > 0 {
+		ev.Attachments = atts
+		ev.Attachments[0].Caption = m.Caption
+	}
 	if !addressed && o.RequireMention {
 		ev.Kind = abi.EventObserve
 	}
@@ -215,6 +234,145 @@ func mapUpdate(u *update, o mapOptions) (*abi.InboundEvent, string) {
 		ev.UnixMs = 0
 	}
 	return ev, ""
+}
+
+// callback maps a button press to an EventCallback: CallbackID is the button's callback_data,
+// Source the chat (and topic) of the message that carried the button, with that message's id
+// and the user who pressed it. Presses without data (games), on inline-mode messages (no
+// message) or with data that is not a button id this host could have sent are skipped; the
+// plugin still answers every query (see answerCallbacks).
+func callback(u *update) (*abi.InboundEvent, string) {
+	q := u.CallbackQuery
+	m := q.Message
+	switch {
+	case q.ID == "":
+		return nil, "callback query without an id"
+	case m == nil || m.Chat.ID == 0 || m.MessageID <= 0:
+		return nil, "callback query without its message (inline mode)"
+	case q.From == nil || q.From.ID == 0:
+		return nil, "callback query without a sender"
+	case !validButtonID(q.Data):
+		return nil, "callback query whose data is not a button id"
+	}
+	presser := *m
+	presser.From, presser.SenderChat = q.From, nil
+	src, ok := source(&presser)
+	if !ok {
+		return nil, "callback in an unsupported chat type " + strconv.Quote(m.Chat.Type)
+	}
+	return &abi.InboundEvent{
+		ID:         "update:" + strconv.FormatInt(u.UpdateID, 10),
+		Kind:       abi.EventCallback,
+		Source:     src,
+		CallbackID: q.Data,
+		Mentioned:  true,
+	}, ""
+}
+
+// validButtonID reports whether s is a button id as the ABI defines them: 1-64 bytes of
+// [A-Za-z0-9:_-] (64 bytes is also Telegram's callback_data limit).
+func validButtonID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isNameByte(c) && c != ':' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// callbackQueryID is the id of the callback query in a raw update, or "".
+func callbackQueryID(raw []byte) string {
+	var u struct {
+		Q *struct {
+			ID string `json:"id"`
+		} `json:"callback_query"`
+	}
+	if json.Unmarshal(raw, &u) != nil || u.Q == nil {
+		return ""
+	}
+	return u.Q.ID
+}
+
+// file fields common to Telegram's media objects.
+type file struct {
+	FileID   string `json:"file_id"`
+	FileName string `json:"file_name"`
+	MIMEType string `json:"mime_type"`
+	FileSize int64  `json:"file_size"`
+	Width    int64  `json:"width"`
+	Height   int64  `json:"height"`
+	// Stickers only.
+	IsAnimated bool `json:"is_animated"`
+	IsVideo    bool `json:"is_video"`
+}
+
+// attachments lists the files of m the host may fetch: the largest size of a photo, a
+// document, voice note, audio file, video, video note, animation or sticker. Ref is the
+// file_id; a media field whose shape is unreadable is left out (it is still named in the text
+// by describeMedia when nothing else is attached).
+func attachments(m *message) []abi.Attachment {
+	if present(m.Photo) {
+		var sizes []file
+		if json.Unmarshal(m.Photo, &sizes) == nil {
+			best := -1
+			for i, p := range sizes {
+				if p.FileID == "" {
+					continue
+				}
+				if best < 0 || p.Width*p.Height > sizes[best].Width*sizes[best].Height ||
+					p.Width*p.Height == sizes[best].Width*sizes[best].Height && p.FileSize > sizes[best].FileSize {
+					best = i
+				}
+			}
+			if best >= 0 {
+				p := sizes[best]
+				return []abi.Attachment{{Kind: abi.AttachImage, MIMEType: "image/jpeg", Size: max(p.FileSize, 0), Ref: p.FileID}}
+			}
+		}
+	}
+	for _, f := range []struct {
+		raw  json.RawMessage
+		kind string
+		mime string // Telegram's format when it names none
+	}{
+		{m.Voice, abi.AttachVoice, "audio/ogg"},
+		{m.VideoNote, abi.AttachVideo, "video/mp4"},
+		{m.Audio, abi.AttachAudio, "audio/mpeg"},
+		{m.Video, abi.AttachVideo, "video/mp4"},
+		{m.Sticker, abi.AttachSticker, ""},
+		{m.Document, abi.AttachDocument, "application/octet-stream"}, // after the others: an animation comes with both
+		{m.Animation, abi.AttachVideo, "video/mp4"},
+	} {
+		if !present(f.raw) {
+			continue
+		}
+		var d file
+		if json.Unmarshal(f.raw, &d) != nil || d.FileID == "" {
+			continue
+		}
+		a := abi.Attachment{Kind: f.kind, MIMEType: d.MIMEType, Name: d.FileName, Size: max(d.FileSize, 0), Ref: d.FileID}
+		if f.kind == abi.AttachSticker {
+			switch {
+			case d.IsAnimated:
+				a.MIMEType = "application/x-tgsticker"
+			case d.IsVideo:
+				a.MIMEType = "video/webm"
+			default:
+				a.MIMEType = "image/webp"
+			}
+		}
+		if f.kind == abi.AttachDocument && present(m.Animation) {
+			a.Kind = abi.AttachVideo
+		}
+		if a.MIMEType == "" {
+			a.MIMEType = f.mime
+		}
+		return []abi.Attachment{a}
+	}
+	return nil
 }
 
 // MigrationNote is the transcript's record of a group's upgrade to a supergroup.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,8 +40,16 @@ func checkEvent(t testing.TB, ev *abi.InboundEvent) {
 	if !strings.HasPrefix(ev.ID, "update:") || len(ev.ID) == len("update:") {
 		t.Fatalf("event id %q", ev.ID)
 	}
-	if ev.Kind != abi.EventMessage && ev.Kind != abi.EventObserve {
+	if ev.Kind != abi.EventMessage && ev.Kind != abi.EventObserve && ev.Kind != abi.EventCallback {
 		t.Fatalf("event kind %q", ev.Kind)
+	}
+	if (ev.Kind == abi.EventCallback) != (ev.CallbackID != "") {
+		t.Fatalf("callback id %q on a %s event", ev.CallbackID, ev.Kind)
+	}
+	for _, a := range ev.Attachments {
+		if a.Ref == "" || a.Kind == "" || a.MIMEType == "" || len(a.Data) != 0 {
+			t.Fatalf("attachment %+v", a)
+		}
 	}
 	s := ev.Source
 	switch s.ChatType {
@@ -57,7 +66,7 @@ func checkEvent(t testing.TB, ev *abi.InboundEvent) {
 	if s.ChatType == abi.ChatForum && s.ThreadID == "" {
 		t.Fatalf("forum event without a thread: %+v", s)
 	}
-	if strings.TrimSpace(ev.Text) == "" {
+	if strings.TrimSpace(ev.Text) == "" && len(ev.Attachments) == 0 && ev.Kind != abi.EventCallback {
 		t.Fatalf("event without text: %+v", ev)
 	}
 }
@@ -202,12 +211,19 @@ func TestMapSkipsAndEdits(t *testing.T) {
 		t.Fatalf("title change: %+v %q %v", ev, skip, err)
 	}
 
-	// Media: described, with the caption.
+	// Media: an attachment (the largest photo size), the caption as text.
 	raw := `{"update_id": 7, "message": {"message_id": 3, "chat": {"id": 111, "type": "private"}, "from": {"id": 111, "first_name": "Ada"},
-	  "date": 1700000000, "photo": [{"file_id": "x"}], "caption": "look"}}`
+	  "date": 1700000000, "photo": [{"file_id": "small", "width": 90, "height": 60}, {"file_id": "x", "width": 900, "height": 600, "file_size": 5000}], "caption": "look"}}`
 	_, ev, _, err := parseUpdate([]byte(raw), mapOptions{Me: me, RequireMention: true})
-	if err != nil || ev == nil || ev.Text != "[photo] look" || ev.Source.UserName != "Ada" || ev.UnixMs != 1700000000000 {
+	if err != nil || ev == nil || ev.Text != "look" || ev.Source.UserName != "Ada" || ev.UnixMs != 1700000000000 ||
+		len(ev.Attachments) != 1 || !reflect.DeepEqual(ev.Attachments[0], abi.Attachment{Kind: abi.AttachImage, MIMEType: "image/jpeg", Size: 5000, Ref: "x", Caption: "look"}) {
 		t.Fatalf("photo: %+v %v", ev, err)
+	}
+	// Content without a file is still described.
+	raw = `{"update_id": 9, "message": {"message_id": 5, "chat": {"id": 111, "type": "private"}, "from": {"id": 111, "first_name": "Ada"},
+	  "date": 1700000000, "location": {"latitude": 1, "longitude": 2}}}`
+	if _, ev, _, err = parseUpdate([]byte(raw), mapOptions{Me: me}); err != nil || ev == nil || ev.Text != "[location]" || ev.Attachments != nil {
+		t.Fatalf("location: %+v %v", ev, err)
 	}
 	// An anonymous admin writes as the group: not a bot.
 	raw = `{"update_id": 8, "message": {"message_id": 4, "chat": {"id": -100555, "type": "supergroup", "title": "G"},
@@ -254,3 +270,77 @@ func TestMentionEntitiesUTF16(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Every kind of Telegram media becomes an attachment with its file_id, type, name and size; a
+// message with only a file is still a message; a mention in a caption addresses the bot.
+func TestMapMediaAttachments(t *testing.T) {
+	tg := tgt.New(t)
+	bot := tg.Bot()
+	const group = -4001
+	for _, c := range []struct {
+		att  tgt.Attach
+		want abi.Attachment
+	}{
+		{tgt.Attach{Data: []byte("jpg")}, abi.Attachment{Kind: abi.AttachImage, MIMEType: "image/jpeg", Size: 3}},
+		{tgt.Attach{Kind: tgt.KindDocument, Data: []byte("%PDF-1"), FileName: "a.pdf", MIMEType: "application/pdf"},
+			abi.Attachment{Kind: abi.AttachDocument, MIMEType: "application/pdf", Name: "a.pdf", Size: 6}},
+		{tgt.Attach{Kind: tgt.KindVoice, Data: []byte("ogg"), Duration: 2}, abi.Attachment{Kind: abi.AttachVoice, MIMEType: "audio/ogg", Size: 3}},
+		{tgt.Attach{Kind: tgt.KindAudio, Data: []byte("mp3!"), FileName: "song.mp3", MIMEType: "audio/mpeg"},
+			abi.Attachment{Kind: abi.AttachAudio, MIMEType: "audio/mpeg", Name: "song.mp3", Size: 4}},
+		{tgt.Attach{Kind: tgt.KindVideo, Data: []byte("mp4"), MIMEType: "video/mp4"}, abi.Attachment{Kind: abi.AttachVideo, MIMEType: "video/mp4", Size: 3}},
+		{tgt.Attach{Kind: tgt.KindVideoNote, Data: []byte("round")}, abi.Attachment{Kind: abi.AttachVideo, MIMEType: "video/mp4", Size: 5}},
+		{tgt.Attach{Kind: tgt.KindSticker, Data: []byte("webp"), Emoji: "👍"}, abi.Attachment{Kind: abi.AttachSticker, MIMEType: "image/webp", Size: 4}},
+		{tgt.Attach{Data: []byte("x"), Size: 25 << 20}, abi.Attachment{Kind: abi.AttachImage, MIMEType: "image/jpeg", Size: 25 << 20}},
+	} {
+		u, f := bot.Media(ada.ID, ada, c.att, "")
+		ev, skip := mapped(t, u, true)
+		want := c.want
+		want.Ref = f.ID
+		if ev == nil || ev.Kind != abi.EventMessage || ev.Text != "" || len(ev.Attachments) != 1 || !reflect.DeepEqual(ev.Attachments[0], want) {
+			t.Errorf("%s: %+v (%s), want %+v", c.att.Kind, ev, skip, want)
+		}
+	}
+	// In a group, a caption that mentions the bot addresses it; the caption is the text.
+	u, f := bot.Media(group, ada, tgt.Attach{Kind: tgt.KindDocument, Data: []byte("d")}, "@hermes_test_bot read this")
+	ev, _ := mapped(t, u, true)
+	if ev.Kind != abi.EventMessage || !ev.Mentioned || ev.Text != "read this" || ev.Attachments[0].Ref != f.ID ||
+		ev.Attachments[0].Caption != "@hermes_test_bot read this" {
+		t.Fatalf("group caption: %+v", ev)
+	}
+	// Unaddressed, a file is observed.
+	u, _ = bot.Media(group, ada, tgt.Attach{Data: []byte("p")}, "")
+	if ev, _ := mapped(t, u, true); ev.Kind != abi.EventObserve || len(ev.Attachments) != 1 {
+		t.Fatalf("group photo: %+v", ev)
+	}
+}
+
+// A button press becomes a callback event in the chat and topic of the message that carried
+// the button, from the user who pressed; presses without a usable message or data are skipped.
+func TestMapCallbacks(t *testing.T) {
+	tg := tgt.New(t)
+	bot := tg.Bot()
+	forum, topics := tg.AddForum(-1001000000001, "Team", tgt.Topic{Name: "ops"})
+	m := tgt.Message{MessageID: 77, MessageThreadID: topics[0], IsTopicMessage: true, Chat: forum, Date: 1700000000,
+		From: &tgt.User{ID: me.ID, IsBot: true, Username: me.Username}, Text: "approve?"}
+	u := bot.InjectCallback(tgt.CallbackQuery{From: bob, Message: &m, Data: "approve:42"})
+	ev, skip := mapped(t, u, true)
+	if ev == nil || ev.Kind != abi.EventCallback || ev.CallbackID != "approve:42" || ev.Source.MessageID != "77" ||
+		ev.Source.UserID != itoa(bob.ID) || ev.Source.ChatID != itoa(forum.ID) || ev.Source.ThreadID != itoa(topics[0]) ||
+		ev.Source.ChatType != abi.ChatForum {
+		t.Fatalf("callback: %+v %q", ev, skip)
+	}
+	raw, _ := json.Marshal(u)
+	if callbackQueryID(raw) != u.CallbackQuery.ID || u.CallbackQuery.ID == "" {
+		t.Fatalf("query id %q", callbackQueryID(raw))
+	}
+	for _, q := range []tgt.CallbackQuery{
+		{From: bob, Data: "approve:42"},                         // inline mode: no message
+		{From: bob, Message: &m},                                // a game: no data
+		{From: bob, Message: &m, Data: "not a button id!"},      // forged data
+		{From: bob, Message: &m, Data: strings.Repeat("x", 65)}, // too long
+	} {
+		if ev, skip := mapped(t, bot.InjectCallback(q), true); ev != nil || skip == "" {
+			t.Errorf("%+v: %+v", q, ev)
+		}
+	}
+}

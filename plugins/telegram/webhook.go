@@ -41,6 +41,11 @@ func webhook(c *sdk.Context, req *abi.WebhookRequest) (*abi.WebhookResult, error
 		return answer(503, "bot identity unavailable"), nil
 	}
 	id, ev, skip, err := parseUpdate(req.Body, mapOptions{Me: me, RequireMention: cfg.requireMention()})
+	if q := callbackQueryID(req.Body); q != "" && id > 0 {
+		// Acknowledged before the host records the press, which it does when this call
+		// returns: a failed answer is only logged (see answerCallbacks).
+		answerCallbacks(a, newBudget(answerTimeout+minRequest), []string{q})
+	}
 	switch {
 	case err != nil && id == 0:
 		c.Log(abi.LevelWarn, "webhook: malformed update refused", "error", err.Error())
