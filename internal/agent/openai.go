@@ -357,6 +357,9 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 		if err != nil {
 			return nil, o.turnError(parent, ctx, err, "a transcription")
 		}
+		for i, n := range in.notes {
+			in.notes[i] = o.redact(n) // a server's message is in some
+		}
 		if in.empty {
 			// Nothing the model could use: the notes say why, and no model is asked.
 			return &Reply{Text: withNotes("", in.notes)}, nil

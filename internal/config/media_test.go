@@ -2,6 +2,8 @@ package config
 
 import (
 	"encoding/json"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +58,29 @@ func TestAgentMediaSettings(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to mention %q", name, err, tc.want)
 		}
+	}
+}
+
+// The README's example of the media settings loads as it is written.
+func TestReadmeMediaExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(agent:\n.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(m[1], "transcribe:") {
+			block = m[1]
+		}
+	}
+	if block == "" {
+		t.Fatal("README has no agent example with transcribe:")
+	}
+	c, err := Parse("README.md", []byte(block))
+	if err != nil {
+		t.Fatalf("the README's media example does not load: %v", err)
+	}
+	if a := c.Agent; !a.Vision || len(a.VisionModels) != 1 || a.Transcribe == nil || a.Transcribe.APIKeyEnv != "WHISPER_API_KEY" || a.DocumentKiB != 32 {
+		t.Fatalf("agent %+v", a)
 	}
 }
