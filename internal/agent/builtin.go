@@ -20,6 +20,7 @@ type Builtin struct {
 	shTimeout time.Duration
 	tr        *Transcriber // nil: voice messages get VoiceNotSetUp
 	log       *slog.Logger
+	metrics   *Metrics
 }
 
 // Builtin's limits.
@@ -60,10 +61,10 @@ const (
 )
 
 // NewBuiltin returns the builtin agent. Only cfg.CommandTimeout (the "sh" timeout),
-// cfg.Transcribe (voice messages; a bad one is ignored here: New refuses it) and cfg.Logger are
-// used.
+// cfg.Transcribe (voice messages; a bad one is ignored here: New refuses it), cfg.Logger and
+// cfg.Metrics are used.
 func NewBuiltin(cfg Config) *Builtin {
-	b := &Builtin{shTimeout: cfg.CommandTimeout, log: cfg.Logger}
+	b := &Builtin{shTimeout: cfg.CommandTimeout, log: cfg.Logger, metrics: cfg.Metrics}
 	if b.shTimeout <= 0 {
 		b.shTimeout = DefaultShTimeout
 	}
@@ -94,15 +95,10 @@ func (b *Builtin) attachments(ctx context.Context, atts []Attachment) (heard []s
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			logTranscribeFailure(b.log, a, err)
-			var te *TranscribeError
-			why := "the transcription failed"
-			if errors.As(err, &te) {
-				why = te.describe()
-			}
-			in.note(fmt.Sprintf(transcribeFailedNote, describeFile(a), why))
+			in.note(transcribeFailed(mediaOptions{log: b.log, metrics: b.metrics}, a, err))
 			continue
 		}
+		b.metrics.transcribed("ok")
 		if text != "" {
 			heard = append(heard, text)
 		}

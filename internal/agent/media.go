@@ -186,6 +186,7 @@ type mediaOptions struct {
 	tr       *Transcriber // nil: voice and audio are not transcribed
 	docBytes int          // inline cap of one document
 	log      *slog.Logger
+	metrics  *Metrics
 }
 
 // readInput builds the user's input from t's text and attachments. Only ctx's end fails it.
@@ -231,16 +232,11 @@ func readInput(ctx context.Context, t *Turn, opt mediaOptions) (userInput, error
 				if ctx.Err() != nil {
 					return userInput{}, ctx.Err()
 				}
-				logTranscribeFailure(opt.log, a, err)
 				blocks = append(blocks, ph+" (transcription failed)")
-				var te *TranscribeError
-				why := "the transcription failed"
-				if errors.As(err, &te) {
-					why = te.describe()
-				}
-				in.note(fmt.Sprintf(transcribeFailedNote, describeFile(a), why))
+				in.note(transcribeFailed(opt, a, err))
 				continue
 			}
+			opt.metrics.transcribed("ok")
 			usable = true
 			switch {
 			case text == "":
@@ -268,6 +264,18 @@ func readInput(ctx context.Context, t *Turn, opt mediaOptions) (userInput, error
 	in.text = strings.Join(blocks, "\n\n")
 	in.empty = !usable && len(t.Attachments) > 0
 	return in, nil
+}
+
+// transcribeFailed logs and counts a failed transcription of a and returns its note.
+func transcribeFailed(opt mediaOptions, a Attachment, err error) string {
+	opt.log.Warn("transcription failed", "kind", a.Kind, "mime", a.MIMEType, "size", a.Size, "error", err.Error())
+	why, reason := "the transcription failed", "bad_response"
+	var te *TranscribeError
+	if errors.As(err, &te) {
+		why, reason = te.describe(), te.Reason
+	}
+	opt.metrics.transcribed(reason)
+	return fmt.Sprintf(transcribeFailedNote, describeFile(a), why)
 }
 
 // describeFile names an attachment in a note: its name, or its kind.

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent/agenttest"
@@ -166,7 +170,7 @@ func TestTranscriptionFailures(t *testing.T) {
 		agenttest.TranscribeHang(),
 		agenttest.TranscribeFail(500, "<html><body>Internal Server Error</body></html>"))
 	srv := agenttest.New(t, agenttest.Text("Here is the summary."))
-	o, logs, _ := compatAgent(t, srv, Config{Transcribe: &TranscribeConfig{URL: stt.URL, APIKey: transcribeKey, Timeout: 200 * time.Millisecond}})
+	o, logs, m := compatAgent(t, srv, Config{Transcribe: &TranscribeConfig{URL: stt.URL, APIKey: transcribeKey, Timeout: 200 * time.Millisecond}})
 	voice := stored(t, abi.AttachVoice, "audio/ogg", "", []byte("OggS voice"))
 
 	rep, err := o.Turn(context.Background(), &Turn{Attachments: []Attachment{voice}})
@@ -200,6 +204,30 @@ func TestTranscriptionFailures(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), transcribeKey) || !strings.Contains(logs.String(), "transcription failed") {
 		t.Fatalf("log:\n%s", logs)
+	}
+	if h, to := testutil.ToFloat64(m.heard.WithLabelValues("http")), testutil.ToFloat64(m.heard.WithLabelValues("timeout")); h != 2 || to != 1 {
+		t.Fatalf("hermes_agent_transcriptions_total: http %v, timeout %v", h, to)
+	}
+}
+
+// A /stop while a voice message is being transcribed ends the turn at once, as cancelled, and
+// asks no model.
+func TestStopDuringTranscription(t *testing.T) {
+	entered := make(chan struct{})
+	stt := agenttest.NewTranscriptions(t, func(w http.ResponseWriter, r *http.Request, req agenttest.Transcription) {
+		close(entered)
+		<-r.Context().Done()
+	})
+	srv := agenttest.New(t)
+	o, _, _ := compatAgent(t, srv, Config{Transcribe: &TranscribeConfig{URL: stt.URL}})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-entered; cancel() }()
+	_, err := o.Turn(ctx, &Turn{Attachments: []Attachment{stored(t, abi.AttachVoice, "audio/ogg", "", []byte("OggS"))}})
+	if !errors.Is(err, context.Canceled) || UserMessage(err) != "Stopped." {
+		t.Fatalf("error %v", err)
+	}
+	if len(srv.Chats()) != 0 {
+		t.Fatal("a stopped turn asked the model")
 	}
 }
 

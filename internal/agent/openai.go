@@ -353,7 +353,8 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 	var in userInput
 	if !t.Synthetic {
 		var err error
-		in, err = readInput(ctx, t, mediaOptions{vision: o.vision[o.model], tr: o.transcriber, docBytes: o.docBytes, log: o.log})
+		in, err = readInput(ctx, t, mediaOptions{vision: o.vision[o.model], tr: o.transcriber, docBytes: o.docBytes,
+			log: o.log, metrics: o.metrics})
 		if err != nil {
 			return nil, o.turnError(parent, ctx, err, "a transcription")
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -248,9 +247,4 @@ func uploadName(a Attachment) string {
 	ext := map[string]string{"audio/ogg": ".ogg", "audio/mpeg": ".mp3", "audio/wav": ".wav", "audio/x-wav": ".wav",
 		"audio/mp4": ".m4a", "audio/webm": ".webm", "audio/flac": ".flac", "video/mp4": ".mp4", "video/webm": ".webm"}[baseMIME(a.MIMEType)]
 	return "audio" + orDefault(ext, ".bin")
-}
-
-// logTranscribeFailure logs a failed transcription (its text holds no secret).
-func logTranscribeFailure(log *slog.Logger, a Attachment, err error) {
-	log.Warn("transcription failed", "kind", a.Kind, "mime", a.MIMEType, "size", a.Size, "error", err.Error())
 }
