@@ -203,6 +203,11 @@ func readInput(ctx context.Context, t *Turn, opt mediaOptions) (userInput, error
 		blocks = append(blocks, t.Text)
 	}
 	for _, a := range t.Attachments {
+		if c := strings.TrimSpace(a.Caption); c != "" && !strings.Contains(t.Text, c) {
+			// A caption the host did not make the message's text: the user's words all the same.
+			blocks = append(blocks, c)
+			usable = true
+		}
 		ph := Placeholder(a)
 		switch {
 		case isImage(a):

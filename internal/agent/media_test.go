@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -109,6 +110,47 @@ func TestNoVisionNoImage(t *testing.T) {
 	}
 	if rep.Text != NoVisionNote || len(srv.Chats()) != 1 {
 		t.Fatalf("image alone: reply %q after %d model calls", rep.Text, len(srv.Chats()))
+	}
+	// Vision follows the model: with vision on for the configured one, a /model choice not in
+	// vision_models gets no image; the image's caption is the user's text.
+	srv.Push(agenttest.Text("Still no picture."))
+	ov, _, _ := compatAgent(t, srv, Config{Vision: true})
+	captioned := img
+	captioned.Caption = "my cat"
+	rep, err = ov.Turn(context.Background(), &Turn{Model: "text-model", Attachments: []Attachment{captioned}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req = srv.Chats()[1]
+	if len(req.ImageURLs()) != 0 || !strings.HasPrefix(req.LastUser(), "my cat\n\n[image: dot.png") || !strings.HasSuffix(rep.Text, NoVisionNote) {
+		t.Fatalf("text model: %d images, user %q, reply %q", len(req.ImageURLs()), req.LastUser(), rep.Text)
+	}
+}
+
+// A transcription server that cannot be reached, or that redirects, is one clear line too.
+func TestTranscriptionUnreachableOrRedirected(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/v1"
+	ln.Close()
+	redirecting := agenttest.NewTranscriptions(t, func(w http.ResponseWriter, r *http.Request, req agenttest.Transcription) {
+		http.Redirect(w, r, "http://elsewhere.test/v1/audio/transcriptions", http.StatusTemporaryRedirect)
+	})
+	voice := stored(t, abi.AttachVoice, "audio/ogg", "memo.ogg", []byte("OggS"))
+	for url, want := range map[string]string{
+		closed:          "(I could not transcribe memo.ogg: the transcription server cannot be reached (the operator needs to check agent.transcribe.url). Try again, or send it as text.)",
+		redirecting.URL: "(I could not transcribe memo.ogg: the transcription server answered with a redirect, which is not followed (agent.transcribe.url must be its real address). Try again, or send it as text.)",
+	} {
+		o, _, _ := compatAgent(t, agenttest.New(t), Config{Transcribe: &TranscribeConfig{URL: url, APIKey: transcribeKey}})
+		rep, err := o.Turn(context.Background(), &Turn{Attachments: []Attachment{voice}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Text != want {
+			t.Errorf("%s: reply %q", url, rep.Text)
+		}
 	}
 }
 
