@@ -24,6 +24,12 @@ import (
 // text or Config.MaxRounds model calls have been made. A turn that wants its text as it is
 // written (Turn.OnText) gets a streamed answer.
 //
+// A turn's attachments join the user's message: images as image_url parts for a model with
+// vision (Config.Vision, VisionModels), voice and audio as their transcript (Config.Transcribe),
+// text documents inlined up to Config.DocumentBytes, anything else by name, type and size.
+// What cannot be used gets a one-line note at the end of the answer (NoVisionNote,
+// VoiceNotSetUp, a failed transcription); when nothing can, the notes are the answer.
+//
 // Redirects are never followed: a request carries the API key and the conversation. Every failed
 // call is logged with the server's own message (secrets redacted) and counted in Metrics.
 type OpenAI struct {
