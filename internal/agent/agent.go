@@ -297,6 +297,32 @@ type Config struct {
 	// CommandTimeout is the default timeout of a foreground command (builtin "sh", terminal
 	// without timeout). Default 60s for "openai", 10s for "builtin".
 	CommandTimeout time.Duration
+	// Vision says Model accepts images: a turn's pictures are sent as image_url content parts.
+	// Without it the model gets the text only and the answer says it cannot see images.
+	Vision bool
+	// VisionModels are the other models (a chat's /model choices) that accept images.
+	VisionModels []string
+	// Transcribe is the speech-to-text server for voice messages and audio files; nil: they
+	// are not transcribed, and the answer says how to set it up.
+	Transcribe *TranscribeConfig
+	// DocumentBytes caps the text of one document inlined into the user's message. Default
+	// DefaultDocumentBytes.
+	DocumentBytes int
+}
+
+// TranscribeConfig configures the transcription client (see Transcriber).
+type TranscribeConfig struct {
+	// URL is the API root, e.g. "http://127.0.0.1:8080/v1"; files are POSTed to
+	// URL+"/audio/transcriptions".
+	URL string
+	// Model is sent with every file. Default "whisper-1".
+	Model string
+	// APIKey is sent as a bearer token; empty: read from the variable APIKeyEnv names, if any.
+	// It is a secret: never in an error or a log line.
+	APIKey    string
+	APIKeyEnv string
+	// Timeout bounds one transcription. Default DefaultTranscribeTimeout.
+	Timeout time.Duration
 }
 
 // Kinds accepted by New.
@@ -309,6 +335,11 @@ const (
 func New(kind string, cfg Config) (Agent, error) {
 	switch kind {
 	case "", KindBuiltin:
+		if cfg.Transcribe != nil {
+			if _, err := NewTranscriber(*cfg.Transcribe, nil, nil); err != nil {
+				return nil, err
+			}
+		}
 		return NewBuiltin(cfg), nil
 	case KindOpenAI:
 		return NewOpenAI(cfg)

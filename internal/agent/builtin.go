@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hermes-host/hermes-host/abi"
 )
 
 // Builtin is the deterministic agent that needs no model: the embedded default. It answers
@@ -15,6 +18,9 @@ import (
 // the notices (Summarize) and calls no tool at all.
 type Builtin struct {
 	shTimeout time.Duration
+	tr        *Transcriber // nil: voice messages get VoiceNotSetUp
+	log       *slog.Logger
+	metrics   *Metrics
 }
 
 // Builtin's limits.
@@ -50,15 +56,54 @@ const (
 	BuiltinNoTools = "Background processes are not available in this chat."
 	BuiltinEmpty   = "I got an empty message. Send help to see what I can do."
 	builtinPlain   = "I'm the built-in agent, so I can't chat like a model would. I understood: “%s”. Send help to see the commands I know."
+	// BuiltinNoFiles notes the attachments the builtin agent does not open (all but voice).
+	BuiltinNoFiles = "(I'm the built-in agent: I cannot look at attached files. A model agent (agent.kind: openai) can.)"
 )
 
-// NewBuiltin returns the builtin agent. Only cfg.CommandTimeout is used (the "sh" timeout).
+// NewBuiltin returns the builtin agent. Only cfg.CommandTimeout (the "sh" timeout),
+// cfg.Transcribe (voice messages; a bad one is ignored here: New refuses it), cfg.Logger and
+// cfg.Metrics are used.
 func NewBuiltin(cfg Config) *Builtin {
-	b := &Builtin{shTimeout: cfg.CommandTimeout}
+	b := &Builtin{shTimeout: cfg.CommandTimeout, log: cfg.Logger, metrics: cfg.Metrics}
 	if b.shTimeout <= 0 {
 		b.shTimeout = DefaultShTimeout
 	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if cfg.Transcribe != nil {
+		b.tr, _ = NewTranscriber(*cfg.Transcribe, cfg.Transport, cfg.Secrets)
+	}
 	return b
+}
+
+// attachments reads what the builtin agent can of a message's attachments: the transcripts of
+// voice messages (with a transcription server), and one-line notes for the rest.
+func (b *Builtin) attachments(ctx context.Context, atts []Attachment) (heard []string, notes []string, err error) {
+	in := userInput{}
+	for _, a := range atts {
+		if a.Kind != abi.AttachVoice && a.Kind != abi.AttachAudio {
+			in.note(BuiltinNoFiles)
+			continue
+		}
+		if b.tr == nil {
+			in.note(VoiceNotSetUp)
+			continue
+		}
+		text, err := b.tr.Transcribe(ctx, a)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			in.note(transcribeFailed(mediaOptions{log: b.log, metrics: b.metrics}, a, err))
+			continue
+		}
+		b.metrics.transcribed("ok")
+		if text != "" {
+			heard = append(heard, text)
+		}
+	}
+	return heard, in.notes, nil
 }
 
 // Turn answers t. A synthetic turn gets a summary of its notices (no tool is called).
@@ -76,6 +121,21 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 		return &Reply{Text: Summarize(t.Notices)}, nil
 	}
 	text := strings.TrimSpace(strings.ReplaceAll(t.Text, "\r\n", "\n"))
+	var notes []string
+	if len(t.Attachments) > 0 {
+		heard, n, err := b.attachments(ctx, t.Attachments)
+		if err != nil {
+			return nil, err
+		}
+		notes = n
+		if text == "" {
+			// A transcript is chat, never a command: what was heard is echoed, not run.
+			if len(heard) > 0 {
+				return &Reply{Text: withNotes(plainAnswer(strings.Join(heard, " ")), notes)}, nil
+			}
+			return &Reply{Text: withNotes("", notes)}, nil
+		}
+	}
 	if text == "" {
 		return &Reply{Text: BuiltinEmpty}, nil
 	}
@@ -94,6 +154,9 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 		parts = append(parts, out)
 	}
 	rep.Text = strings.Join(parts, "\n\n")
+	if len(notes) > 0 {
+		rep.Text = withNotes(rep.Text, notes)
+	}
 	return rep, nil
 }
 

@@ -9,6 +9,7 @@ type Metrics struct {
 	failures *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	timeouts *prometheus.CounterVec
+	heard    *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent's counters with reg:
@@ -17,6 +18,7 @@ type Metrics struct {
 //	hermes_agent_model_failures_total{profile,reason="http_4xx|http_5xx|http_NNN|timeout|connect|redirect|bad_response|too_large|stream"}
 //	hermes_agent_tool_calls_refused_total{reason="tools_off|not_granted|notification"}
 //	hermes_agent_timeouts_total{limit="model_call|turn"}
+//	hermes_agent_transcriptions_total{outcome="ok|connect|timeout|redirect|http|bad_response|too_large|read"}
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_model_calls_total",
@@ -28,7 +30,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Tool calls of the model that were refused, not run, by reason (tools_off, not_granted, notification)."}, []string{"reason"})
 	m.timeouts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_timeouts_total",
 		Help: "Timeouts that ended a model call (agent.timeout) or a whole turn (agent.turn_timeout), by limit."}, []string{"limit"})
-	reg.MustRegister(m.calls, m.failures, m.refused, m.timeouts)
+	m.heard = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_agent_transcriptions_total",
+		Help: "Voice messages and audio files sent to the transcription server (agent.transcribe), by outcome (ok, or why it failed)."}, []string{"outcome"})
+	reg.MustRegister(m.calls, m.failures, m.refused, m.timeouts, m.heard)
 	return m
 }
 
@@ -65,5 +69,11 @@ func (m *Metrics) refusedCall(reason string) {
 func (m *Metrics) timedOut(limit string) {
 	if m != nil {
 		m.timeouts.WithLabelValues(limit).Inc()
+	}
+}
+
+func (m *Metrics) transcribed(outcome string) {
+	if m != nil {
+		m.heard.WithLabelValues(outcome).Inc()
 	}
 }

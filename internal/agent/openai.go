@@ -24,6 +24,12 @@ import (
 // text or Config.MaxRounds model calls have been made. A turn that wants its text as it is
 // written (Turn.OnText) gets a streamed answer.
 //
+// A turn's attachments join the user's message: images as image_url parts for a model with
+// vision (Config.Vision, VisionModels), voice and audio as their transcript (Config.Transcribe),
+// text documents inlined up to Config.DocumentBytes, anything else by name, type and size.
+// What cannot be used gets a one-line note at the end of the answer (NoVisionNote,
+// VoiceNotSetUp, a failed transcription); when nothing can, the notes are the answer.
+//
 // Redirects are never followed: a request carries the API key and the conversation. Every failed
 // call is logged with the server's own message (secrets redacted) and counted in Metrics.
 type OpenAI struct {
@@ -49,6 +55,9 @@ type OpenAI struct {
 	log           *slog.Logger
 	metrics       *Metrics
 	secrets       []string
+	vision        map[string]bool // the models that accept images (Config.Vision, VisionModels)
+	transcriber   *Transcriber    // nil: voice is not transcribed
+	docBytes      int             // Config.DocumentBytes
 }
 
 // OpenAI's defaults.
@@ -160,7 +169,21 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		}
 		o.tools = tools
 	}
-	o.secrets = secretsOf(key, base, cfg.Headers, cfg.Secrets)
+	o.vision = map[string]bool{cfg.Model: cfg.Vision}
+	for _, m := range cfg.VisionModels {
+		o.vision[m] = true
+	}
+	extra := cfg.Secrets
+	if cfg.Transcribe != nil {
+		tr, err := NewTranscriber(*cfg.Transcribe, cfg.Transport, cfg.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		o.transcriber = tr
+		extra = append(slices.Clip(extra), tr.secrets...)
+	}
+	o.docBytes = cfg.DocumentBytes
+	o.secrets = secretsOf(key, base, cfg.Headers, extra)
 	return o, nil
 }
 
@@ -204,6 +227,17 @@ type (
 		Content    *string    `json:"content"` // null on an assistant message with only tool calls
 		ToolCalls  []toolCall `json:"tool_calls,omitempty"`
 		ToolCallID string     `json:"tool_call_id,omitempty"`
+		// Images, when set, make the content a list of parts: Content as a text part, then
+		// one image_url part per data URL.
+		Images []string `json:"-"`
+	}
+	contentPart struct {
+		Type     string    `json:"type"`
+		Text     string    `json:"text,omitempty"`
+		ImageURL *imageURL `json:"image_url,omitempty"`
+	}
+	imageURL struct {
+		URL string `json:"url"`
 	}
 	toolCall struct {
 		ID       string `json:"id"`
@@ -261,6 +295,26 @@ type result struct {
 
 func strp(s string) *string { return &s }
 
+// MarshalJSON writes a message with images with its content as parts (the chat-completions
+// format of vision models).
+func (m chatMessage) MarshalJSON() ([]byte, error) {
+	type plain chatMessage
+	if len(m.Images) == 0 {
+		return json.Marshal(plain(m))
+	}
+	var parts []contentPart
+	if m.Content != nil && *m.Content != "" {
+		parts = append(parts, contentPart{Type: "text", Text: *m.Content})
+	}
+	for _, u := range m.Images {
+		parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: u}})
+	}
+	return json.Marshal(struct {
+		plain
+		Content []contentPart `json:"content"`
+	}{plain(m), parts})
+}
+
 // separate moves a <think> block at the start of the content to the reasoning.
 func (r *result) separate() {
 	thought, answer, open := splitThink(r.content)
@@ -302,7 +356,23 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 	}
 	ctx, cancel := context.WithTimeout(parent, o.turnTimeout)
 	defer cancel()
-	msgs := o.messages(t)
+	var in userInput
+	if !t.Synthetic {
+		var err error
+		in, err = readInput(ctx, t, mediaOptions{vision: o.vision[o.model], tr: o.transcriber, docBytes: o.docBytes,
+			log: o.log, metrics: o.metrics})
+		if err != nil {
+			return nil, o.turnError(parent, ctx, err, "a transcription")
+		}
+		for i, n := range in.notes {
+			in.notes[i] = o.redact(n) // a server's message is in some
+		}
+		if in.empty {
+			// Nothing the model could use: the notes say why, and no model is asked.
+			return &Reply{Text: withNotes("", in.notes)}, nil
+		}
+	}
+	msgs := o.messages(t, in)
 	rep := &Reply{}
 	stream := o.stream && t.OnText != nil
 	for round := 1; ; round++ {
@@ -333,7 +403,7 @@ func (o *OpenAI) Turn(parent context.Context, t *Turn) (*Reply, error) {
 			case rep.Text == "" && len(rep.Media) == 0:
 				notes = append(notes, EmptyNote)
 			}
-			rep.Text = strings.TrimSpace(strings.Join(append([]string{rep.Text}, notes...), "\n\n"))
+			rep.Text = withNotes(rep.Text, append(notes, in.notes...))
 			return rep, nil
 		}
 		var c *string
@@ -382,6 +452,7 @@ func estimateTokens(msgs []chatMessage, res result) int {
 		if m.Content != nil {
 			n += len(*m.Content)
 		}
+		n += len(m.Images) * imageTokens * 4
 		for _, c := range m.ToolCalls {
 			n += len(c.Function.Name) + len(c.Function.Arguments)
 		}
@@ -407,8 +478,9 @@ func (o *OpenAI) turnError(parent, ctx context.Context, err error, during string
 }
 
 // messages builds the opening messages: the system prompt (the only system message, first),
-// the history, then the turn's text, or its notices on a synthetic turn.
-func (o *OpenAI) messages(t *Turn) []chatMessage {
+// the history, then the turn's input (its text with what its attachments gave, images as
+// parts), or its notices on a synthetic turn.
+func (o *OpenAI) messages(t *Turn, in userInput) []chatMessage {
 	sys := o.prompt
 	if o.tools != nil {
 		sys += "\n\n" + toolGuide
@@ -423,10 +495,15 @@ func (o *OpenAI) messages(t *Turn) []chatMessage {
 	msgs = append(msgs, chatMessage{Role: RoleSystem, Content: strp(sys)})
 	msgs = append(msgs, o.history(t.History)...)
 	text := t.Text
-	if len(t.Notices) > 0 {
+	switch {
+	case len(t.Notices) > 0:
 		text = noticesForModel(t.Notices)
+	case !t.Synthetic:
+		text = in.text
 	}
-	return mergeUsers(append(msgs, chatMessage{Role: RoleUser, Content: strp(text)}))
+	msgs = mergeUsers(append(msgs, chatMessage{Role: RoleUser, Content: strp(text)}))
+	msgs[len(msgs)-1].Images = in.images
+	return msgs
 }
 
 // Sources named in the fences of history entries that are not anyone's words.

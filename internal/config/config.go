@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,6 +134,32 @@ type Agent struct {
 	// between turns (default 0.8; 0 turns automatic compression off but for a context
 	// overflow).
 	CompressAt *float64 `yaml:"compress_at" json:"compress_at,omitempty"`
+	// Vision says the configured model accepts images (OpenAI image_url content parts): a
+	// message's pictures are sent to it. Off (the default): the model gets only the text and
+	// the answer says that it cannot see images.
+	Vision bool `yaml:"vision" json:"vision,omitempty"`
+	// VisionModels are the models of Models that accept images (Vision is for Model).
+	VisionModels []string `yaml:"vision_models" json:"vision_models,omitempty"`
+	// Transcribe turns voice messages and audio files into text through an OpenAI-compatible
+	// transcription server (POST url/audio/transcriptions); nil: they are not transcribed.
+	Transcribe *Transcribe `yaml:"transcribe" json:"transcribe,omitempty"`
+	// DocumentKiB caps the text of one document inlined into the user's message (0: 32).
+	DocumentKiB int `yaml:"document_kib" json:"document_kib,omitempty"`
+}
+
+// Transcribe is the speech-to-text server behind voice messages: operator configuration, like
+// the model's base_url (loopback allowed; redirects are never followed).
+type Transcribe struct {
+	// URL is the API root, e.g. http://127.0.0.1:8080/v1; files go to URL/audio/transcriptions.
+	URL string `yaml:"url" json:"url"`
+	// Model is the model name sent with each file (default whisper-1).
+	Model string `yaml:"model" json:"model,omitempty"`
+	// APIKey (or the environment variable APIKeyEnv names) is sent as a bearer token; empty:
+	// none. Never printed.
+	APIKey    string `yaml:"api_key" json:"-"`
+	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"`
+	// Timeout bounds one transcription (default 60s).
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 
 // Plugin is the operator's settings for one plugin.
@@ -601,6 +628,25 @@ func (c *Config) problems() []string {
 	}
 	if c.Agent.Timeout < 0 || c.Agent.TurnTimeout < 0 {
 		add("agent.timeout and agent.turn_timeout must not be negative")
+	}
+	for _, m := range c.Agent.VisionModels {
+		if !slices.Contains(c.Agent.Models, m) {
+			add("agent.vision_models: %q is not in agent.models (agent.vision is for agent.model)", m)
+		}
+	}
+	if c.Agent.DocumentKiB < 0 {
+		add("agent.document_kib must not be negative")
+	}
+	if tr := c.Agent.Transcribe; tr != nil {
+		if u, err := url.Parse(tr.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("agent.transcribe.url %q: want an http or https URL like http://127.0.0.1:8080/v1", tr.URL)
+		}
+		if tr.Timeout < 0 {
+			add("agent.transcribe.timeout must not be negative")
+		}
+		if tr.APIKey != "" && tr.APIKeyEnv != "" {
+			add("agent.transcribe: set api_key or api_key_env, not both")
+		}
 	}
 	switch c.Notifications {
 	case "concise", "all", "result", "error", "off":

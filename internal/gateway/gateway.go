@@ -731,7 +731,16 @@ func agentConfig(c config.Agent, log *slog.Logger, m *agent.Metrics) agent.Confi
 		MaxRounds: c.MaxRounds, Timeout: time.Duration(c.Timeout), TurnTimeout: time.Duration(c.TurnTimeout),
 		Temperature: c.Temperature, MaxTokens: c.MaxTokens, Headers: c.Headers, ContextTokens: c.ContextTokens,
 		ShowReasoning: c.ShowReasoning, NoTools: c.Tools != nil && !*c.Tools, NoStream: c.Stream != nil && !*c.Stream,
-		Logger: log, Metrics: m}
+		Vision: c.Vision, VisionModels: c.VisionModels, DocumentBytes: c.DocumentKiB << 10,
+		Transcribe: transcribeConfig(c.Transcribe), Logger: log, Metrics: m}
+}
+
+// transcribeConfig maps agent.transcribe to the agent's; nil: not configured.
+func transcribeConfig(t *config.Transcribe) *agent.TranscribeConfig {
+	if t == nil {
+		return nil
+	}
+	return &agent.TranscribeConfig{URL: t.URL, Model: t.Model, APIKey: t.APIKey, APIKeyEnv: t.APIKeyEnv, Timeout: time.Duration(t.Timeout)}
 }
 
 // envValues returns the values of the environment variables names (the configuration's ${NAME}
