@@ -69,7 +69,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		return abi.DispatchReply{Session: r.Ref()}, nil
 	}
 	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src,
-		text: ev.Text, kind: kindMessage, eventKind: kind}
+		text: ev.Text, kind: kindMessage, eventKind: kind, attachments: ev.Attachments}
 	if kind != abi.EventMessage {
 		row.kind = kindRecord
 	}
@@ -278,7 +278,7 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				confirm = e.usageCommand(b.Context(), res.SessionID)
 			default:
 				submit = &item{kind: kindMessage, plugin: row.plugin, profile: row.profile, src: src, cmd: cmd, arg: arg,
-					entries: []entry{{id: row.id, text: row.text, msgID: src.MessageID}}}
+					entries: []entry{{id: row.id, text: row.text, msgID: src.MessageID, attachments: row.attachments}}}
 			}
 		}
 		if err != nil {
