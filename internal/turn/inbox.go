@@ -252,7 +252,7 @@ func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inb
 	)
 	for rows.Next() {
 		var (
-			r                  inboxRow
+			r                        inboxRow
 			src, stamp, notice, atts string
 			created                  int64
 		)
