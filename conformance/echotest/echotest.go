@@ -17,15 +17,15 @@ import (
 
 // Message is one message as the echo plugin sends it.
 type Message struct {
-	ChatType   string    `json:"chat_type,omitempty"`
-	ChatID     string    `json:"chat_id"`
-	ThreadID   string    `json:"thread_id,omitempty"`
-	UserID     string    `json:"user_id,omitempty"`
-	Text       string    `json:"text"`
-	ReplyTo    string    `json:"reply_to,omitempty"`
-	Part       int       `json:"part,omitempty"`
-	Parts      int       `json:"parts,omitempty"`
-	DeliveryID string    `json:"delivery_id,omitempty"`
+	ChatType   string `json:"chat_type,omitempty"`
+	ChatID     string `json:"chat_id"`
+	ThreadID   string `json:"thread_id,omitempty"`
+	UserID     string `json:"user_id,omitempty"`
+	Text       string `json:"text"`
+	ReplyTo    string `json:"reply_to,omitempty"`
+	Part       int    `json:"part,omitempty"`
+	Parts      int    `json:"parts,omitempty"`
+	DeliveryID string `json:"delivery_id,omitempty"`
 	// Attachments are the files the message carries (one at most from the host), their bytes
 	// in data: URLs (Attachment.Bytes).
 	Attachments []Attachment `json:"attachments,omitempty"`

@@ -153,7 +153,9 @@ func TestMediaDedupeByHash(t *testing.T) {
 func TestMediaCaps(t *testing.T) {
 	s, c := open(t, Options{MaxFile: 2048, MaxProfile: 3000, Retention: time.Hour})
 	ctx := context.Background()
-	img := func(fill byte, n int) []byte { return append(append([]byte{}, pngBytes[:8]...), bytes.Repeat([]byte{fill}, n-8)...) }
+	img := func(fill byte, n int) []byte {
+		return append(append([]byte{}, pngBytes[:8]...), bytes.Repeat([]byte{fill}, n-8)...)
+	}
 	var ref *Refused
 	if _, err := s.Put(ctx, Item{Plugin: "p", Profile: "a", Kind: abi.AttachImage, Data: img(1, 2049)}); !errors.As(err, &ref) ||
 		!strings.Contains(ref.Reason, "more than the 2.0 KiB") {

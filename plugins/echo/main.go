@@ -307,8 +307,8 @@ func event(m Message) abi.InboundEvent {
 	}
 	return abi.InboundEvent{
 		Attachments: atts,
-		ID:   m.ID,
-		Kind: m.Kind,
+		ID:          m.ID,
+		Kind:        m.Kind,
 		Source: abi.Source{
 			ChatType: chatType, ChatID: m.ChatID, ThreadID: m.ThreadID,
 			UserID: m.UserID, UserName: m.UserName, MessageID: m.ID,
