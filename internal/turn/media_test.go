@@ -297,4 +297,3 @@ func TestAttachCommandsRunInTheWorkDir(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
