@@ -297,3 +297,27 @@ func TestAttachCommandsRunInTheWorkDir(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAttachInlineOversizedStaysOutOfTheInbox: bytes a platform delivered inline over the cap
+// are not kept in the inbox row, and the turn refuses the file by its size without a fetch.
+func TestAttachInlineOversizedStaysOutOfTheInbox(t *testing.T) {
+	h := newMediaHarness(t, 1000, true)
+	big := append(append([]byte{}, pngFile[:8]...), bytes.Repeat([]byte{1}, 3000)...)
+	h.send("m1", "inline", abi.Attachment{Kind: abi.AttachImage, Name: "inline.png", Data: big},
+		abi.Attachment{Kind: abi.AttachImage, Name: "small.png", Data: pngFile})
+	turn := h.a.next(t)
+	if len(turn.Attachments) != 1 || turn.Attachments[0].Name != "small.png" {
+		t.Fatalf("attachments %+v", turn.Attachments)
+	}
+	h.chat.waitFor(t, "the refusal", has("inline.png was not accepted: it is 2.9 KiB, more than the 1000 bytes"))
+	var atts string
+	if err := h.db.QueryRow(`SELECT attachments FROM turn_inbox WHERE text = 'inline'`).Scan(&atts); err != nil {
+		t.Fatal(err)
+	}
+	if len(atts) > 1000 {
+		t.Fatalf("the inbox row holds %d bytes of attachments", len(atts))
+	}
+	if n := h.files.count(); n != 0 {
+		t.Fatalf("%d fetches", n)
+	}
+}
