@@ -4,6 +4,7 @@
 package echotest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,16 +17,43 @@ import (
 
 // Message is one message as the echo plugin sends it.
 type Message struct {
-	ChatType   string    `json:"chat_type,omitempty"`
-	ChatID     string    `json:"chat_id"`
-	ThreadID   string    `json:"thread_id,omitempty"`
-	UserID     string    `json:"user_id,omitempty"`
-	Text       string    `json:"text"`
-	ReplyTo    string    `json:"reply_to,omitempty"`
-	Part       int       `json:"part,omitempty"`
-	Parts      int       `json:"parts,omitempty"`
-	DeliveryID string    `json:"delivery_id,omitempty"`
-	At         time.Time `json:"-"`
+	ChatType   string `json:"chat_type,omitempty"`
+	ChatID     string `json:"chat_id"`
+	ThreadID   string `json:"thread_id,omitempty"`
+	UserID     string `json:"user_id,omitempty"`
+	Text       string `json:"text"`
+	ReplyTo    string `json:"reply_to,omitempty"`
+	Part       int    `json:"part,omitempty"`
+	Parts      int    `json:"parts,omitempty"`
+	DeliveryID string `json:"delivery_id,omitempty"`
+	// Attachments are the files the message carries (one at most from the host), their bytes
+	// in data: URLs (Attachment.Bytes).
+	Attachments []Attachment `json:"attachments,omitempty"`
+	At          time.Time    `json:"-"`
+}
+
+// Attachment is a file on the echo platform's wire, in either direction.
+type Attachment struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name,omitempty"`
+	MIMEType string `json:"mime_type,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	URL      string `json:"url"` // data:<mime>;base64,<bytes>
+	Caption  string `json:"caption,omitempty"`
+}
+
+// DataURL is data as the data: URL the echo plugin decodes.
+func DataURL(mime string, data []byte) string {
+	return "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(data)
+}
+
+// Bytes decodes the attachment's base64 data: URL.
+func (a Attachment) Bytes() ([]byte, error) {
+	_, payload, ok := strings.Cut(a.URL, ";base64,")
+	if !ok || !strings.HasPrefix(a.URL, "data:") {
+		return nil, fmt.Errorf("echotest: %q is not a base64 data: URL", a.URL)
+	}
+	return base64.StdEncoding.DecodeString(payload)
 }
 
 // Inbound is a message for the host to poll from the inbox.
@@ -36,6 +64,8 @@ type Inbound struct {
 	ThreadID string `json:"thread_id,omitempty"`
 	UserID   string `json:"user_id,omitempty"`
 	Text     string `json:"text"`
+	// Attachments, each with its bytes in a data: URL (DataURL), the plugin's fetch decodes.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // Server is the fake. Its zero value is not usable; call New.

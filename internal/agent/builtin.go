@@ -44,6 +44,7 @@ poll <id> - show a process's state and recent output
 log <id> - show the end of a process's output
 wait <id> [seconds] - wait for a process to finish (default 30s)
 kill <id> - stop a process
+sendfile <name> - send me the file <name> from this chat's working directory
 help - this text
 <id> is a process id (proc_…), or "last" for the newest process. Try: run sleep 3; echo done`
 
@@ -133,7 +134,7 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 			if len(heard) > 0 {
 				return &Reply{Text: withNotes(plainAnswer(strings.Join(heard, " ")), notes)}, nil
 			}
-			return &Reply{Text: withNotes("", notes)}, nil
+			return &Reply{Text: withNotes(describeAttachments(t.Attachments), notes)}, nil
 		}
 	}
 	if text == "" {
@@ -141,7 +142,20 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 	}
 	rep := &Reply{}
 	var parts []string
+	if len(t.Attachments) > 0 {
+		parts = append(parts, describeAttachments(t.Attachments))
+	}
 	for i, seg := range segments(text) {
+		if commandWord(seg) == "sendfile" {
+			name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(seg), strings.Fields(seg)[0]))
+			if name == "" {
+				parts = append(parts, "sendfile needs a file name.")
+				continue
+			}
+			rep.Media = append(rep.Media, name) // the host sends it if it is in the working directory
+			parts = append(parts, "Sending "+name+".")
+			continue
+		}
 		if i == builtinMaxCommands {
 			parts = append(parts, fmt.Sprintf("(I skipped the rest: at most %d commands per message.)", builtinMaxCommands))
 			break
@@ -158,6 +172,19 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 		rep.Text = withNotes(rep.Text, notes)
 	}
 	return rep, nil
+}
+
+// describeAttachments lists the files of a message as the host stored them.
+func describeAttachments(atts []Attachment) string {
+	lines := []string{fmt.Sprintf("I received %d file(s):", len(atts))}
+	for _, a := range atts {
+		name := a.Name
+		if name == "" {
+			name = "(no name)"
+		}
+		lines = append(lines, fmt.Sprintf("- %s %s: %s, %d bytes", a.Kind, name, a.MIMEType, a.Size))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // segments splits a (possibly merged) message into commands and chat: each line that starts
@@ -205,7 +232,7 @@ func commandWord(s string) string {
 
 // builtinCommands maps a command word to whether it needs Tools.
 var builtinCommands = map[string]bool{
-	"help": false, "?": false,
+	"help": false, "?": false, "sendfile": false,
 	"run": true, "watch": true, "sh": true, "ps": true, "poll": true, "log": true, "wait": true, "kill": true,
 }
 

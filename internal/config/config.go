@@ -62,6 +62,7 @@ type Config struct {
 	Sessions      Sessions          `yaml:"sessions" json:"sessions"`
 	Processes     Processes         `yaml:"processes" json:"processes"`
 	Deliveries    Deliveries        `yaml:"deliveries" json:"deliveries"`
+	Media         Media             `yaml:"media" json:"media"`
 	// ShutdownTimeout bounds the drain on SIGTERM: the turns and deliveries in progress get this
 	// long to finish before what is left is handed back to the next start.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
@@ -245,6 +246,16 @@ type Deliveries struct {
 	// UndeliveredAfter bounds how long a message waits for its platform plugin to be connected
 	// (a send it reports certainly not sent, "not_connected") before it fails; 0: 10 minutes.
 	UndeliveredAfter Duration `yaml:"undelivered_after" json:"undelivered_after"`
+}
+
+// Media configures the attachment store (<data_dir>/media): the files of messages and the
+// files answers send.
+type Media struct {
+	// MaxFileMiB caps one file; MaxProfileMiB the files stored for one plugin profile within
+	// the retention. Retention is how long a file is kept after it was last stored.
+	MaxFileMiB    int      `yaml:"max_file_mib" json:"max_file_mib"`
+	MaxProfileMiB int      `yaml:"max_profile_mib" json:"max_profile_mib"`
+	Retention     Duration `yaml:"retention" json:"retention"`
 }
 
 // Duration is a time.Duration written as "10s" in YAML.
@@ -657,6 +668,15 @@ func (c *Config) problems() []string {
 	case "", "none", "idle", "daily", "both":
 	default:
 		add("sessions.reset_mode %q: want none, idle, daily or both", c.Sessions.ResetMode)
+	}
+	switch m := c.Media; {
+	case m.MaxFileMiB <= 0 || m.MaxFileMiB > 2048:
+		add("media.max_file_mib %d: must be between 1 and 2048 (MiB a file may have)", m.MaxFileMiB)
+	case m.MaxProfileMiB < m.MaxFileMiB:
+		add("media.max_profile_mib %d: must be at least media.max_file_mib (%d)", m.MaxProfileMiB, m.MaxFileMiB)
+	}
+	if r := time.Duration(c.Media.Retention); r < time.Hour {
+		add("media.retention %v: must be at least 1h (how long a stored file is kept)", r)
 	}
 	if c.Deliveries.UndeliveredAfter < 0 {
 		add("deliveries.undelivered_after %v: must not be negative (0 means the default, 10 minutes)", time.Duration(c.Deliveries.UndeliveredAfter))

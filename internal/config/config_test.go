@@ -411,3 +411,28 @@ func TestCheckCreatesNothing(t *testing.T) {
 		t.Fatalf("check created %v", entries)
 	}
 }
+
+func TestMediaSettings(t *testing.T) {
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Media.MaxFileMiB != 20 || c.Media.MaxProfileMiB != 500 || time.Duration(c.Media.Retention) != 168*time.Hour {
+		t.Fatalf("defaults %+v", c.Media)
+	}
+	path := filepath.Join(t.TempDir(), "hermes.yaml")
+	for yaml, want := range map[string]string{
+		"media: {max_file_mib: 0}\n":                       "media.max_file_mib 0: must be between 1 and 2048",
+		"media: {max_file_mib: 50, max_profile_mib: 10}\n": "media.max_profile_mib 10: must be at least media.max_file_mib (50)",
+		"media: {retention: 10m}\n":                        "media.retention 10m0s: must be at least 1h",
+	} {
+		os.WriteFile(path, []byte(yaml), 0o600)
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want %q", yaml, err, want)
+		}
+	}
+	os.WriteFile(path, []byte("media: {max_file_mib: 5, max_profile_mib: 50, retention: 24h}\n"), 0o600)
+	if c, err := Load(path); err != nil || c.Media.MaxFileMiB != 5 || time.Duration(c.Media.Retention) != 24*time.Hour {
+		t.Fatalf("%+v %v", c, err)
+	}
+}

@@ -43,6 +43,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/inbound"
 	"github.com/hermes-host/hermes-host/internal/kv"
 	"github.com/hermes-host/hermes-host/internal/loop"
+	"github.com/hermes-host/hermes-host/internal/media"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/scheduler"
@@ -67,6 +68,7 @@ type Gateway struct {
 	kernel   *session.Kernel
 	procs    *process.Registry
 	ledger   *delivery.Ledger
+	media    *media.Store // the files of messages and answers (<data_dir>/media)
 	engine   *turn.Engine
 	agent    agent.Agent
 	gate     *auth.Gate
@@ -336,6 +338,11 @@ func (g *Gateway) openCore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.media, err = media.Open(ctx, g.db, filepath.Join(cfg.DataDir, "media"), media.Options{
+		MaxFile: int64(cfg.Media.MaxFileMiB) << 20, MaxProfile: int64(cfg.Media.MaxProfileMiB) << 20, Retention: time.Duration(cfg.Media.Retention)})
+	if err != nil {
+		return err
+	}
 	g.gate, err = auth.Open(ctx, g.db, auth.Options{Policies: policies(cfg), Notifier: notifier{g}, Logger: g.log, Registerer: g.registry})
 	if err != nil {
 		return err
@@ -368,7 +375,12 @@ func (g *Gateway) openCore(ctx context.Context) error {
 			p := g.runtime.Get(name)
 			return stream && p != nil && p.Manifest().Has(abi.CapEdit)
 		},
-		Typing: typist{g}, Grants: g.gate.Tools, Metrics: turn.NewMetrics(g.registry)}
+		Typing: typist{g}, Grants: g.gate.Tools, Metrics: turn.NewMetrics(g.registry),
+		Media: g.media, Fetcher: fetcher{g}, WorkRoot: filepath.Join(cfg.DataDir, "work"),
+		CanAttach: func(name string) bool {
+			p := g.runtime.Get(name)
+			return p != nil && p.Manifest().Has(abi.CapAttachments)
+		}}
 	if g.shared != nil {
 		topt.Instance = g.shared.id
 	}
@@ -576,6 +588,15 @@ func (g *Gateway) Run(ctx context.Context, ready func(public, admin string)) err
 		ready(ln.Addr().String(), aln.Addr().String())
 	}
 	g.running.Store(true)
+	g.bg.Go(func() {
+		g.media.Run(intake, time.Hour, func(n int, err error) {
+			if err != nil {
+				g.log.Error("media: sweeping expired files failed", "error", err)
+				return
+			}
+			g.log.Info("media: deleted files past their retention", "files", n)
+		})
+	})
 	g.LoadPlugins(ctx)
 	g.bg.Go(func() {
 		plugin.Watch(intake, g.cfg.PluginsDir, g.log, func(ctx context.Context) { g.LoadPlugins(ctx) })

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/media"
 	"github.com/hermes-host/hermes-host/internal/plugin"
 )
 
@@ -25,13 +27,35 @@ func (t transport) Reserve(ctx context.Context, name string) (delivery.Sender, e
 	if err != nil {
 		return nil, err
 	}
-	return reservedSend{r}, nil
+	return reservedSend{r, t.g.media}, nil
 }
 
 // reservedSend is a send on a reserved plugin instance.
-type reservedSend struct{ r *plugin.Reserved }
+type reservedSend struct {
+	r     *plugin.Reserved
+	files *media.Store
+}
 
 func (s reservedSend) Send(ctx context.Context, profile string, msg abi.OutboundMessage) (*abi.SendResult, error) {
+	// A file the ledger row names by its hash is read now, at send time: rows hold no bytes.
+	if len(msg.Attachments) > 0 {
+		atts := slices.Clone(msg.Attachments)
+		for i, a := range atts {
+			hash, ok := media.ParseRef(a.Ref)
+			if !ok || len(a.Data) > 0 {
+				continue
+			}
+			if s.files == nil {
+				return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Code: "no_media", Message: "the host has no media store"}}, nil
+			}
+			data, err := s.files.Load(hash)
+			if err != nil {
+				return &abi.SendResult{Error: &abi.SendError{Kind: abi.SendPermanent, Code: "file_gone", Message: err.Error()}}, nil
+			}
+			atts[i].Data, atts[i].Ref = data, ""
+		}
+		msg.Attachments = atts
+	}
 	res, err := s.r.Send(ctx, profile, msg)
 	var crash *plugin.CrashError
 	if errors.As(err, &crash) {
@@ -55,6 +79,17 @@ func (t transport) Limit(name string) (abi.MessageLimit, error) {
 		return abi.MessageLimit{}, err // failed after repeated crashes: say so, with its last error
 	}
 	return p.Manifest().MessageLimit, nil
+}
+
+// fetcher gets an attachment's bytes through the platform plugin that received it.
+type fetcher struct{ g *Gateway }
+
+func (f fetcher) Fetch(ctx context.Context, name, profile string, att abi.Attachment, maxBytes int64) (*abi.FetchResult, error) {
+	p := f.g.runtime.Get(name)
+	if p == nil || !p.Active() {
+		return nil, plugin.ErrUnloaded
+	}
+	return p.Fetch(ctx, profile, att, maxBytes)
 }
 
 // typist shows "typing" through a platform plugin that declares the typing capability.

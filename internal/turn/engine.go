@@ -36,6 +36,7 @@ import (
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/delivery"
+	"github.com/hermes-host/hermes-host/internal/media"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
@@ -100,6 +101,17 @@ type Options struct {
 	TypingAfter, TypingEvery time.Duration
 	// Metrics counts turns started and ended (NewMetrics); nil: none.
 	Metrics *Metrics
+	// Media stores the files of messages and answers (media.go); nil: a message's files are
+	// refused, and an answer's are not sent. Fetcher gets an attachment's bytes from its
+	// platform plugin; CanAttach reports whether a plugin sends attachments (capability
+	// "attachments").
+	Media     *media.Store
+	Fetcher   Fetcher
+	CanAttach func(plugin string) bool
+	// WorkRoot holds the conversations' working directories (WorkDir): the commands of a
+	// chat's turns run in its own, and an answer's files are sent only from there. "": commands
+	// run in the host's directory and answers send no files.
+	WorkRoot string
 }
 
 // Typist sends a chat action ("typing") into a chat through the platform plugin, if the plugin

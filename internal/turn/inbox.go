@@ -67,6 +67,9 @@ CREATE INDEX turn_inbox_received ON turn_inbox (created_at) WHERE state = 'recei
 	// A chat's events by when they were received: applying a message looks for a /stop, /new or
 	// /reset received after it and applied first (Engine.cutAfter).
 	store.Same(`CREATE INDEX turn_inbox_key_received ON turn_inbox (session_key, created_at);`),
+	// A message's attachments as the platform described them (abi.Attachment, JSON): fetched,
+	// checked and stored when its turn runs, never at intake (media.go). '' for none.
+	store.Same(`ALTER TABLE turn_inbox ADD COLUMN attachments TEXT NOT NULL DEFAULT '';`),
 }
 
 // Inbox row states. An inbound event is received, then applied under its chat's boundary: it
@@ -97,13 +100,14 @@ type inboxRow struct {
 	src                                           abi.Source
 	stamp                                         session.Stamp
 	notice                                        *agent.Notice // a notification's event; nil for other kinds
+	attachments                                   []abi.Attachment
 	state                                         string
 	created                                       time.Time
 }
 
 // itemOf rebuilds the queued turn of an open row.
 func (e *Engine) itemOf(r inboxRow) *item {
-	en := entry{id: r.id, text: r.text, msgID: r.src.MessageID}
+	en := entry{id: r.id, text: r.text, msgID: r.src.MessageID, attachments: r.attachments}
 	it := &item{kind: r.kind, plugin: r.plugin, profile: r.profile, src: r.src}
 	if r.kind == kindNotification {
 		en.notice = agent.Notice{Message: r.text} // a row queued by an older version holds text only
@@ -146,15 +150,23 @@ func (e *Engine) insert(ctx context.Context, db execer, r *inboxRow, state strin
 		}
 		notice = string(b)
 	}
+	atts := ""
+	if len(r.attachments) > 0 {
+		b, err := json.Marshal(r.attachments)
+		if err != nil {
+			return false, fmt.Errorf("turn: attachments: %w", err)
+		}
+		atts = string(b)
+	}
 	var eventID any
 	if r.eventID != "" {
 		eventID = r.eventID
 	}
 	now := e.opt.Now().UnixMilli()
 	res, err := db.ExecContext(ctx, `INSERT INTO turn_inbox
-		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind, owner, notice)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING`,
-		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind, e.opt.Instance, notice)
+		(id, plugin, profile, event_id, kind, session_key, source, text, stamp, state, created_at, updated_at, event_kind, owner, notice, attachments)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT DO NOTHING`,
+		r.id, r.plugin, r.profile, eventID, r.kind, r.key, string(src), r.text, stamp, state, now, now, r.eventKind, e.opt.Instance, notice, atts)
 	if err != nil {
 		return false, err
 	}
@@ -229,7 +241,7 @@ func (e *Engine) holds(ctx context.Context, db execer, ids []string, state strin
 // its args), oldest first. A row that cannot be decoded is reported and marked failed, never
 // run with zero values.
 func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inboxRow, error) {
-	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, stamp, state, created_at, notice
+	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, stamp, state, created_at, notice, attachments
 		FROM turn_inbox WHERE state IN ('queued', 'running') AND `+where+` ORDER BY rowid`, args...)
 	if err != nil {
 		return nil, err
@@ -240,11 +252,11 @@ func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inb
 	)
 	for rows.Next() {
 		var (
-			r                  inboxRow
-			src, stamp, notice string
-			created            int64
+			r                        inboxRow
+			src, stamp, notice, atts string
+			created                  int64
 		)
-		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &stamp, &r.state, &created, &notice); err != nil {
+		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &stamp, &r.state, &created, &notice, &atts); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("turn: reading the inbox: %w", err)
 		}
@@ -263,6 +275,12 @@ func (e *Engine) loadOpen(ctx context.Context, where string, args ...any) ([]inb
 			r.notice = &agent.Notice{}
 			if err := json.Unmarshal([]byte(notice), r.notice); err != nil {
 				corrupt[r.id] = "corrupt notice: " + err.Error()
+				continue
+			}
+		}
+		if atts != "" {
+			if err := json.Unmarshal([]byte(atts), &r.attachments); err != nil {
+				corrupt[r.id] = "corrupt attachments: " + err.Error()
 				continue
 			}
 		}
@@ -297,7 +315,7 @@ func (e *Engine) failCorrupt(ctx context.Context, corrupt map[string]string, fro
 // loadReceived returns the inbound events recorded but not applied that match where, in the
 // order they arrived. A row that cannot be decoded is reported and marked failed.
 func (e *Engine) loadReceived(ctx context.Context, where string, args ...any) ([]*inboxRow, error) {
-	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, event_kind
+	rows, err := e.db.QueryContext(ctx, `SELECT id, plugin, profile, COALESCE(event_id, ''), kind, session_key, source, text, event_kind, attachments
 		FROM turn_inbox WHERE state = 'received' AND `+where+` ORDER BY rowid`, args...)
 	if err != nil {
 		return nil, err
@@ -308,14 +326,20 @@ func (e *Engine) loadReceived(ctx context.Context, where string, args ...any) ([
 	)
 	for rows.Next() {
 		r := &inboxRow{}
-		var src string
-		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &r.eventKind); err != nil {
+		var src, atts string
+		if err := rows.Scan(&r.id, &r.plugin, &r.profile, &r.eventID, &r.kind, &r.key, &src, &r.text, &r.eventKind, &atts); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("turn: reading the inbox: %w", err)
 		}
 		if err := json.Unmarshal([]byte(src), &r.src); err != nil {
 			corrupt[r.id] = "corrupt source: " + err.Error()
 			continue
+		}
+		if atts != "" {
+			if err := json.Unmarshal([]byte(atts), &r.attachments); err != nil {
+				corrupt[r.id] = "corrupt attachments: " + err.Error()
+				continue
+			}
 		}
 		out = append(out, r)
 	}

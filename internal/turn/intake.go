@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +70,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		return abi.DispatchReply{Session: r.Ref()}, nil
 	}
 	row := &inboxRow{id: newID("in_"), plugin: plugin, profile: profile, eventID: ev.ID, key: key, src: src,
-		text: ev.Text, kind: kindMessage, eventKind: kind}
+		text: ev.Text, kind: kindMessage, eventKind: kind, attachments: e.inline(ev.Attachments)}
 	if kind != abi.EventMessage {
 		row.kind = kindRecord
 	}
@@ -115,6 +116,21 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 	}
 	e.intake.mu.Unlock()
 	return abi.DispatchReply{Session: ref}, nil
+}
+
+// inline keeps the bytes a platform delivered inline out of the inbox row when they are over
+// the per-file cap: the attachment keeps their size, and its turn refuses it as too large.
+func (e *Engine) inline(atts []abi.Attachment) []abi.Attachment {
+	if e.opt.Media == nil {
+		return atts
+	}
+	out := slices.Clone(atts)
+	for i, a := range out {
+		if n := int64(len(a.Data)); n > e.opt.Media.MaxFile() {
+			out[i].Data, out[i].Size = nil, n
+		}
+	}
+	return out
 }
 
 // settleInsert resolves the insert of row that failed with an error, which does not say whether
@@ -278,7 +294,7 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				confirm = e.usageCommand(b.Context(), res.SessionID)
 			default:
 				submit = &item{kind: kindMessage, plugin: row.plugin, profile: row.profile, src: src, cmd: cmd, arg: arg,
-					entries: []entry{{id: row.id, text: row.text, msgID: src.MessageID}}}
+					entries: []entry{{id: row.id, text: row.text, msgID: src.MessageID, attachments: row.attachments}}}
 			}
 		}
 		if err != nil {

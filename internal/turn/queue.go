@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
@@ -47,6 +48,10 @@ type item struct {
 	cmd, arg        string     // a queued slash command
 	entries         []entry    // the turn's inbox rows, in arrival order; never empty while queued
 	attempts        int
+	// before and after are messages that go with the turn's answer, enqueued in the same
+	// transaction as its end (end): a line for each attachment refused (before the answer) and
+	// the files it sends (after it).
+	before, after []delivery.Message
 	// acted is set once the running turn did something running it again could repeat: it
 	// started or killed a command, or streamed a draft (see Engine.Drain).
 	acted atomic.Bool
@@ -57,6 +62,8 @@ type entry struct {
 	id    string // the inbox row
 	text  string // the message; for a notification, its record for people
 	msgID string // the platform's message id (user messages), for recalls
+	// attachments are a user message's files as the platform described them (media.go).
+	attachments []abi.Attachment
 	// Notifications only:
 	stamp  session.Stamp // the process's stamp
 	event  string        // the process event, "proc_…#seq"

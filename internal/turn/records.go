@@ -23,16 +23,29 @@ var errOvertaken = errors.New("turn: overtaken by a command")
 // from states to state with outcome, answer (if any) is queued in the ledger (the outcome says
 // which message), and notifications that end dropped get their ledger drop records. A turn
 // whose rows are no longer in a from state (a /stop or /new recorded its interruption first)
-// writes nothing, and its answer is discarded.
+// writes nothing, and its answer is discarded. The messages that go with the turn's answer
+// (it.before, it.after: attachment refusals, files) are queued in the same transaction.
 func (e *Engine) end(key string, it *item, state, outcome string, answer *delivery.Message, from ...string) {
 	err := e.write(func(ctx context.Context, t *store.Tx) error {
 		out := outcome
+		for _, m := range it.before {
+			if _, err := e.ledger.EnqueueTx(ctx, t, m); err != nil {
+				return err
+			}
+		}
 		if answer != nil {
 			g, err := e.ledger.EnqueueTx(ctx, t, *answer)
 			if err != nil {
 				return err
 			}
 			out = strings.TrimPrefix(out+"; answered "+g, "; ")
+		}
+		for _, m := range it.after {
+			g, err := e.ledger.EnqueueTx(ctx, t, m)
+			if err != nil {
+				return err
+			}
+			out = strings.TrimPrefix(out+"; file "+g, "; ")
 		}
 		n, err := e.settle(ctx, t, key, it, state, out, from...)
 		if err == nil && n == 0 {

@@ -147,6 +147,11 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		target.ReplyTo = it.src.MessageID
 	}
 	turnID := it.last()
+	it.before, it.after = nil, nil
+	atts := e.attachments(ctx, key, it, st) // outside the boundary: a plugin call
+	if ctx.Err() != nil {
+		return // interrupted while fetching (the command recorded it): nothing of it is sent
+	}
 	var stream *streamer
 	defer func() {
 		if stream != nil {
@@ -158,7 +163,7 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 		t := &agent.Turn{
 			Key: key, SessionID: st.SessionID, Source: it.src, Text: strings.Join(it.texts(), "\n"),
 			History: e.history(ctx, st.SessionID, it.ids()), Tools: e.tools(ctx, it, key, st, false),
-			Model: e.sessionModel(ctx, st.SessionID),
+			Model: e.sessionModel(ctx, st.SessionID), Attachments: atts,
 		}
 		if e.opt.CanEdit != nil && e.opt.CanEdit(it.plugin) {
 			stream = e.newStreamer(key, streamMessage(it.plugin, it.profile, key, target, st, "turn:"+it.first()), it.ids())
@@ -221,11 +226,12 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 	case rep != nil:
 		text = rep.Text
 		e.record(ctx, key, st.SessionID, turnID, turnMessages(rep), rep.Usage)
+		e.files(ctx, key, it, st, target, rep.Media)
 		// Between this turn and the chat's next one: compress if the conversation is crowded.
 		defer e.afterTurn(ctx, key, it, rep)
 	}
 	if strings.TrimSpace(text) == "" {
-		e.end(key, it, state, "no answer", nil, stRunning)
+		e.end(key, it, state, strings.TrimPrefix(outcome+"; no answer", "; "), nil, stRunning)
 		return
 	}
 	parts, rest := e.capParts(it.plugin, text)

@@ -77,8 +77,12 @@ func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnR
 	if !t.shell {
 		return agent.SpawnResult{}, ErrNotGranted
 	}
+	dir, err := t.e.workDir(t.key)
+	if err != nil {
+		return agent.SpawnResult{}, err
+	}
 	var res process.SpawnResult
-	err := t.e.k.WithBoundary(ctx, t.key, func(b *session.Boundary) error {
+	err = t.e.k.WithBoundary(ctx, t.key, func(b *session.Boundary) error {
 		// Stamp at spawn time, inside the boundary: a /new that already happened makes this
 		// turn stale, and one that comes later finds the process stamped with the old session.
 		if err := b.CheckGeneration(t.stamp.Generation); err != nil {
@@ -97,6 +101,7 @@ func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnR
 		var err error
 		res, err = t.e.procs.Spawn(b.Context(), process.SpawnRequest{
 			Command:          req.Command,
+			Dir:              dir, // the conversation's working directory ("" without Options.WorkRoot)
 			Stamp:            t.stamp,
 			NotifyOnComplete: req.Background && req.NotifyOnComplete,
 			WatchPatterns:    req.WatchPatterns,

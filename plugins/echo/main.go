@@ -9,6 +9,7 @@ package main
 
 import (
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -41,6 +42,19 @@ type Message struct {
 	Parts      int    `json:"parts,omitempty"`
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Kind       string `json:"kind,omitempty"` // "observe", "redact" or "" (message)
+	// Attachments are the message's files; each one's bytes are a data: URL, which fetch
+	// decodes (inbound) and send writes (outbound).
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// Attachment is a file on the echo platform's wire.
+type Attachment struct {
+	Kind     string `json:"kind"` // abi.Attach*
+	Name     string `json:"name,omitempty"`
+	MIMEType string `json:"mime_type,omitempty"` // what the sender claims: the host sniffs
+	Size     int64  `json:"size,omitempty"`      // what the sender claims, 0 if unknown
+	URL      string `json:"url"`                 // data:[<mime>][;base64],<bytes>
+	Caption  string `json:"caption,omitempty"`
 }
 
 const schema = `{"type":"object","properties":{
@@ -55,7 +69,7 @@ func init() {
 			Kind:         abi.KindPlatform,
 			Platform:     "echo",
 			Description:  "loopback reference platform",
-			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapReplies},
+			Capabilities: []string{abi.CapWebhook, abi.CapPoll, abi.CapThreads, abi.CapReplies, abi.CapAttachments},
 			MessageLimit: abi.MessageLimit{Max: 2000, Unit: abi.UnitCodePoint},
 			// Replies are posted only from send; poll only reads the inbox.
 			EgressScopes: []abi.EgressScope{
@@ -70,6 +84,7 @@ func init() {
 		Webhook:   webhook,
 		Poll:      poll,
 		Send:      send,
+		Fetch:     fetch,
 	})
 }
 
@@ -203,9 +218,15 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	if err := c.DecodeConfig(&cfg); err != nil {
 		return nil, err
 	}
+	var atts []Attachment
+	for _, a := range msg.Attachments {
+		atts = append(atts, Attachment{Kind: a.Kind, Name: a.Name, MIMEType: a.MIMEType, Size: int64(len(a.Data)), Caption: a.Caption,
+			URL: "data:" + a.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(a.Data)})
+	}
 	body, _ := json.Marshal(Message{
 		ChatType: msg.ChatType, ChatID: msg.ChatID, ThreadID: msg.ThreadID, UserID: msg.UserID,
 		Text: msg.Text, ReplyTo: msg.ReplyTo, Part: msg.Part, Parts: msg.Parts, DeliveryID: msg.DeliveryID,
+		Attachments: atts,
 	})
 	headers := map[string][]string{"Content-Type": {"application/json"}}
 	if cfg.Secret != "" {
@@ -241,14 +262,53 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	}
 }
 
+// fetch decodes an attachment's data: URL, refusing more than the host's limit.
+func fetch(c *sdk.Context, req *abi.FetchRequest) (*abi.FetchResult, error) {
+	mime, data, err := decodeDataURL(req.Attachment.Ref)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeNotFound, "%v", err)
+	}
+	if req.MaxBytes > 0 && int64(len(data)) > req.MaxBytes {
+		return nil, abi.Errorf(abi.CodeTooLarge, "the file has %d bytes; the limit is %d", len(data), req.MaxBytes)
+	}
+	return &abi.FetchResult{Data: data, MIMEType: mime}, nil
+}
+
+// decodeDataURL decodes "data:[<mime>][;base64],<data>" (RFC 2397).
+func decodeDataURL(u string) (string, []byte, error) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		return "", nil, fmt.Errorf("not a data: URL")
+	}
+	meta, payload, ok := strings.Cut(rest, ",")
+	if !ok {
+		return "", nil, fmt.Errorf("malformed data: URL")
+	}
+	mime, b64 := strings.CutSuffix(meta, ";base64")
+	if !b64 {
+		s, err := url.PathUnescape(payload)
+		return mime, []byte(s), err
+	}
+	data, err := base64.StdEncoding.DecodeString(payload)
+	if err != nil {
+		return "", nil, fmt.Errorf("malformed base64 in data: URL: %v", err)
+	}
+	return mime, data, nil
+}
+
 func event(m Message) abi.InboundEvent {
 	chatType := m.ChatType
 	if chatType == "" {
 		chatType = abi.ChatDM
 	}
+	var atts []abi.Attachment
+	for _, a := range m.Attachments {
+		atts = append(atts, abi.Attachment{Kind: a.Kind, Name: a.Name, MIMEType: a.MIMEType, Size: a.Size, Ref: a.URL, Caption: a.Caption})
+	}
 	return abi.InboundEvent{
-		ID:   m.ID,
-		Kind: m.Kind,
+		Attachments: atts,
+		ID:          m.ID,
+		Kind:        m.Kind,
 		Source: abi.Source{
 			ChatType: chatType, ChatID: m.ChatID, ThreadID: m.ThreadID,
 			UserID: m.UserID, UserName: m.UserName, MessageID: m.ID,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -178,4 +179,49 @@ func TestPollDispatchesBeforeCommitting(t *testing.T) {
 			t.Fatalf("recorded %+v", rec.events)
 		}
 	})
+}
+
+func TestAttachmentsOnTheWire(t *testing.T) {
+	ob := &outbox{}
+	srv := httptest.NewServer(ob)
+	defer srv.Close()
+	opts := sdktest.Options{EgressExtra: []string{"127.0.0.1"}, Profiles: map[string]any{"main": map[string]any{"outbox_url": srv.URL + "/out"}}}
+	hosts(t, opts, func(t *testing.T, h sdktest.Host) {
+		if !slices.Contains(h.Manifest().Capabilities, abi.CapAttachments) {
+			t.Fatal("echo does not declare attachments")
+		}
+		res, err := h.Webhook("main", abi.WebhookRequest{Method: "POST", Body: []byte(
+			`{"id":"1","chat_id":"5","text":"","attachments":[{"kind":"image","name":"a.png","size":3,"url":"data:image/png;base64,AQID"}]}`)})
+		if err != nil || len(res.Events) != 1 || len(res.Events[0].Attachments) != 1 {
+			t.Fatalf("webhook: %+v %v", res, err)
+		}
+		if a := res.Events[0].Attachments[0]; a.Kind != abi.AttachImage || a.Name != "a.png" || a.Size != 3 || a.Ref != "data:image/png;base64,AQID" || a.Data != nil {
+			t.Fatalf("attachment %+v", a)
+		}
+		sr, err := h.Send("main", abi.OutboundMessage{ChatID: "5", DeliveryID: "d2",
+			Attachments: []abi.Attachment{{Kind: abi.AttachDocument, Name: "r.pdf", MIMEType: "application/pdf", Data: []byte("%PDF")}}})
+		if err != nil || sr.Error != nil {
+			t.Fatalf("send: %+v %v", sr, err)
+		}
+		ob.mu.Lock()
+		last := ob.got[len(ob.got)-1]
+		ob.mu.Unlock()
+		if len(last.Attachments) != 1 || last.Attachments[0].URL != "data:application/pdf;base64,JVBERg==" || last.Attachments[0].Size != 4 {
+			t.Fatalf("posted %+v", last.Attachments)
+		}
+	})
+}
+
+func TestDecodeDataURL(t *testing.T) {
+	for u, want := range map[string]string{"data:image/png;base64,AQID": "\x01\x02\x03", "data:,hello%20there": "hello there", "data:text/plain;base64,aGk=": "hi"} {
+		_, got, err := decodeDataURL(u)
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q %v", u, got, err)
+		}
+	}
+	for _, bad := range []string{"https://x/y", "data:image/png;base64", "data:;base64,!!!"} {
+		if _, _, err := decodeDataURL(bad); err == nil {
+			t.Errorf("%s decoded", bad)
+		}
+	}
 }
