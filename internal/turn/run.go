@@ -152,6 +152,12 @@ func (e *Engine) foreground(ctx context.Context, key string, it *item) {
 	if ctx.Err() != nil {
 		return // interrupted while fetching (the command recorded it): nothing of it is sent
 	}
+	if len(atts) == 0 && len(it.before) > 0 && strings.TrimSpace(strings.Join(it.texts(), "")) == "" {
+		// Only files, every one refused: their lines are the answer; the agent is not asked
+		// about a message that holds nothing it may see.
+		e.end(key, it, stDone, "every attachment refused", nil, stRunning)
+		return
+	}
 	var stream *streamer
 	defer func() {
 		if stream != nil {
