@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestMapMessages(t *testing.T) {
 		}
 		got := abi.InboundEvent{ID: ev.ID, Mentioned: ev.Mentioned, Kind: ev.Kind, Text: ev.Text, ReplyTo: ev.ReplyTo, Source: abi.Source{
 			ChatType: ev.Source.ChatType, ChatID: ev.Source.ChatID, UserID: ev.Source.UserID, MessageID: ev.Source.MessageID}}
-		if got != c.want {
+		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s:\n got  %+v\n want %+v", c.name, got, c.want)
 		}
 	}
