@@ -134,6 +134,10 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 			if len(heard) > 0 {
 				return &Reply{Text: withNotes(plainAnswer(strings.Join(heard, " ")), notes)}, nil
 			}
+			if onlySound(t.Attachments) {
+				// Voice the host cannot hear: the note says why and how to set it up.
+				return &Reply{Text: withNotes("", notes)}, nil
+			}
 			return &Reply{Text: withNotes(describeAttachments(t.Attachments), notes)}, nil
 		}
 	}
@@ -172,6 +176,16 @@ func (b *Builtin) Turn(ctx context.Context, t *Turn) (*Reply, error) {
 		rep.Text = withNotes(rep.Text, notes)
 	}
 	return rep, nil
+}
+
+// onlySound reports whether every attachment is voice or audio.
+func onlySound(atts []Attachment) bool {
+	for _, a := range atts {
+		if a.Kind != abi.AttachVoice && a.Kind != abi.AttachAudio {
+			return false
+		}
+	}
+	return true
 }
 
 // describeAttachments lists the files of a message as the host stored them.
