@@ -324,8 +324,18 @@ func TestSIGTERMHandsBackToAnotherHost(t *testing.T) {
 		}
 		return out
 	}
+	// Wait for every drain reply by name: "late-1" may have been accepted before the drain began,
+	// so its reply does not stand in for one of them.
+	answered := func(got map[string]int) bool {
+		for i := range messages {
+			if got[fmt.Sprintf("reply to drain-%d", i)] == 0 {
+				return false
+			}
+		}
+		return true
+	}
 	deadline := time.Now().Add(testdeadline.Scale(90 * time.Second))
-	for len(count()) < messages && time.Now().Before(deadline) {
+	for !answered(count()) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	got := count()

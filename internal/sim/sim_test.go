@@ -109,7 +109,9 @@ func checkOne(t *testing.T, s *Schedule) Result {
 		t.Logf("schedule: %s", s.Summary())
 		return Result{Schedule: s}
 	}
-	t.Logf("schedule: %s\n%s", s.Summary(), s.JSON())
+	// The schedule's JSON is printed only with its violations, after them: a failing run's log
+	// starts with what broke (CI shows the start and the end of a long log).
+	t.Logf("schedule: %s", s.Summary())
 	res := RunOne(t, fmt.Sprintf("seed-%d-hosts-%d", s.Seed, s.Hosts), s)
 	if res.Failed {
 		t.Logf("seed %d: the schedule did not run to its end (see its subtest): no verdict", s.Seed)
@@ -122,12 +124,20 @@ func checkOne(t *testing.T, s *Schedule) Result {
 	if len(res.Violations) == 0 {
 		return res
 	}
+	ok := known()
+	for _, v := range res.Violations {
+		if slices.Contains(ok, v.Invariant) {
+			t.Logf("known (%s): %s", KnownEnv, v)
+			continue
+		}
+		t.Errorf("seed %d hosts %d: %s", s.Seed, s.Hosts, v)
+	}
 	aim := ""
 	if *aimFlag != "" {
 		aim = " -aim " + *aimFlag
 	}
-	t.Logf("violations (replay: go test ./internal/sim -run 'TestPromise$' -seed %d -hosts %d -steps %d%s, or -schedule with the JSON above):\n%s",
-		s.Seed, s.Hosts, stepsOf(s), aim, res.Report())
+	t.Logf("violations (replay: go test ./internal/sim -run 'TestPromise$' -seed %d -hosts %d -steps %d%s, or -schedule with the JSON below):\n%s\nschedule:\n%s",
+		s.Seed, s.Hosts, stepsOf(s), aim, res.Report(), s.JSON())
 	failing := res.Broken()
 	if *shrinkFlag > 0 {
 		small, sres := Shrink(t, s, failing, *shrinkFlag)
@@ -140,14 +150,6 @@ func checkOne(t *testing.T, s *Schedule) Result {
 				t.Logf("saved as %s", path)
 			}
 		}
-	}
-	ok := known()
-	for _, v := range res.Violations {
-		if slices.Contains(ok, v.Invariant) {
-			t.Logf("known (%s): %s", KnownEnv, v)
-			continue
-		}
-		t.Errorf("seed %d: %s", s.Seed, v)
 	}
 	return res
 }
