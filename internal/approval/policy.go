@@ -40,17 +40,20 @@ type Rule struct {
 // operator that starts another command.
 const word = `(?:^|[\s;&|(` + "`" + `])`
 
+// end is what may follow a command word: a space, an operator that ends the command, or the end.
+const end = `(?:[\s;&|)` + "`" + `]|$)`
+
 // DefaultRules are the commands that wait for approval in ModeDangerous. They are a net for
 // mistakes, not a sandbox: a determined shell line can always hide a command from a pattern
 // (the operator who needs a bound grants no shell, or sets mode all).
 var DefaultRules = []Rule{
 	{"recursive rm", regexp.MustCompile(word + `rm\s+(?:-\S+\s+)*(?:-[a-zA-Z]*[rR]|--recursive)`)},
-	{"sudo", regexp.MustCompile(word + `(?:sudo|doas|su)(?:\s|$)`)},
+	{"sudo", regexp.MustCompile(word + `(?:sudo|doas|su)` + end)},
 	{"download piped to a shell", regexp.MustCompile(`(?:curl|wget|fetch)\b[^|]*\|\s*(?:sudo\s+)?(?:ba|z|k|da|fi)?sh\b`)},
 	{"dd", regexp.MustCompile(word + `dd\s`)},
-	{"mkfs", regexp.MustCompile(word + `mkfs(?:\.\w+)?(?:\s|$)`)},
+	{"mkfs", regexp.MustCompile(word + `mkfs(?:\.\w+)?` + end)},
 	{"recursive chmod or chown", regexp.MustCompile(word + `ch(?:mod|own|grp)\s+(?:-\S+\s+)*-[a-zA-Z]*R`)},
-	{"shutdown or reboot", regexp.MustCompile(word + `(?:shutdown|reboot|halt|poweroff)(?:\s|$)`)},
+	{"shutdown or reboot", regexp.MustCompile(word + `(?:shutdown|reboot|halt|poweroff)` + end)},
 	{"fork bomb", regexp.MustCompile(`(?:\w+|:)\s*\(\)\s*\{[^}]*\|[^}]*&`)},
 	{"write to a disk device", regexp.MustCompile(`>\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)`)},
 }

@@ -25,13 +25,26 @@ func Buttons(id string) []abi.Button {
 // ParseButton reads a pressed button's id: the request it answers and whether it approves.
 // ok is false for a button that is not an approval's.
 func ParseButton(callbackID string) (id string, approve, ok bool) {
-	if id, ok := strings.CutPrefix(callbackID, approvePrefix); ok && id != "" {
+	if id, ok := strings.CutPrefix(callbackID, approvePrefix); ok && validID(id) {
 		return id, true, true
 	}
-	if id, ok := strings.CutPrefix(callbackID, denyPrefix); ok && id != "" {
+	if id, ok := strings.CutPrefix(callbackID, denyPrefix); ok && validID(id) {
 		return id, false, true
 	}
 	return "", false, false
+}
+
+// validID reports whether id may be a request's id (newID's letters and digits).
+func validID(id string) bool {
+	if id == "" || len(id) > 32 {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // maxShown bounds the command a prompt quotes.
