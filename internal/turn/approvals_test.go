@@ -101,7 +101,9 @@ func TestApprovalDenyRefuses(t *testing.T) {
 		t.Fatalf("record %+v", r)
 	}
 	h.say(dm, "/deny")
-	h.chat.waitFor(t, "nothing waits", func(m abi.OutboundMessage) bool { return strings.Contains(m.Text, "no approval request waiting for you") })
+	h.chat.waitFor(t, "nothing waits", func(m abi.OutboundMessage) bool {
+		return strings.Contains(m.Text, "no approval request waiting for you")
+	})
 }
 
 // Another member of the group cannot answer ann's request, by command or by button; ann can.

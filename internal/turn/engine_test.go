@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
-	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
