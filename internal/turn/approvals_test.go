@@ -64,7 +64,7 @@ func (h *harness) approvalState(id string) approval.Record {
 // and its output is the answer.
 func TestApprovalApproveRunsTheCommand(t *testing.T) {
 	h, victim := approvalHarness(t, time.Hour, false)
-	h.say(dm, "sh rm -rf "+victim+" && echo removed-it")
+	h.say(dm, "sh rm -rf "+victim+" && echo $((40+2))-removed") // the output is not in the prompt
 	m, id := h.prompt(dm)
 	if !strings.Contains(m.Text, "rm -rf "+victim) || !strings.Contains(m.Text, "recursive rm") || len(m.Buttons) != 0 {
 		t.Fatalf("prompt %+v: want the command, the rule, and no buttons on a platform without them", m)
@@ -74,7 +74,7 @@ func TestApprovalApproveRunsTheCommand(t *testing.T) {
 	}
 	h.say(dm, "/approve "+id)
 	h.chat.waitFor(t, "the confirmation", func(m abi.OutboundMessage) bool { return strings.Contains(m.Text, "✅ Approved "+id) })
-	h.chat.waitFor(t, "the command's output", func(m abi.OutboundMessage) bool { return strings.Contains(m.Text, "removed-it") })
+	h.chat.waitFor(t, "the command's output", func(m abi.OutboundMessage) bool { return strings.Contains(m.Text, "42-removed") })
 	if exists(victim) {
 		t.Fatal("approved, and the directory is still there")
 	}
