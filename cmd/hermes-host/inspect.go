@@ -87,6 +87,9 @@ func sessionsCmd(g *globals) *cobra.Command {
 			if view.Approvals, err = approval.ForKey(cmd.Context(), db, v.Key); err != nil {
 				return err
 			}
+			if view.Approvals == nil {
+				view.Approvals = []approval.Record{} // "approvals": [] in --json
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), view)
 			}
