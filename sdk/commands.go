@@ -8,7 +8,7 @@ import (
 // Commands are the host's slash commands, as a platform plugin recognizes them in a message's
 // text (the host's turn intake applies them).
 var Commands = []string{"new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
-	"help", "model", "usage", "retry", "undo"}
+	"help", "model", "usage", "retry", "undo", "approve", "deny"}
 
 // IsCommand reports whether text (after BangCommand) is one of the host's commands.
 func IsCommand(text string) bool {

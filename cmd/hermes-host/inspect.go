@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/humanize"
 	"github.com/hermes-host/hermes-host/internal/process"
@@ -51,7 +52,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 		Short: "List session keys with their current session and generation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, closeFn, err := g.kernel(cmd.Context())
+			k, _, closeFn, err := g.kernel(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -73,7 +74,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 		Short: "Show a key's current session, its ancestors and compression continuations, and the transcript tail",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, closeFn, err := g.kernel(cmd.Context())
+			k, db, closeFn, err := g.kernel(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -82,10 +83,17 @@ func sessionsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), v)
+			view := sessionShow{SessionView: v}
+			if view.Approvals, err = approval.ForKey(cmd.Context(), db, v.Key); err != nil {
+				return err
 			}
-			return writeSession(cmd.OutOrStdout(), v)
+			if view.Approvals == nil {
+				view.Approvals = []approval.Record{} // "approvals": [] in --json
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), view)
+			}
+			return writeSession(cmd.OutOrStdout(), view)
 		},
 	}
 	show.Flags().IntVar(&tail, "tail", 10, "transcript messages to show")
@@ -94,17 +102,23 @@ func sessionsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func (g *globals) kernel(ctx context.Context) (*session.Kernel, func(), error) {
+func (g *globals) kernel(ctx context.Context) (*session.Kernel, *sql.DB, func(), error) {
 	db, _, err := g.openDB(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	k, err := session.Open(ctx, db, session.Options{CacheSize: -1, ReadOnly: true})
 	if err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return k, func() { k.Close(); db.Close() }, nil
+	return k, db, func() { k.Close(); db.Close() }, nil
+}
+
+// sessionShow is `sessions show`: the session view and the key's approval requests.
+type sessionShow struct {
+	*session.SessionView
+	Approvals []approval.Record `json:"approvals"`
 }
 
 // psRow is one background process as `ps --json` prints it: the process and what became of its

@@ -257,9 +257,9 @@ func TestInspectionJSON(t *testing.T) {
 	if len(keys) != 1 || keys[0].Key != h.key || keys[0].SessionID != h.session {
 		t.Errorf("sessions ls: %+v", keys)
 	}
-	var view session.SessionView
+	var view sessionShow
 	decode(t, &view, append([]string{"sessions", "show", h.key}, dd...)...)
-	if view.Key != h.key || view.Current == nil || view.Current.ID != h.session {
+	if view.SessionView == nil || view.Key != h.key || view.Current == nil || view.Current.ID != h.session || view.Approvals == nil {
 		t.Errorf("sessions show: %+v", view)
 	}
 	var procs []psRow

@@ -45,7 +45,8 @@ func writeSessions(w io.Writer, keys []session.KeyInfo) error {
 }
 
 // writeSession renders `sessions show`.
-func writeSession(w io.Writer, v *session.SessionView) error {
+func writeSession(w io.Writer, view sessionShow) error {
+	v := view.SessionView
 	var b strings.Builder
 	fmt.Fprintf(&b, "key:         %s\n", v.Key)
 	if v.Current != nil {
@@ -89,6 +90,19 @@ func writeSession(w io.Writer, v *session.SessionView) error {
 		}
 		text = strings.ReplaceAll(text, "\n", "\n      ")
 		fmt.Fprintf(&b, "  %s %-9s %s\n", m.At.UTC().Format("2006-01-02 15:04:05"), m.Role, text)
+	}
+	if len(view.Approvals) > 0 {
+		b.WriteString("approvals:\n")
+		for _, a := range view.Approvals {
+			fmt.Fprintf(&b, "  %s  %s  %-8s %s  (%s; asked by %s", a.ID, clock(a.CreatedAt), a.State, a.Command, a.Rule, a.Requester())
+			if a.DecidedBy != "" {
+				fmt.Fprintf(&b, ", %s by %s", a.State, a.DecidedBy)
+			}
+			if a.Reason != "" {
+				fmt.Fprintf(&b, ": %s", a.Reason)
+			}
+			b.WriteString(")\n")
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/host"
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/humanize"
@@ -47,11 +48,17 @@ func TestWriteSession(t *testing.T) {
 		Tail:          []session.Message{{Role: "user", Text: "first\nsecond line", At: at}, {Role: "user", Text: "gone", Redacted: true, At: at}},
 	}
 	var b bytes.Buffer
-	writeSession(&b, v)
+	writeSession(&b, sessionShow{SessionView: v, Approvals: []approval.Record{
+		{ID: "apQ2", Command: "rm -rf /tmp/x", Rule: "recursive rm", Platform: "echo", User: "1", State: approval.StateDenied,
+			DecidedBy: "echo:1", CreatedAt: at},
+		{ID: "apQ3", Command: "sudo ls", Rule: "sudo", Platform: "echo", User: "1", State: approval.StateVoided,
+			Reason: "voided by /new", CreatedAt: at}}})
 	contains(t, "sessions show", b.String(), "key:         agent:main:echo:dm:1", "current:     S3", "generation:  4",
-		"continuations (compression):", "ended 2026-11-29 08:06:12 (compression)", "\n      second line", "[redacted]", "transcript (last 2 of 2)")
+		"continuations (compression):", "ended 2026-11-29 08:06:12 (compression)", "\n      second line", "[redacted]", "transcript (last 2 of 2)",
+		"approvals:\n  apQ2  2026-11-29 08:05:12  denied   rm -rf /tmp/x  (recursive rm; asked by echo:1, denied by echo:1)",
+		"apQ3  2026-11-29 08:05:12  voided   sudo ls  (sudo; asked by echo:1: voided by /new)")
 	b.Reset()
-	writeSession(&b, &session.SessionView{Key: "k", Focus: session.SessionInfo{ID: "S9"}})
+	writeSession(&b, sessionShow{SessionView: &session.SessionView{Key: "k", Focus: session.SessionInfo{ID: "S9"}}})
 	contains(t, "sessions show without a route", b.String(), "(no route)", "S9", "live")
 }
 

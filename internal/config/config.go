@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/store"
 
 	"go.yaml.in/yaml/v3"
@@ -63,6 +64,7 @@ type Config struct {
 	Processes     Processes         `yaml:"processes" json:"processes"`
 	Deliveries    Deliveries        `yaml:"deliveries" json:"deliveries"`
 	Media         Media             `yaml:"media" json:"media"`
+	Approval      Approval          `yaml:"approval" json:"approval"`
 	// ShutdownTimeout bounds the drain on SIGTERM: the turns and deliveries in progress get this
 	// long to finish before what is left is handed back to the next start.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
@@ -256,6 +258,26 @@ type Media struct {
 	MaxFileMiB    int      `yaml:"max_file_mib" json:"max_file_mib"`
 	MaxProfileMiB int      `yaml:"max_profile_mib" json:"max_profile_mib"`
 	Retention     Duration `yaml:"retention" json:"retention"`
+}
+
+// Approval configures which commands a turn's shell tool runs only once a person says yes
+// (internal/approval).
+type Approval struct {
+	// Mode is dangerous (the default: the built-in rules and Patterns), all (every command) or
+	// off (none).
+	Mode string `yaml:"mode" json:"mode"`
+	// Patterns are Go regular expressions of further commands that wait, in mode dangerous.
+	Patterns []string `yaml:"patterns" json:"patterns,omitempty"`
+	// Timeout is how long a request waits for its answer before it is denied (0: 5 minutes).
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Approvers are users who may answer anyone's request, as "platform:user_id"; the
+	// requester may always answer their own.
+	Approvers []string `yaml:"approvers" json:"approvers,omitempty"`
+}
+
+// Policy is the approval policy a valid Approval describes.
+func (a Approval) Policy() (*approval.Policy, error) {
+	return approval.NewPolicy(a.Mode, a.Patterns, time.Duration(a.Timeout), a.Approvers)
 }
 
 // Duration is a time.Duration written as "10s" in YAML.
@@ -677,6 +699,12 @@ func (c *Config) problems() []string {
 	}
 	if r := time.Duration(c.Media.Retention); r < time.Hour {
 		add("media.retention %v: must be at least 1h (how long a stored file is kept)", r)
+	}
+	if _, err := c.Approval.Policy(); err != nil {
+		add("%v", err)
+	}
+	if c.Approval.Timeout < 0 {
+		add("approval.timeout %v: must not be negative (0 means the default, 5m)", time.Duration(c.Approval.Timeout))
 	}
 	if c.Deliveries.UndeliveredAfter < 0 {
 		add("deliveries.undelivered_after %v: must not be negative (0 means the default, 10 minutes)", time.Duration(c.Deliveries.UndeliveredAfter))

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hermes-host/hermes-host/internal/actions"
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/demo"
@@ -62,6 +63,9 @@ type Console struct {
 	Sessions  *session.Kernel
 	Processes *process.Registry
 	Ledger    *delivery.Ledger
+	// Approvals are the requests of commands that waited for a person, shown on a session's
+	// page; nil: not shown.
+	Approvals *approval.Store
 	// Pairing is the authorization gate: the plugins page lists its open pairing codes and
 	// approves them. Nil: the page says pairing is not available.
 	Pairing *auth.Gate

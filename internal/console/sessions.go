@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/session"
 )
 
@@ -56,7 +57,8 @@ type treeNode struct {
 
 type sessionView struct {
 	*session.SessionView
-	Tree *treeNode
+	Tree      *treeNode
+	Approvals []approval.Record // the key's requests of commands that waited for a person
 }
 
 // sessionPage shows a key (its current session) or one session: the lineage from the oldest
@@ -74,7 +76,14 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, s *login) 
 		c.fail(w, r, s, status, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "sessions-show", s, "Session "+v.Focus.ID, sessionView{SessionView: v, Tree: lineage(v)})
+	view := sessionView{SessionView: v, Tree: lineage(v)}
+	if c.Approvals != nil {
+		if view.Approvals, err = c.Approvals.ForKey(ctx, v.Key); err != nil {
+			c.fail(w, r, s, http.StatusInternalServerError, err)
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "sessions-show", s, "Session "+v.Focus.ID, view)
 }
 
 // lineage links the view's sessions oldest first: ancestors (the view lists them nearest first),

@@ -31,6 +31,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/actions"
 	"github.com/hermes-host/hermes-host/internal/adminapi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/auth"
 	"github.com/hermes-host/hermes-host/internal/clock"
 	"github.com/hermes-host/hermes-host/internal/config"
@@ -69,12 +70,14 @@ type Gateway struct {
 	procs    *process.Registry
 	ledger   *delivery.Ledger
 	media    *media.Store // the files of messages and answers (<data_dir>/media)
-	engine   *turn.Engine
-	agent    agent.Agent
-	gate     *auth.Gate
-	door     *inbound.Door
-	loops    *loop.Supervisor
-	console  *console.Console
+	// approvals records the commands that waited for a person (internal/approval).
+	approvals *approval.Store
+	engine    *turn.Engine
+	agent     agent.Agent
+	gate      *auth.Gate
+	door      *inbound.Door
+	loops     *loop.Supervisor
+	console   *console.Console
 	// running is set by Run: from then on, each plugin load reconciles the loops at once.
 	running atomic.Bool
 	// scanned is set once the plugins directory has been scanned (every file present at start
@@ -383,6 +386,18 @@ func (g *Gateway) openCore(ctx context.Context) error {
 		}}
 	if g.shared != nil {
 		topt.Instance = g.shared.id
+	}
+	if topt.Approval, err = cfg.Approval.Policy(); err != nil {
+		return err
+	}
+	g.approvals, err = approval.Open(ctx, g.db, approval.Options{Policy: topt.Approval, Instance: topt.Instance, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	topt.Approvals = g.approvals
+	topt.CanButtons = func(name string) bool {
+		p := g.runtime.Get(name)
+		return p != nil && p.Manifest().Has(abi.CapButtons)
 	}
 	g.engine, err = turn.New(ctx, g.db, g.kernel, g.ledger, g.agent, g.procs, g.runtime, topt)
 	return err
@@ -822,7 +837,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	api.Register(mux)
 	g.console = &console.Console{Tokens: console.StaticToken(token), Plugins: g.runtime, Sessions: g.kernel,
 		Processes: g.procs, Ledger: g.ledger, Pairing: g.gate, Metrics: g.registry, Log: g.log, Actions: acts,
-		LoginThrottle: tokens, CodeThrottle: codes}
+		Approvals: g.approvals, LoginThrottle: tokens, CodeThrottle: codes}
 	if g.demoSecret != "" {
 		g.demo.Register(mux)
 		hook := &webhook.Handler{Plugins: g.runtime, Door: g.door, Log: g.log, Loading: g.pluginsLoading, Stopping: g.stopping.Load}

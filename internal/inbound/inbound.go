@@ -43,6 +43,9 @@ func (d *Door) Dispatch(ctx context.Context, c plugin.Caller, ev abi.InboundEven
 	switch dec.Verdict {
 	case auth.Allow:
 	case auth.Observe:
+		if ev.Kind == abi.EventCallback {
+			return abi.DispatchReply{}, nil // a button press is acted on or dropped, never kept for the record
+		}
 		ev.Kind = abi.EventObserve // in the transcript, without a turn
 	default:
 		return abi.DispatchReply{}, nil

@@ -65,6 +65,13 @@ func (e *Engine) cut(b *session.Boundary, key string, row *inboxRow, cmd, title 
 				return err
 			}
 		}
+		if e.opt.Approvals != nil {
+			// The conversation's pending approvals go with it: the turn that waits on one is
+			// cancelled below, and a press that comes later finds the request voided.
+			if err := e.opt.Approvals.VoidKey(ctx, tx, key, "voided by "+by); err != nil {
+				return err
+			}
+		}
 		if _, err := e.setState(ctx, tx, []string{row.id}, stDone, "command "+by, stReceived); err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/media"
 	"github.com/hermes-host/hermes-host/internal/process"
@@ -112,6 +113,13 @@ type Options struct {
 	// chat's turns run in its own, and an answer's files are sent only from there. "": commands
 	// run in the host's directory and answers send no files.
 	WorkRoot string
+	// Approvals records the requests of commands that wait for a person (approvals.go), and
+	// Approval is the operator's policy of which do; nil either: every granted command runs
+	// without asking. CanButtons reports whether a plugin shows buttons (capability
+	// "buttons"); without them a request is answered with /approve and /deny alone.
+	Approvals  *approval.Store
+	Approval   *approval.Policy
+	CanButtons func(plugin string) bool
 }
 
 // Typist sends a chat action ("typing") into a chat through the platform plugin, if the plugin

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -178,6 +179,11 @@ func newHarness(t *testing.T, a agent.Agent, opt Options, popts ...harnessOption
 		t.Fatal(err)
 	}
 	opt.Logger = quiet
+	if opt.Approval != nil && opt.Approvals == nil {
+		if opt.Approvals, err = approval.Open(ctx, db, approval.Options{Policy: opt.Approval, Logger: quiet, Instance: opt.Instance}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if opt.RetryBase == 0 {
 		opt.RetryBase = 20 * time.Millisecond
 	}

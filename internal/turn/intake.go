@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/approval"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 )
@@ -56,7 +57,7 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 	switch kind {
 	case "":
 		kind = abi.EventMessage
-	case abi.EventMessage, abi.EventObserve, abi.EventRedact, abi.EventSeed:
+	case abi.EventMessage, abi.EventObserve, abi.EventRedact, abi.EventSeed, abi.EventCallback:
 	default:
 		return abi.DispatchReply{}, abi.Errorf(abi.CodeBadRequest, "unknown event kind %q", kind)
 	}
@@ -73,6 +74,9 @@ func (e *Engine) Dispatch(ctx context.Context, plugin, profile string, ev abi.In
 		text: ev.Text, kind: kindMessage, eventKind: kind, attachments: e.inline(ev.Attachments)}
 	if kind != abi.EventMessage {
 		row.kind = kindRecord
+	}
+	if kind == abi.EventCallback {
+		row.text = ev.CallbackID // what applying it needs: the button pressed
 	}
 	fresh, err := e.insert(ctx, e.db, row, stReceived)
 	if err == nil && e.insertFault != nil {
@@ -233,7 +237,16 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		}
 		var res session.Resolution
 		var err error
+		outcome := ""
 		switch row.eventKind {
+		case abi.EventCallback:
+			outcome = "callback " + row.text
+			if id, approve, ok := approval.ParseButton(row.text); ok {
+				confirm = e.answerApproval(b.Context(), key, src, id, approve)
+			} else {
+				outcome += ": not a button of this host"
+				e.log.Warn("turn: a button press this host does not know was ignored", "key", key, "button", row.text)
+			}
 		case abi.EventObserve:
 			if res, err = b.Resolve(src, session.ResolveOptions{Internal: true}); err != nil {
 				return err
@@ -292,6 +305,9 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 				confirm = e.modelCommand(b, res.SessionID, arg)
 			case "usage":
 				confirm = e.usageCommand(b.Context(), res.SessionID)
+			case "approve", "deny":
+				// At once, not queued: the turn that asked is waiting for this answer.
+				confirm = e.answerApproval(b.Context(), key, src, arg, cmd == "approve")
 			default:
 				submit = &item{kind: kindMessage, plugin: row.plugin, profile: row.profile, src: src, cmd: cmd, arg: arg,
 					entries: []entry{{id: row.id, text: row.text, msgID: src.MessageID, attachments: row.attachments}}}
@@ -300,8 +316,9 @@ func (e *Engine) apply(ctx context.Context, row *inboxRow, wait time.Duration) (
 		if err != nil {
 			return err
 		}
-		state, outcome := stDone, ""
+		state := stDone
 		switch {
+		case outcome != "":
 		case confirm != "":
 			outcome = "command /" + cmd
 		case submit != nil:
@@ -430,7 +447,7 @@ func parseCommand(text string) (string, string) {
 	word, arg := splitCommand(text)
 	switch word {
 	case "new", "reset", "stop", "resume", "branch", "compress", "status", "sessions", "more", "last",
-		"help", "model", "usage", "retry", "undo":
+		"help", "model", "usage", "retry", "undo", "approve", "deny":
 		return word, arg
 	}
 	return "", ""

@@ -16,12 +16,14 @@ import (
 type Metrics struct {
 	started  *prometheus.CounterVec
 	finished *prometheus.CounterVec
+	approved *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine's counters with reg:
 //
 //	hermes_turns_started_total{kind="message|command|notification"}
 //	hermes_turns_finished_total{kind, outcome="done|failed|interrupted|dropped"}
+//	hermes_approvals_total{outcome="approved|denied|expired|voided"}
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_turns_started_total",
@@ -29,8 +31,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_turns_finished_total",
 			Help: "Turns whose outcome this host recorded, by kind and outcome (dropped: cancelled before it ran, or a notification not delivered)."},
 			[]string{"kind", "outcome"}),
+		approved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_approvals_total",
+			Help: "Commands that waited for a person's approval on this host, by outcome (expired: nobody answered in time; voided: the conversation moved on first)."},
+			[]string{"outcome"}),
 	}
-	reg.MustRegister(m.started, m.finished)
+	reg.MustRegister(m.started, m.finished, m.approved)
 	return m
 }
 
@@ -54,6 +59,13 @@ func metricKind(it *item) string {
 func (m *Metrics) start(it *item) {
 	if m != nil {
 		m.started.WithLabelValues(metricKind(it)).Inc()
+	}
+}
+
+// approval counts a request that waited and ended in state (approval.State*).
+func (m *Metrics) approval(state string) {
+	if m != nil {
+		m.approved.WithLabelValues(state).Inc()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/agent"
 	"github.com/hermes-host/hermes-host/internal/process"
 	"github.com/hermes-host/hermes-host/internal/session"
@@ -32,6 +33,8 @@ type tools struct {
 	key              string
 	stamp            session.Stamp
 	synthetic        bool
+	plugin, profile  string       // the chat's platform plugin and profile
+	src              abi.Source   // who asked: the requester of an approval
 	shell, processes bool         // what the operator granted
 	rows             []string     // the turn's inbox rows: the fence of what its tools start
 	acted            *atomic.Bool // the turn's item.acted: set before anything is started or killed
@@ -42,17 +45,18 @@ var _ agent.Tools = (*tools)(nil)
 // tools returns the tools of a turn for it, or nil when the operator granted none.
 func (e *Engine) tools(ctx context.Context, it *item, key string, st session.Stamp, synthetic bool) agent.Tools {
 	shell, processes := true, true
+	src := it.src
+	if synthetic && len(it.entries) > 0 {
+		src = it.entries[0].stamp.Route
+	}
 	if e.opt.Grants != nil {
-		src := it.src
-		if synthetic && len(it.entries) > 0 {
-			src = it.entries[0].stamp.Route
-		}
 		shell, processes = e.opt.Grants(ctx, it.plugin, it.profile, src)
 	}
 	if !shell && !processes {
 		return nil
 	}
-	return &tools{e: e, key: key, stamp: st, synthetic: synthetic, shell: shell, processes: processes, rows: it.ids(), acted: &it.acted}
+	return &tools{e: e, key: key, stamp: st, synthetic: synthetic, plugin: it.plugin, profile: it.profile, src: src,
+		shell: shell, processes: processes, rows: it.ids(), acted: &it.acted}
 }
 
 // own checks that id is a process of the turn's key.
@@ -71,11 +75,20 @@ func (t *tools) own(ctx context.Context, id string) error {
 }
 
 func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnResult, error) {
-	if t.synthetic {
-		return agent.SpawnResult{}, ErrReadOnly
-	}
-	if !t.shell {
+	if t.synthetic || !t.shell {
+		if rule, ok := t.e.opt.Approval.Needs(req.Command); ok && t.synthetic && t.e.opt.Approvals != nil {
+			return agent.SpawnResult{}, t.ask(ctx, req.Command, rule) // recorded, denied without asking
+		}
+		if t.synthetic {
+			return agent.SpawnResult{}, ErrReadOnly
+		}
 		return agent.SpawnResult{}, ErrNotGranted
+	}
+	if rule, ok := t.e.opt.Approval.Needs(req.Command); ok && t.e.opt.Approvals != nil {
+		// Outside the boundary: the chat's other events (the answer among them) go on meanwhile.
+		if err := t.ask(ctx, req.Command, rule); err != nil {
+			return agent.SpawnResult{}, err
+		}
 	}
 	dir, err := t.e.workDir(t.key)
 	if err != nil {

@@ -28,6 +28,8 @@ var commandHelp = []struct{ name, help string }{
 	{"resume", "go back to an earlier conversation: /resume <id or title>"},
 	{"branch", "copy this conversation and go on in the copy: /branch [title]"},
 	{"status", "the chat's session, turn and background jobs"},
+	{"approve", "let a command that waits for your approval run: /approve [id]"},
+	{"deny", "refuse a command that waits for your approval: /deny [id]"},
 	{"reset", "like /new"},
 	{"help", "this list"},
 }
