@@ -93,7 +93,13 @@ func send(c *sdk.Context, msg *abi.OutboundMessage) (*abi.SendResult, error) {
 	}
 	r, err := a.call("POST", "/channels/"+channel+"/messages", body)
 	if r != nil {
-		limits.note(c, channel, r, now)
+		// Reset-After counts from the answer, not from the request: on a slow round trip the
+		// bucket resets that much later than the request's start would say.
+		answered := time.Now()
+		if t, err := c.Now(); err == nil {
+			answered = t
+		}
+		limits.note(c, channel, r, answered)
 	}
 	if res := postFailure(r, err); res != nil {
 		return res, nil
