@@ -66,31 +66,8 @@ type Record struct {
 // Requester is how a record names its requester: "platform:user_id".
 func (r Record) Requester() string { return r.Platform + ":" + r.User }
 
-var migrations = []store.Migration{{
-	SQLite: `CREATE TABLE approvals (
-	id          TEXT PRIMARY KEY,
-	session_key TEXT NOT NULL,
-	session_id  TEXT NOT NULL,
-	generation  INTEGER NOT NULL,
-	plugin      TEXT NOT NULL,
-	profile     TEXT NOT NULL,
-	platform    TEXT NOT NULL,
-	user_id     TEXT NOT NULL,
-	user_name   TEXT NOT NULL,
-	command     TEXT NOT NULL,
-	rule        TEXT NOT NULL,
-	turn        TEXT NOT NULL,
-	state       TEXT NOT NULL,
-	reason      TEXT NOT NULL,
-	decided_by  TEXT NOT NULL,
-	owner       TEXT NOT NULL,
-	created_at  INTEGER NOT NULL,
-	expires_at  INTEGER NOT NULL,
-	decided_at  INTEGER NOT NULL
-);
-CREATE INDEX approvals_key ON approvals (session_key, created_at);
-CREATE INDEX approvals_pending ON approvals (owner) WHERE state = 'pending';`,
-	Postgres: `CREATE TABLE approvals (
+// The schema is one text for both dialects (BIGINT has SQLite's integer affinity).
+var migrations = []store.Migration{store.Same(`CREATE TABLE approvals (
 	id          TEXT PRIMARY KEY,
 	session_key TEXT NOT NULL,
 	session_id  TEXT NOT NULL,
@@ -112,8 +89,7 @@ CREATE INDEX approvals_pending ON approvals (owner) WHERE state = 'pending';`,
 	decided_at  BIGINT NOT NULL
 );
 CREATE INDEX approvals_key ON approvals (session_key, created_at);
-CREATE INDEX approvals_pending ON approvals (owner) WHERE state = 'pending';`,
-}}
+CREATE INDEX approvals_pending ON approvals (owner) WHERE state = 'pending';`)}
 
 // Options configure a Store.
 type Options struct {
