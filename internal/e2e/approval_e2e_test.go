@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/hermes-host/hermes-host/conformance/slacktest"
 	"github.com/hermes-host/hermes-host/conformance/telegramtest"
 )
 
@@ -115,5 +116,52 @@ func TestApprovalButtonsEndToEnd(t *testing.T) {
 	}
 	if len(view.Approvals) != 2 || states[id1] != "approved" || states[id2] != "voided" {
 		t.Fatalf("sessions show lists %+v, want %s approved and %s voided", view.Approvals, id1, id2)
+	}
+}
+
+// TestApprovalSlackButtonsEndToEnd: the real binary with slack.wasm against the Slack fake. The
+// approval prompt in the thread carries Block Kit buttons; another member's press is refused
+// and runs nothing; the requester's Deny press refuses the command, whose directory stays.
+func TestApprovalSlackButtonsEndToEnd(t *testing.T) {
+	t.Parallel()
+	h := startSlackHost(t, "")
+	team := h.s.Team()
+	team.AddUser("U0BOB", "bob")
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := team.Mention(slackGeneral, slackAnn, "sh rm -rf "+victim)
+	h.waitFor(t, "the approval prompt", h.threadHas(team.ID, root.TS, "Approval needed"))
+	var prompt st.Message
+	for _, m := range h.s.Posted(team.ID, slackGeneral, root.TS) {
+		if strings.Contains(m.Text, "Approval needed") {
+			prompt = m
+		}
+	}
+	id := approvalPrompt.FindStringSubmatch(prompt.Text)
+	if id == nil || len(prompt.Buttons()) != 2 {
+		t.Fatalf("prompt %q with buttons %+v", prompt.Text, prompt.Buttons())
+	}
+	press := func(user, action string) {
+		t.Helper()
+		p, err := team.PressButton(user, prompt, action)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := h.s.Interact(p); err != nil || d.Status != 200 {
+			t.Fatalf("press %s by %s: %+v %v", action, user, d, err)
+		}
+	}
+	press("U0BOB", "approve:"+id[1])
+	h.waitFor(t, "bob's press refused", h.threadHas(team.ID, root.TS, "Only the user who asked"))
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatal("another member's press ran the command")
+	}
+	press(slackAnn, "deny:"+id[1])
+	h.waitFor(t, "the denial", h.threadHas(team.ID, root.TS, "Denied "+id[1]))
+	h.waitFor(t, "the turn's answer", h.threadHas(team.ID, root.TS, "was denied"))
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatal("denied, and the command ran")
 	}
 }

@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,19 +87,7 @@ const openAccess = `{allow_all: true, tools: [shell, processes], groups: {"*": {
 // directory and the admin listener's address.
 func serveTelegram(t *testing.T, tg *telegramtest.Server, access string) (bin, data, admin string) {
 	t.Helper()
-	bin, plugins := buildHost(t)
-	data = t.TempDir()
-	cfg := filepath.Join(data, "hermes.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-plugins:
-  telegram:
-    egress_extra: ["127.0.0.1"]
-    profiles:
-      main: {token: "%s", api_base: "%s", require_mention: false}
-    access:
-      main: %s
-`, tg.Bot().Token(), tg.URL(), access)), 0o600)
-	return bin, data, serve(t, bin, plugins, data, "--config", cfg).Admin
+	return serveTelegramWith(t, tg, "", access)
 }
 
 // TestTelegramFloodWaitHonoured: a 429 with retry_after holds the chat: no sendMessage reaches

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,5 +198,47 @@ func TestApprovalOrdinaryCommandsRunAtOnce(t *testing.T) {
 	h.chat.waitFor(t, "the output", func(m abi.OutboundMessage) bool { return strings.Contains(m.Text, "plain-and-simple") })
 	if n := h.chat.count("Approval needed"); n != 0 {
 		t.Fatalf("%d prompts for an ordinary command", n)
+	}
+}
+
+// A notification turn's dangerous command is denied without a prompt: the tool returns
+// ErrReadOnly, nothing is asked in the chat, and the denial is recorded for the key.
+func TestApprovalNotificationTurnDeniesWithoutAsking(t *testing.T) {
+	pol, _ := approval.NewPolicy("", nil, time.Hour, nil)
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spawned := make(chan error, 1)
+	a := agent.Func(func(ctx context.Context, tr *agent.Turn) (*agent.Reply, error) {
+		if !tr.Synthetic {
+			return &agent.Reply{Text: "ok"}, nil
+		}
+		if tr.Tools == nil {
+			spawned <- fmt.Errorf("the notification turn has no tools")
+			return &agent.Reply{Text: "job summary"}, nil
+		}
+		_, err := tr.Tools.Spawn(ctx, agent.SpawnRequest{Command: "rm -rf " + victim})
+		spawned <- err
+		return &agent.Reply{Text: "job summary"}, nil
+	})
+	h := newHarness(t, a, Options{Approval: pol})
+	p := h.spawn(dm, "echo the-job", true)
+	h.eventDone(p.ID)
+	select {
+	case err := <-spawned:
+		if !errors.Is(err, ErrReadOnly) {
+			t.Fatalf("the notification turn's rm -rf: %v, want ErrReadOnly", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notification turn")
+	}
+	h.chat.waitFor(t, "the notification's answer", func(m abi.OutboundMessage) bool { return strings.Contains(m.Text, "job summary") })
+	if n := h.chat.count("Approval needed"); n != 0 || !exists(victim) {
+		t.Fatalf("%d prompts; directory there %v", n, exists(victim))
+	}
+	recs, err := h.e.opt.Approvals.ForKey(context.Background(), h.key(dm))
+	if err != nil || len(recs) != 1 || recs[0].State != approval.StateDenied || recs[0].DecidedBy != "host" || recs[0].Command != "rm -rf "+victim {
+		t.Fatalf("records %+v, %v: want the host's denial", recs, err)
 	}
 }
