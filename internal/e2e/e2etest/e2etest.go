@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,8 +142,44 @@ func MustServe(tb testing.TB, bin, plugins, data string, extra ...string) *Host 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(h.Stop)
+	tb.Cleanup(func() {
+		h.Stop()
+		ReapChildren(data)
+	})
 	return h
+}
+
+// ReapChildren kills the background processes a killed host left running in data (their
+// working directories are under it, <data_dir>/work): they outlive a SIGKILL on purpose, for
+// the next start to adopt, but at a test's end one still running would write its exit file
+// into the data directory while the test removes it. It waits up to 10 s for them to go.
+func ReapChildren(data string) {
+	root, err := filepath.EvalSymlinks(data)
+	if err != nil {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		entries, _ := os.ReadDir("/proc")
+		left := 0
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+			if err != nil || (cwd != root && !strings.HasPrefix(cwd, root+string(filepath.Separator))) {
+				continue
+			}
+			left++
+			if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 {
+				syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if left == 0 {
+			return
+		}
+	}
 }
 
 // CacheEnv names the compilation cache every host a test starts shares when it is set (make test
