@@ -348,22 +348,9 @@ func (s *Store) Decide(ctx context.Context, id string, by Decider, approve bool)
 // VoidKey voids key's pending requests inside t (the transaction of a /new, /reset or /stop),
 // with reason; their waiters wake once t commits.
 func (s *Store) VoidKey(ctx context.Context, t *store.Tx, key, reason string) error {
-	rows, err := t.QueryContext(ctx, `SELECT id FROM approvals WHERE session_key = $1 AND state = $2`, key, StatePending)
+	ids, err := store.Strings(ctx, t, `SELECT id FROM approvals WHERE session_key = $1 AND state = $2`, key, StatePending)
 	if err != nil {
 		return fmt.Errorf("approval: reading the pending requests: %w", err)
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if len(ids) == 0 {
 		return nil

@@ -115,21 +115,8 @@ func (r *Registry) forget(now time.Time) {
 // files. A process with an event still undelivered is kept until that event is final.
 func (r *Registry) prune(ctx context.Context, now time.Time) error {
 	cut := now.Add(-r.opt.Retention).UnixMilli()
-	rows, err := r.db.QueryContext(ctx, `SELECT id FROM processes WHERE ended_at IS NOT NULL AND ended_at < $1`, cut)
+	ids, err := store.Strings(ctx, r.db, `SELECT id FROM processes WHERE ended_at IS NOT NULL AND ended_at < $1`, cut)
 	if err != nil {
-		return err
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	for _, id := range ids {

@@ -148,8 +148,14 @@ func Placeholders(first, n int) string {
 	return strings.Join(ps, ", ")
 }
 
-// Strings runs query on db and returns the first column of its rows, as text.
-func Strings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+// Querier is what Strings reads from: a *sql.DB or a *Tx.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Strings runs query on db (a database or a transaction) and returns the first column of its
+// rows, as text.
+func Strings(ctx context.Context, db Querier, query string, args ...any) ([]string, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
