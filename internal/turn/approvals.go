@@ -61,8 +61,15 @@ func (t *tools) ask(ctx context.Context, command, rule string) error {
 	if rec.State != approval.StateApproved {
 		return &approval.Refusal{Record: rec}
 	}
+	if testHookApproved != nil {
+		testHookApproved(rec)
+	}
 	return nil
 }
+
+// testHookApproved, when set by a test, runs after a request was approved and before its
+// command is started (inside the key's boundary, by the caller).
+var testHookApproved func(approval.Record)
 
 // answerApproval applies /approve and /deny (approve) from src in key's chat: arg is the
 // request's id, or "" for the only pending request of the sender in this chat. It returns the

@@ -191,6 +191,38 @@ func TestApprovalVoidedByNew(t *testing.T) {
 	}
 }
 
+// A yes that lands just before a /new does not run the command in the new conversation: the
+// /new is applied between the approval and the start (testHookApproved), and the start, inside
+// the key's boundary, finds the turn's generation gone.
+func TestApprovalYesThenNewDoesNotRun(t *testing.T) {
+	h, victim := approvalHarness(t, time.Hour, false)
+	moved := make(chan struct{})
+	testHookApproved = func(approval.Record) {
+		before := h.current(dm)
+		h.say(dm, "/new")
+		for deadline := time.Now().Add(20 * time.Second); h.current(dm).Generation == before.Generation; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("/new was not applied")
+				break
+			}
+		}
+		close(moved)
+	}
+	t.Cleanup(func() { testHookApproved = nil })
+	h.say(dm, "run rm -rf "+victim) // in the background: a stopped turn does not kill it
+	_, id := h.prompt(dm)
+	h.say(dm, "/approve "+id)
+	<-moved
+	h.chat.waitFor(t, "/new's confirmation", func(m abi.OutboundMessage) bool { return strings.Contains(m.Text, "New conversation") })
+	time.Sleep(200 * time.Millisecond)
+	if !exists(victim) {
+		t.Fatal("a yes followed by /new ran the command in the new conversation")
+	}
+	if r := h.approvalState(id); r.State != approval.StateApproved {
+		t.Fatalf("record %+v: the yes stands, the command did not run", r)
+	}
+}
+
 // A command that needs no approval runs at once, and `ps`-like builtin commands are untouched.
 func TestApprovalOrdinaryCommandsRunAtOnce(t *testing.T) {
 	h, _ := approvalHarness(t, time.Hour, false)
