@@ -125,3 +125,8 @@ func (p *Policy) Needs(command string) (string, bool) {
 func (p *Policy) Approver(platform, user string) bool {
 	return p != nil && user != "" && slices.Contains(p.Approvers, platform+":"+user)
 }
+
+// MayAnswer reports whether the user of platform may answer r: its requester, or an approver.
+func (p *Policy) MayAnswer(r Record, platform, user string) bool {
+	return (user != "" && platform == r.Platform && user == r.User) || p.Approver(platform, user)
+}

@@ -325,7 +325,7 @@ func (s *Store) Decide(ctx context.Context, id string, by Decider, approve bool)
 	if err != nil {
 		return Record{}, err
 	}
-	if (by.Platform != rec.Platform || by.User != rec.User || by.User == "") && !s.opt.Policy.Approver(by.Platform, by.User) {
+	if !s.opt.Policy.MayAnswer(rec, by.Platform, by.User) {
 		return rec, ErrNotYours
 	}
 	if rec.State != StatePending {

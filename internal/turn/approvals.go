@@ -87,7 +87,7 @@ func (e *Engine) answerApproval(ctx context.Context, key string, src abi.Source,
 		}
 		var mine []approval.Record
 		for _, r := range pending {
-			if (r.Platform == src.Platform && r.User == src.UserID) || e.opt.Approval.Approver(src.Platform, src.UserID) {
+			if e.opt.Approval.MayAnswer(r, src.Platform, src.UserID) {
 				mine = append(mine, r)
 			}
 		}

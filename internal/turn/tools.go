@@ -75,16 +75,16 @@ func (t *tools) own(ctx context.Context, id string) error {
 }
 
 func (t *tools) Spawn(ctx context.Context, req agent.SpawnRequest) (agent.SpawnResult, error) {
-	if t.synthetic || !t.shell {
-		if rule, ok := t.e.opt.Approval.Needs(req.Command); ok && t.synthetic && t.e.opt.Approvals != nil {
-			return agent.SpawnResult{}, t.ask(ctx, req.Command, rule) // recorded, denied without asking
-		}
-		if t.synthetic {
-			return agent.SpawnResult{}, ErrReadOnly
-		}
+	rule, asks := t.e.opt.Approval.Needs(req.Command)
+	asks = asks && t.e.opt.Approvals != nil
+	switch {
+	case t.synthetic && asks:
+		return agent.SpawnResult{}, t.ask(ctx, req.Command, rule) // recorded, denied without asking
+	case t.synthetic:
+		return agent.SpawnResult{}, ErrReadOnly
+	case !t.shell:
 		return agent.SpawnResult{}, ErrNotGranted
-	}
-	if rule, ok := t.e.opt.Approval.Needs(req.Command); ok && t.e.opt.Approvals != nil {
+	case asks:
 		// Outside the boundary: the chat's other events (the answer among them) go on meanwhile.
 		if err := t.ask(ctx, req.Command, rule); err != nil {
 			return agent.SpawnResult{}, err
