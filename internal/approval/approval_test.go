@@ -347,3 +347,34 @@ func TestButtonsAndPrompt(t *testing.T) {
 		}
 	}
 }
+
+// With several hosts on one database, an answer recorded by another host's store reaches the
+// waiter by polling (no wake-up crosses hosts).
+func TestWaitFindsAnotherHostsAnswer(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		a, err := approval.Open(ctx, db, approval.Options{Instance: "a", Poll: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := approval.Open(ctx, db, approval.Options{Instance: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := a.Ask(ctx, request("rm -rf x"))
+		done := make(chan approval.Record, 1)
+		go func() { r, _ := a.Wait(ctx, rec.ID); done <- r }()
+		if _, err := other.Decide(ctx, rec.ID, approval.Decider{Platform: "telegram", User: "1"}, true); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-done:
+			if r.State != approval.StateApproved {
+				t.Fatalf("the waiter saw %+v", r)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the waiter never saw the other host's answer")
+		}
+	})
+}
