@@ -58,7 +58,9 @@ type Limits struct {
 	BreakerWindow  time.Duration // default 1 minute
 	MaxFileBytes   int64         // .wasm file size cap; default 64 MiB
 	// LoadTimeout bounds loading one file: compiling it, describe and every profile's configure
-	// (each call also has its own CallTimeout). Default 2 minutes.
+	// (each configure also has its own CallTimeout). Describe runs under LoadTimeout alone: it
+	// is the first call of the first instance, so it also starts the guest's runtime, which on
+	// a loaded machine has taken longer than 30 s. Default 2 minutes.
 	LoadTimeout time.Duration
 }
 
@@ -662,12 +664,17 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
+	if ctx.Err() != nil {
+		compiled.Close(context.Background())
+		return nil, fmt.Errorf("the load deadline of %v passed while the file waited for the compiler or compiled: %w", limits.LoadTimeout, context.Cause(ctx))
+	}
 	v := &version{rt: r, file: path, sha256: sum, abi: guestABI, info: info, compiled: compiled, limits: limits, loaded: time.Now()}
 	v.breaker = breaker{crashes: limits.BreakerCrashes, window: limits.BreakerWindow}
 	v.pool = newPool([numClasses]int{classOut: limits.PoolSize, classIn: limits.InboundPoolSize}, v.newInstance)
 
-	// Create one instance eagerly and ask it who it is.
-	out, err := v.call(ctx, Caller{Plugin: base}, abi.ExportDescribe, nil, limits.CallTimeout)
+	// Create one instance eagerly and ask it who it is, within what is left of the load's
+	// deadline (the guest's runtime starts in this call; see Limits.LoadTimeout).
+	out, err := v.call(ctx, Caller{Plugin: base}, abi.ExportDescribe, nil, remaining(ctx, limits.LoadTimeout))
 	if err != nil {
 		v.close()
 		return nil, fmt.Errorf("describe: %w", err)

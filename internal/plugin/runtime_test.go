@@ -682,11 +682,16 @@ func TestHangingProfilesConfigureAtOnce(t *testing.T) {
 func TestSlowLoadsDoNotDelayOthers(t *testing.T) {
 	dir := t.TempDir()
 	spinloaders(t, dir)
+	// Compiled once first (into the run's cache, the load itself refused at once), so that the
+	// deadlines below are spent loading, not queueing for the compiler.
+	newRuntime(t, nil, Config{Dir: dir, Defaults: Limits{LoadTimeout: time.Millisecond}}).Scan(context.Background())
 	profile := map[string]json.RawMessage{"main": json.RawMessage(`{}`)}
 	r := newRuntime(t, map[string]string{"zz-probe.wasm": probeDir}, Config{Dir: dir,
-		// The spinners' deadline scales with the harness's factor: under make test the probe
-		// took longer to load than 8 s, and half the spinners had ended before it served.
-		Defaults: Limits{CallTimeout: testdeadline.Scale(8 * time.Second)},
+		// The spinners' deadlines scale with the harness's factor: under make test the probe
+		// took longer to load than 8 s, and half the spinners had ended before it served. A
+		// spinning describe (or start-up) runs until the load's deadline, a spinning configure
+		// until its call's.
+		Defaults: Limits{CallTimeout: testdeadline.Scale(8 * time.Second), LoadTimeout: testdeadline.Scale(12 * time.Second)},
 		Plugins:  map[string]Settings{"spinc1": {Profiles: profile}, "spinc2": {Profiles: profile}}})
 	done := make(chan []Rejection)
 	go func() { done <- r.Scan(context.Background()) }()
@@ -811,6 +816,36 @@ func TestCancelledCallIsNotACrash(t *testing.T) {
 	}
 	if _, err := probeSend(t, p, "main", "version"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A guest whose start-up takes longer than a call's deadline (as a Go guest's did on a loaded CI
+// machine: more than 30 s) still loads: describe, the call that starts the guest's runtime, runs
+// under the load's deadline. Past the load's deadline it is rejected, naming describe.
+func TestSlowStartLoadsWithinTheLoadDeadline(t *testing.T) {
+	built, err := wasmbuild.BuildWith(hostileTD+"spinload", "-X main.where=slowinit -X main.slow=1500ms -X main.name=slowstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		load time.Duration
+		ok   bool
+	}{{testdeadline.Scale(30 * time.Second), true}, {time.Second, false}} {
+		dir := t.TempDir()
+		if err := wasmbuild.CopyFile(built, filepath.Join(dir, "slowstart.wasm")); err != nil {
+			t.Fatal(err)
+		}
+		r := newRuntime(t, nil, Config{Dir: dir, Defaults: Limits{CallTimeout: 300 * time.Millisecond, LoadTimeout: c.load}})
+		rej := r.Scan(context.Background())
+		if c.ok {
+			if len(rej) != 0 || r.Get("slowstart") == nil {
+				t.Fatalf("a 1.5 s start-up under a %v load deadline (call deadline 300ms): rejections %+v", c.load, rej)
+			}
+			continue
+		}
+		if len(rej) != 1 || !strings.Contains(rej[0].Error, "describe") || !strings.Contains(rej[0].Error, "deadline") {
+			t.Fatalf("a 1.5 s start-up under a 1s load deadline: rejections %+v", rej)
+		}
 	}
 }
 

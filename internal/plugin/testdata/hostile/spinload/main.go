@@ -1,13 +1,20 @@
 // Command spinload spins while it is being loaded: in _initialize (package init), in describe or
 // in configure, as chosen at build time with -ldflags "-X main.where=init|describe|configure
 // -X main.name=NAME". The load deadline must stop it without delaying any other plugin.
+// With -X main.where=slowinit it sleeps for main.slow (a duration) in _initialize and then
+// behaves: a start-up slower than a call's deadline, as on a loaded machine.
 package main
 
-import "github.com/extism/go-pdk"
+import (
+	"time"
+
+	"github.com/extism/go-pdk"
+)
 
 var (
 	where = "describe"
 	name  = "spinload"
+	slow  = "1s"
 	sink  int
 )
 
@@ -18,8 +25,12 @@ func spin() {
 }
 
 func init() {
-	if where == "init" {
+	switch where {
+	case "init":
 		spin()
+	case "slowinit":
+		d, _ := time.ParseDuration(slow)
+		time.Sleep(d)
 	}
 }
 
