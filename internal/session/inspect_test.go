@@ -3,7 +3,9 @@ package session
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 )
@@ -249,7 +251,11 @@ func TestChatKeys(t *testing.T) {
 // TestKeysSearchAndPages: Keys finds keys by a part of the key or the current session's title
 // (any case), most recently active first, and pages through them without gaps or repeats.
 func TestKeysSearchAndPages(t *testing.T) {
-	e := newEnv(t, Options{})
+	// Each change a millisecond after the one before, so "most recently active" is decided by
+	// time, not by the tie-break on the key (fast statements put them all in one millisecond).
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	e := newEnv(t, Options{Now: func() time.Time { return time.UnixMilli(now.Add(1)) }})
 	e.t = t
 	a := e.resolve(dm("1"))
 	e.resolve(abi.Source{Platform: "telegram", Profile: "work", ChatType: abi.ChatDM, ChatID: "1"})

@@ -80,12 +80,14 @@ type baseConn interface {
 	driver.Validator
 }
 
-// gatedConn forwards everything to the driver's connection, taking the gate for writes.
+// gatedConn forwards everything to the driver's connection, taking the gate for writes, and
+// keeps its statements prepared (stmtcache.go).
 // database/sql uses a connection from one goroutine at a time, so inTx needs no lock.
 type gatedConn struct {
-	base driver.Conn
-	gate *gate
-	inTx bool
+	base  driver.Conn
+	gate  *gate
+	inTx  bool
+	stmts map[string]*cachedStmt // by query text (stmtcache.go)
 }
 
 func (c *gatedConn) b() baseConn { return c.base.(baseConn) }
@@ -105,7 +107,10 @@ func (c *gatedConn) PrepareContext(ctx context.Context, query string) (driver.St
 	return &gatedStmt{base: s, conn: c}, nil
 }
 
-func (c *gatedConn) Close() error { return c.base.Close() }
+func (c *gatedConn) Close() error {
+	c.closeStmts()
+	return c.base.Close()
+}
 
 func (c *gatedConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
@@ -137,11 +142,11 @@ func (c *gatedConn) write(ctx context.Context, fn func() (driver.Result, error))
 }
 
 func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	return c.write(ctx, func() (driver.Result, error) { return c.b().ExecContext(ctx, query, args) })
+	return c.write(ctx, func() (driver.Result, error) { return c.exec(ctx, query, args) })
 }
 
 func (c *gatedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.b().QueryContext(ctx, query, args)
+	return c.query(ctx, query, args)
 }
 
 func (c *gatedConn) Ping(ctx context.Context) error         { return c.b().Ping(ctx) }
