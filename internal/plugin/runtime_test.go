@@ -956,3 +956,72 @@ func TestBlockSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestRescanSkipsUnchangedFiles: a rescan does not read a file again whose device, inode, size
+// and modification time are what the last read saw, once that read came more than a second
+// after the modification; a file rewritten in place within that second, even with its size
+// and time restored, is read again and its new content loaded.
+func TestRescanSkipsUnchangedFiles(t *testing.T) {
+	a, err := wasmbuild.BuildWith(hostileTD+"spinload", "-X main.where=none -X main.name=aaaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := wasmbuild.BuildWith(hostileTD+"spinload", "-X main.where=none -X main.name=bbbb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if len(ab) != len(bb) {
+		t.Skipf("the two builds differ in size (%d, %d): the in-place case needs equal sizes", len(ab), len(bb))
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.wasm")
+	r := newRuntime(t, nil, Config{Dir: dir})
+	scan := func(want string) int64 {
+		t.Helper()
+		before := fileReads.Load()
+		if rej := r.Scan(context.Background()); len(rej) != 0 {
+			t.Fatal(rej)
+		}
+		if r.Get(want) == nil {
+			t.Fatalf("plugin %s not loaded", want)
+		}
+		return fileReads.Load() - before
+	}
+
+	// An old file: read once, then never again while it stays as it is.
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.WriteFile(path, ab, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(path, old, old)
+	if n := scan("aaaa"); n != 1 {
+		t.Fatalf("first scan read %d files", n)
+	}
+	for range 3 {
+		if n := scan("aaaa"); n != 0 {
+			t.Fatalf("a rescan of an unchanged file read it (%d reads)", n)
+		}
+	}
+	// A new modification time is a change: read again.
+	os.Chtimes(path, time.Now(), time.Now())
+	if n := scan("aaaa"); n != 1 {
+		t.Fatalf("a file with a new modification time: %d reads", n)
+	}
+
+	// A racy file: loaded within a second of being written, then rewritten in place with the
+	// same size and its old modification time. The rescan reads it and loads the new content.
+	if err := os.WriteFile(path, ab, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(path)
+	scan("aaaa")
+	if err := os.WriteFile(path, bb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(path, fi.ModTime(), fi.ModTime())
+	if n := scan("bbbb"); n != 1 {
+		t.Fatalf("the racy rewrite: %d reads", n)
+	}
+}
