@@ -172,7 +172,7 @@ type Runtime struct {
 	scanMu      sync.Mutex
 	seen        map[string]seenFile // by path: what a scan last read; guarded by scanMu
 	loadSlots   chan struct{}       // bounds concurrent loads
-	compileSlot chan struct{} // bounds concurrent compilations
+	compileSlot chan struct{}       // bounds concurrent compilations
 
 	reclaimWanted atomic.Bool // a reclaim is asked for and has not started; see reclaim
 	reclaimMu     sync.Mutex  // serializes reclaims; guards reclaimed
