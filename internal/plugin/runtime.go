@@ -720,7 +720,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 			EnableWasi: true,
 			RuntimeConfig: wazero.NewRuntimeConfig().
 				WithCompilationCache(r.cache).
-				WithCloseOnContextDone(true),
+				WithCloseOnContextDone(closeOnDeadline),
 		},
 		r.fns)
 	<-r.compileSlot
