@@ -34,6 +34,8 @@ vet:
 	@$(GO) mod tidy -diff >/dev/null || ($(GO) mod tidy -diff; echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1)
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
+	@# The benchmark-only build without wazero's deadline check (RATIONALE.md) keeps compiling.
+	$(GO) vet -tags hermes_nodeadlinecheck ./internal/plugin
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 
 # Tools some tests need beyond Go, installed when missing: npm (the AssemblyScript example) and
