@@ -20,6 +20,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/agent/agenttest"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/process"
+	"github.com/hermes-host/hermes-host/internal/testdeadline"
 )
 
 // Tests of turns with the OpenAI-compatible agent against the loopback fake model server.
@@ -250,14 +251,16 @@ func TestAnswerCappedWithMore(t *testing.T) {
 		if round == 5 {
 			t.Fatal("/more never reached the end of the answer")
 		}
-		before := len(h.chat.texts())
+		before, notes := len(h.chat.texts()), h.chat.count("Send /more")
 		h.say(dm, "/more")
-		for deadline := time.Now().Add(20 * time.Second); len(h.chat.texts()) == before; time.Sleep(5 * time.Millisecond) {
+		// The part is all there when its last message is: the next note, or the answer's end
+		// (a chat's messages are delivered in order). Waiting a fixed time instead counted a
+		// part's late last message in the next part under load.
+		for deadline := time.Now().Add(testdeadline.Scale(20 * time.Second)); h.chat.count("Send /more") == notes && h.chat.count(lastLine) == 0; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatal("/more sent nothing")
+				t.Fatalf("/more sent no complete part: %q", h.chat.texts()[before:])
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 		if n := len(h.chat.texts()) - before; n > 3 {
 			t.Fatalf("/more sent %d messages, over the cap", n)
 		}
