@@ -100,14 +100,18 @@ const (
 
 var errNotWasm = errors.New("not a WebAssembly module (bad magic number)")
 
-// parseModule reads the import and export sections of a Wasm binary. It validates only what it
-// reads; the compiler validates the rest. It never panics on hostile input.
+// parseModule reads the import and export sections of a Wasm binary, after checkBounds. It
+// validates only what it reads; the compiler validates the rest. It never panics on hostile
+// input.
 func parseModule(b []byte) (*moduleInfo, error) {
 	if len(b) < 8 || string(b[:4]) != "\x00asm" {
 		return nil, errNotWasm
 	}
 	if b[4] != 1 || b[5] != 0 || b[6] != 0 || b[7] != 0 {
 		return nil, fmt.Errorf("unsupported WebAssembly binary version %x (want 1; components are not supported)", b[4:8])
+	}
+	if err := checkBounds(b); err != nil {
+		return nil, err
 	}
 	info := &moduleInfo{exports: map[string]byte{}, index: map[string]uint32{}}
 	r := reader{b: b, off: 8}

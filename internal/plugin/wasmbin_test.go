@@ -78,6 +78,9 @@ func TestParseModuleRejects(t *testing.T) {
 func FuzzParseModule(f *testing.F) {
 	f.Add(wasmModule(section(7, bytes.Join([][]byte{leb(1), name("describe"), {0}, leb(0)}, nil))))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	for _, mod := range hugeCounts(f, wasmModule()) {
+		f.Add(mod)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, err := parseModule(b)
 		if err == nil && info == nil {
