@@ -161,6 +161,45 @@ func TestIdleInstancesTrimmed(t *testing.T) {
 	}
 }
 
+// TestColdPluginClosesItsLastInstances: once no call has run for ColdTimeout, the instances
+// IdleTimeout keeps (the most recently used one and the one kept for inbound calls) are closed
+// too, but never while a call holds an instance; the next call starts a fresh one.
+func TestColdPluginClosesItsLastInstances(t *testing.T) {
+	cold := testdeadline.Scale(400 * time.Millisecond)
+	r := newRuntime(t, map[string]string{"probe.wasm": probeDir}, Config{
+		Defaults: Limits{IdleTimeout: 50 * time.Millisecond, ColdTimeout: cold}})
+	r.Scan(context.Background())
+	v := r.Get("probe").current()
+	waitSize := func(want int, why string) {
+		t.Helper()
+		for deadline := time.Now().Add(testdeadline.Scale(5 * time.Second)); v.pool.size() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d instances, want %d", why, v.pool.size(), want)
+			}
+		}
+	}
+	// A call in progress keeps the plugin warm however long it takes: the idle instance kept
+	// for inbound calls stays beside the busy one.
+	busy, err := v.pool.get(context.Background(), classOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSize(2, "while a call holds an instance")
+	time.Sleep(2 * cold)
+	if n := v.pool.size(); n != 2 {
+		t.Fatalf("a call in progress for twice ColdTimeout: %d instances, want 2 (the busy one and the one kept for inbound calls)", n)
+	}
+	v.pool.put(busy, classOut)
+	waitSize(0, "after ColdTimeout with no call")
+	if _, err := probeSend(t, r.Get("probe"), "main", "version"); err != nil {
+		t.Fatalf("the first call after going cold: %v", err)
+	}
+	if n := v.pool.size(); n != 1 {
+		t.Fatalf("after the first call: %d instances, want the 1 it started", n)
+	}
+	waitSize(0, "cold again")
+}
+
 // TestLoadGivesMemoryBack: loading a file leaves the heap full of garbage (wazero decodes,
 // validates and compiles every function), which the Go runtime would keep resident for reuse.
 // After a scan that compiled telegram.wasm from an empty cache, the heap pages kept idle but

@@ -179,10 +179,17 @@ func (p *pool) discard(inst *instance, c class) {
 
 // trim closes idle instances unused since before cutoff, keeping the keep most recently used
 // (and those reserved for a class). It returns how many it closed.
-func (p *pool) trim(cutoff time.Time, keep int) int {
+//
+// A pool with no call in progress whose newest idle instance was put back before cold keeps
+// none: a plugin nobody has called for that long gives all its memory back, and its next
+// call starts an instance.
+func (p *pool) trim(cutoff, cold time.Time, keep int) int {
 	p.mu.Lock()
 	for c := range numClasses {
 		keep += p.keep[c]
+	}
+	if n := len(p.idle); n > 0 && n == p.total && p.idle[n-1].idleSince.Before(cold) {
+		keep = 0
 	}
 	var victims []*instance
 	kept := p.idle[:0]

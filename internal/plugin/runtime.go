@@ -53,6 +53,10 @@ type Limits struct {
 	// IdleTimeout: instances idle for longer are closed, except the most recently used one.
 	// Default 1 minute.
 	IdleTimeout time.Duration
+	// ColdTimeout: when no call has run for this long, the last instance is closed too, and
+	// the next call starts one (a few milliseconds; RATIONALE.md, "An idle host"). Default 5
+	// minutes; it is never shorter than IdleTimeout.
+	ColdTimeout time.Duration
 	// A plugin that crashes BreakerCrashes times within BreakerWindow is marked failed.
 	BreakerCrashes int           // default 5
 	BreakerWindow  time.Duration // default 1 minute
@@ -89,6 +93,10 @@ func (l Limits) withDefaults() Limits {
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = time.Minute
 	}
+	if l.ColdTimeout <= 0 {
+		l.ColdTimeout = 5 * time.Minute
+	}
+	l.ColdTimeout = max(l.ColdTimeout, l.IdleTimeout)
 	if l.BreakerCrashes <= 0 {
 		l.BreakerCrashes = 5
 	}
@@ -273,7 +281,8 @@ func (r *Runtime) noteDenied(c Caller, fn string, err error) {
 }
 
 // trimIdle closes instances idle for longer than their plugin's IdleTimeout (keeping one per
-// plugin, so the next call is warm), until Close.
+// plugin, so the next call is warm) and, once a plugin has had no call for its ColdTimeout,
+// the one kept too, until Close.
 func (r *Runtime) trimIdle() {
 	every := time.Minute
 	for _, s := range append([]Settings{{Limits: r.cfg.Defaults}, r.cfg.Other}, mapValues(r.allSettings())...) {
@@ -290,13 +299,18 @@ func (r *Runtime) trimIdle() {
 		case <-r.stop:
 			return
 		case now := <-t.C:
+			closed := false
 			for _, p := range r.Plugins() {
 				if v := p.acquire(); v != nil {
-					if n := v.pool.trim(now.Add(-v.limits.IdleTimeout), 1); n > 0 {
+					if n := v.pool.trim(now.Add(-v.limits.IdleTimeout), now.Add(-v.limits.ColdTimeout), 1); n > 0 {
 						v.metrics.instances(-float64(n))
+						closed = true
 					}
 					v.inflight.Done()
 				}
+			}
+			if closed {
+				r.reclaim() // what the closed instances held in the Go heap goes back too
 			}
 		}
 	}
@@ -711,10 +725,13 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	// operator's settings for that name apply (memory caps through the instance allocator).
 	limits := r.cfg.Defaults.withDefaults()
 	base := filepath.Base(path)
+	// The compiler sees the module with its data segments joined (compact.go): the same memory
+	// image, a fraction of the structures wazero keeps for the module and copies per instance.
+	module, _, _ := compactData(data)
 	r.compileSlot <- struct{}{}
 	compiled, err := extism.NewCompiledPlugin(ctx,
 		extism.Manifest{
-			Wasm:   []extism.Wasm{extism.WasmData{Data: data, Name: "main"}},
+			Wasm:   []extism.Wasm{extism.WasmData{Data: module, Name: "main"}},
 			Memory: &extism.ManifestMemory{MaxPages: r.maxMemoryPages(), MaxHttpResponseBytes: 0, MaxVarBytes: 0},
 		},
 		extism.PluginConfig{

@@ -1,0 +1,168 @@
+package plugin
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"slices"
+)
+
+// compactGap is the longest run of zero bytes compactData writes between two data segments to
+// join them. Go's linker starts a new segment after every run of zeros longer than a few bytes
+// (telegram.wasm has 52,425 segments for 1.7 MB of data); wazero keeps every segment as its
+// own structure for the module's lifetime and copies each into every new instance, and the
+// per-segment overhead was several times the data itself (RATIONALE.md, "An idle host").
+const compactGap = 4096
+
+// compactData returns the module with adjacent active data segments of memory 0 joined, the
+// bytes between them written as zeros, and the number of segments before and after. Linear
+// memory starts zeroed, so the instance's memory after instantiation is the same byte for
+// byte. It returns the input unchanged (and equal counts) unless every data segment is an
+// active segment of memory 0 at a constant i32 offset and no two overlap (each segment then
+// writes bytes no other segment writes, so their order does not matter, and a joined segment
+// writes only zeros where none wrote), and the module has no data count section (without one no
+// instruction can name a segment by index, so renumbering them changes nothing). The file's
+// identity (its SHA-256, the plugin's version) stays that of the original file; only the
+// compiler sees the compacted module.
+func compactData(b []byte) (out []byte, before, after int) {
+	if len(b) < 8 {
+		return b, 0, 0
+	}
+	r := reader{b: b, off: 8}
+	var dataStart, dataEnd int // the data section's body
+	sectionStart := 0          // where the data section's id byte is
+	for r.off < len(r.b) {
+		start := r.off
+		id, err := r.byte()
+		if err != nil {
+			return b, 0, 0
+		}
+		size, err := r.u32()
+		if err != nil || uint64(size) > uint64(len(r.b)-r.off) {
+			return b, 0, 0
+		}
+		switch id {
+		case 12: // data count: instructions may name segments
+			return b, 0, 0
+		case 11:
+			sectionStart, dataStart, dataEnd = start, r.off, r.off+int(size)
+		}
+		r.off += int(size)
+	}
+	if dataEnd == 0 {
+		return b, 0, 0
+	}
+	type segment struct {
+		offset uint32
+		data   []byte
+	}
+	body := reader{b: b[dataStart:dataEnd]}
+	n, err := body.u32()
+	if err != nil || uint64(n) > uint64(len(body.b)) { // every segment takes at least a byte
+		return b, 0, 0
+	}
+	segs := make([]segment, 0, n)
+	for i := uint32(0); i < n; i++ {
+		flag, err := body.u32()
+		if err != nil || flag != 0 {
+			return b, int(n), int(n)
+		}
+		if op, err := body.byte(); err != nil || op != 0x41 { // i32.const
+			return b, int(n), int(n)
+		}
+		off, err := body.s32()
+		if err != nil || off < 0 {
+			return b, int(n), int(n)
+		}
+		if op, err := body.byte(); err != nil || op != 0x0b { // end
+			return b, int(n), int(n)
+		}
+		size, err := body.u32()
+		if err != nil || uint64(size) > uint64(len(body.b)-body.off) {
+			return b, int(n), int(n)
+		}
+		segs = append(segs, segment{uint32(off), body.b[body.off : body.off+int(size)]})
+		body.off += int(size)
+	}
+	if body.off != len(body.b) {
+		return b, int(n), int(n)
+	}
+	// Segments that write disjoint bytes may be applied in any order (Go's linker does not
+	// emit them in address order); overlapping ones must keep theirs.
+	slices.SortStableFunc(segs, func(a, b segment) int { return cmp.Compare(a.offset, b.offset) })
+	var end uint64 // where the previous segment ended
+	for _, s := range segs {
+		if uint64(s.offset) < end {
+			return b, int(n), int(n)
+		}
+		end = uint64(s.offset) + uint64(len(s.data))
+	}
+
+	// Join runs whose gaps are short.
+	var joined []segment
+	for _, s := range segs {
+		if k := len(joined) - 1; k >= 0 {
+			last := &joined[k]
+			gap := uint64(s.offset) - (uint64(last.offset) + uint64(len(last.data)))
+			if gap <= compactGap {
+				last.data = append(last.data, make([]byte, gap)...)
+				last.data = append(last.data, s.data...)
+				continue
+			}
+		}
+		joined = append(joined, segment{s.offset, append([]byte(nil), s.data...)})
+	}
+	if len(joined) == len(segs) {
+		return b, len(segs), len(segs)
+	}
+	var sec []byte
+	sec = binary.AppendUvarint(sec, uint64(len(joined)))
+	for _, s := range joined {
+		sec = append(sec, 0, 0x41)
+		sec = appendSLEB(sec, int64(s.offset))
+		sec = append(sec, 0x0b)
+		sec = binary.AppendUvarint(sec, uint64(len(s.data)))
+		sec = append(sec, s.data...)
+	}
+	out = make([]byte, 0, len(b)-(dataEnd-sectionStart)+len(sec)+6)
+	out = append(out, b[:sectionStart]...)
+	out = append(out, 11)
+	out = binary.AppendUvarint(out, uint64(len(sec)))
+	out = append(out, sec...)
+	out = append(out, b[dataEnd:]...)
+	return out, len(segs), len(joined)
+}
+
+// s32 reads a signed LEB128 of at most 5 bytes that fits in 32 bits.
+func (r *reader) s32() (int32, error) {
+	var v int64
+	for shift := 0; shift < 35; shift += 7 {
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= int64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			if shift+7 < 64 && c&0x40 != 0 {
+				v |= -1 << (shift + 7) // sign-extend
+			}
+			if v < -1<<31 || v >= 1<<31 {
+				return 0, errors.New("integer overflows 32 bits")
+			}
+			return int32(v), nil
+		}
+	}
+	return 0, errors.New("integer encoding too long")
+}
+
+// appendSLEB appends v as a signed LEB128.
+func appendSLEB(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
