@@ -89,7 +89,10 @@ func compactData(b []byte) (out []byte, before, after int) {
 	}
 	// Segments that write disjoint bytes may be applied in any order (Go's linker does not
 	// emit them in address order); overlapping ones must keep theirs.
-	slices.SortStableFunc(segs, func(a, b segment) int { return cmp.Compare(a.offset, b.offset) })
+	byOffset := func(a, b segment) int { return cmp.Compare(a.offset, b.offset) }
+	if !slices.IsSortedFunc(segs, byOffset) {
+		slices.SortStableFunc(segs, byOffset)
+	}
 	var end uint64 // where the previous segment ended
 	for _, s := range segs {
 		if uint64(s.offset) < end {
@@ -98,39 +101,57 @@ func compactData(b []byte) (out []byte, before, after int) {
 		end = uint64(s.offset) + uint64(len(s.data))
 	}
 
-	// Join runs whose gaps are short.
-	var joined []segment
-	for _, s := range segs {
-		if k := len(joined) - 1; k >= 0 {
-			last := &joined[k]
-			gap := uint64(s.offset) - (uint64(last.offset) + uint64(len(last.data)))
-			if gap <= compactGap {
-				last.data = append(last.data, make([]byte, gap)...)
-				last.data = append(last.data, s.data...)
-				continue
-			}
-		}
-		joined = append(joined, segment{s.offset, append([]byte(nil), s.data...)})
+	// Join runs whose gaps are short: a run is segs[first:last+1], written from its first
+	// offset to its last segment's end.
+	type run struct {
+		first, last int
+		offset, end uint32
 	}
-	if len(joined) == len(segs) {
+	var runs []run
+	for i, s := range segs {
+		if k := len(runs) - 1; k >= 0 && uint64(s.offset)-uint64(runs[k].end) <= compactGap {
+			runs[k].last, runs[k].end = i, s.offset+uint32(len(s.data))
+			continue
+		}
+		runs = append(runs, run{i, i, s.offset, s.offset + uint32(len(s.data))})
+	}
+	if len(runs) == len(segs) {
 		return b, len(segs), len(segs)
 	}
-	var sec []byte
-	sec = binary.AppendUvarint(sec, uint64(len(joined)))
-	for _, s := range joined {
-		sec = append(sec, 0, 0x41)
-		sec = appendSLEB(sec, int64(s.offset))
-		sec = append(sec, 0x0b)
-		sec = binary.AppendUvarint(sec, uint64(len(s.data)))
-		sec = append(sec, s.data...)
+	// One allocation for the whole module: the sections before the data section, the new
+	// data section, the sections after it.
+	secLen := ulebLen(uint64(len(runs)))
+	for _, r := range runs {
+		size := uint64(r.end - r.offset)
+		secLen += 3 + len(appendSLEB(nil, int64(r.offset))) + ulebLen(size) + int(size)
 	}
-	out = make([]byte, 0, len(b)-(dataEnd-sectionStart)+len(sec)+6)
+	out = make([]byte, 0, sectionStart+1+ulebLen(uint64(secLen))+secLen+len(b)-dataEnd)
 	out = append(out, b[:sectionStart]...)
 	out = append(out, 11)
-	out = binary.AppendUvarint(out, uint64(len(sec)))
-	out = append(out, sec...)
+	out = binary.AppendUvarint(out, uint64(secLen))
+	out = binary.AppendUvarint(out, uint64(len(runs)))
+	for _, r := range runs {
+		out = append(out, 0, 0x41)
+		out = appendSLEB(out, int64(r.offset))
+		out = append(out, 0x0b)
+		out = binary.AppendUvarint(out, uint64(r.end-r.offset))
+		at := r.offset
+		for _, s := range segs[r.first : r.last+1] {
+			out = append(out, make([]byte, s.offset-at)...) // zeros; no allocation
+			out = append(out, s.data...)
+			at = s.offset + uint32(len(s.data))
+		}
+	}
 	out = append(out, b[dataEnd:]...)
-	return out, len(segs), len(joined)
+	return out, len(segs), len(runs)
+}
+
+func ulebLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }
 
 // s32 reads a signed LEB128 of at most 5 bytes that fits in 32 bits.

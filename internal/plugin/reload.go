@@ -25,11 +25,13 @@ func (r *Runtime) Reload(ctx context.Context, name string) (Info, error) {
 		return Info{}, fmt.Errorf("plugin %s: %w", name, ErrUnloaded)
 	}
 	r.scanMu.Lock()
-	data, sum, err := r.readFile(path)
+	f := r.readFile(path)
+	data, sum, err := f.data, f.seen.sum, f.err
 	if err != nil {
 		r.scanMu.Unlock()
 		return Info{}, fmt.Errorf("plugin %s: reading %s: %w", name, path, err)
 	}
+	r.seen[path] = f.seen
 	r.mu.Lock()
 	busy := r.loading[path] != ""
 	if !busy {

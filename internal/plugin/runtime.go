@@ -445,7 +445,7 @@ func (r *Runtime) Scan(ctx context.Context) []Rejection {
 		return nil
 	}
 	present := map[string]bool{}
-	var jobs []*job
+	var toRead []string
 	for _, path := range paths {
 		present[path] = true
 		if sum, ok := r.knownSum(path); ok {
@@ -456,7 +456,14 @@ func (r *Runtime) Scan(ctx context.Context) []Rejection {
 				continue // not read again: see knownSum
 			}
 		}
-		data, sum, err := r.readFile(path)
+		toRead = append(toRead, path)
+	}
+	var jobs []*job
+	for i, f := range r.readFiles(toRead) {
+		path, data, sum, err := toRead[i], f.data, f.seen.sum, f.err
+		if err == nil {
+			r.seen[path] = f.seen
+		}
 		r.mu.Lock()
 		unchanged := err == nil && r.unchangedLocked(path, sum)
 		if !unchanged {
@@ -605,26 +612,49 @@ func (r *Runtime) knownSum(path string) (string, bool) {
 // fileReads counts the plugin files read (the tests of knownSum read it).
 var fileReads atomic.Int64
 
-// readFile reads path and hashes it, and notes what it saw for knownSum. r.scanMu is held.
-func (r *Runtime) readFile(path string) ([]byte, string, error) {
+// fileRead is one file's content and what knownSum needs to know of it.
+type fileRead struct {
+	data []byte
+	seen seenFile
+	err  error
+}
+
+// readFiles reads and hashes the files at paths, several at a time (hashing a Go plugin
+// takes several milliseconds, and serve reads every file before it starts to load them).
+func (r *Runtime) readFiles(paths []string) []fileRead {
+	out := make([]fileRead, len(paths))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, path := range paths {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			out[i] = r.readFile(path)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// readFile reads path and hashes it; the caller notes what it saw for knownSum.
+func (r *Runtime) readFile(path string) fileRead {
 	lim := r.cfg.Defaults.withDefaults().MaxFileBytes
 	at := time.Now()
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, "", err
+		return fileRead{err: err}
 	}
 	if fi.Size() > lim {
-		return nil, "", fmt.Errorf("file is %d bytes, over the %d-byte cap", fi.Size(), lim)
+		return fileRead{err: fmt.Errorf("file is %d bytes, over the %d-byte cap", fi.Size(), lim)}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", err
+		return fileRead{err: err}
 	}
 	fileReads.Add(1)
 	h := sha256.Sum256(data)
-	sum := hex.EncodeToString(h[:])
-	r.seen[path] = seenFile{stat: fi, at: at, sum: sum}
-	return data, sum, nil
+	return fileRead{data: data, seen: seenFile{stat: fi, at: at, sum: hex.EncodeToString(h[:])}}
 }
 
 // loadFile validates and loads one file, installing it under its manifest name.

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -76,7 +75,6 @@ func checkCatchUp(s string) error {
 	return fmt.Errorf("catch_up %q: want %q or %q", s, catchUpOnce, catchUpSkip)
 }
 
-var configNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // problems validates a profile's configuration, for configure.
 func (cfg *profileConfig) problems(now time.Time) []string {
@@ -100,7 +98,7 @@ func (cfg *profileConfig) problems(now time.Time) []string {
 	seen := map[string]bool{}
 	for i, j := range cfg.Jobs {
 		where := fmt.Sprintf("jobs[%d]", i)
-		if !configNameRE.MatchString(j.Name) {
+		if !isJobName(j.Name) {
 			out = append(out, where+": name is required (letters, digits, _ . -)")
 			continue
 		}

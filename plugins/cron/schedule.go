@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +48,6 @@ func parsedCron(expr string) (cron.Schedule, error) {
 }
 
 var (
-	durationRE = regexp.MustCompile(`^(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days|w|week|weeks)$`)
 	dayNames   = map[string]string{
 		"sunday": "0", "sun": "0", "monday": "1", "mon": "1", "tuesday": "2", "tue": "2", "tues": "2",
 		"wednesday": "3", "wed": "3", "thursday": "4", "thu": "4", "thur": "4", "thurs": "4",
@@ -100,7 +98,7 @@ func parseSchedule(text string, now time.Time, loc *time.Location) (schedule, er
 			return schedule{Kind: kindInterval, EveryMs: d.Milliseconds(), AnchorMs: now.UnixMilli()}, nil
 		}
 	}
-	if durationRE.MatchString(s) {
+	if _, _, ok := splitDuration(s); ok {
 		return schedule{}, fmt.Errorf("%q: say \"in %s\" to run once, or \"every %s\" to repeat", text, s, s)
 	}
 	if expr, ok, err := naturalCron(s); ok {
@@ -122,15 +120,15 @@ func parseSchedule(text string, now time.Time, loc *time.Location) (schedule, er
 }
 
 func parseDuration(s string) (time.Duration, error) {
-	m := durationRE.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
+	num, word, ok := splitDuration(strings.TrimSpace(s))
+	if !ok {
 		return 0, fmt.Errorf("want a duration like 30m, 2h or 1d")
 	}
-	n, err := strconv.Atoi(m[1])
+	n, err := strconv.Atoi(num)
 	if err != nil || n <= 0 || n > 100000 {
-		return 0, fmt.Errorf("%q is out of range", m[1])
+		return 0, fmt.Errorf("%q is out of range", num)
 	}
-	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[m[2][0]]
+	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[word[0]]
 	return time.Duration(n) * unit, nil
 }
 
@@ -201,8 +199,6 @@ func naturalCron(s string) (expr string, ok bool, err error) {
 	return fmt.Sprintf("%d %d * * %s", m, h, dow), true, nil
 }
 
-var clockRE = regexp.MustCompile(`^(\d{1,2})(?::(\d{2}))?\s*(am|pm)?$`)
-
 // parseClock reads 7am, 7:30 pm, 19:30, noon, midnight.
 func parseClock(s string) (hour, minute int, err error) {
 	s = strings.TrimSpace(s)
@@ -212,21 +208,21 @@ func parseClock(s string) (hour, minute int, err error) {
 	case "midnight":
 		return 0, 0, nil
 	}
-	m := clockRE.FindStringSubmatch(s)
-	if m == nil {
+	h, mm, ampm, ok := splitClock(s)
+	if !ok {
 		return 0, 0, fmt.Errorf("%q is not a time of day (like 7am, 7:30pm or 19:30)", s)
 	}
-	hour, _ = strconv.Atoi(m[1])
-	if m[2] != "" {
-		minute, _ = strconv.Atoi(m[2])
+	hour, _ = strconv.Atoi(h)
+	if mm != "" {
+		minute, _ = strconv.Atoi(mm)
 	}
-	switch m[3] {
+	switch ampm {
 	case "am", "pm":
 		if hour < 1 || hour > 12 {
 			return 0, 0, fmt.Errorf("%q: hour out of range", s)
 		}
 		hour %= 12
-		if m[3] == "pm" {
+		if ampm == "pm" {
 			hour += 12
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/hermes-host/hermes-host/abi"
@@ -20,7 +19,6 @@ type targetSpec struct {
 	chat     abi.Source
 }
 
-var platformRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 func parseTarget(s string) (targetSpec, error) {
 	s = strings.TrimSpace(s)
@@ -31,7 +29,7 @@ func parseTarget(s string) (targetSpec, error) {
 		return targetSpec{kind: "home"}, nil
 	}
 	platform, rest, explicit := strings.Cut(s, ":")
-	if !platformRE.MatchString(platform) {
+	if !isPlatformName(platform) {
 		return targetSpec{}, fmt.Errorf("target %q: want origin, home, a platform name, or platform:chat_id[:thread_id]", s)
 	}
 	if !explicit {
@@ -158,7 +156,7 @@ func parseGrant(s string) (grant, error) {
 		return grant{home: true}, nil
 	}
 	platform, rest, ok := strings.Cut(s, ":")
-	if !platformRE.MatchString(platform) {
+	if !isPlatformName(platform) {
 		return grant{}, fmt.Errorf("%q: want home, PLATFORM:CHAT_ID[:THREAD_ID], PLATFORM:* or *", s)
 	}
 	if !ok {

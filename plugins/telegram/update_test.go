@@ -344,3 +344,28 @@ func TestMapCallbacks(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfter: the wait Telegram asks for, from parameters.retry_after or else the first
+// "retry after N" in the description that has a number.
+func TestRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		param int64
+		desc  string
+		want  int64
+	}{
+		{0, "Too Many Requests: retry after 5", 5000},
+		{7, "Too Many Requests: retry after 5", 7000},
+		{0, "retry after soon; retry after 3", 3000},
+		{0, "retry after ", 0},
+		{0, "Bad Request: chat not found", 0},
+		{0, "retry after 99999999999999999999", 0},
+		{0, "retry after 2147483648", 0},
+		{0, "retry after 12s", 12000},
+	} {
+		r := reply{Description: tc.desc}
+		r.Parameters.RetryAfter = tc.param
+		if got := r.retryAfter(); got != tc.want {
+			t.Errorf("retry_after %d, %q: %d ms, want %d", tc.param, tc.desc, got, tc.want)
+		}
+	}
+}
