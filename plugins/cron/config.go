@@ -75,7 +75,6 @@ func checkCatchUp(s string) error {
 	return fmt.Errorf("catch_up %q: want %q or %q", s, catchUpOnce, catchUpSkip)
 }
 
-
 // problems validates a profile's configuration, for configure.
 func (cfg *profileConfig) problems(now time.Time) []string {
 	var out []string

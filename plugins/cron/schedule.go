@@ -48,7 +48,7 @@ func parsedCron(expr string) (cron.Schedule, error) {
 }
 
 var (
-	dayNames   = map[string]string{
+	dayNames = map[string]string{
 		"sunday": "0", "sun": "0", "monday": "1", "mon": "1", "tuesday": "2", "tue": "2", "tues": "2",
 		"wednesday": "3", "wed": "3", "thursday": "4", "thu": "4", "thur": "4", "thurs": "4",
 		"friday": "5", "fri": "5", "saturday": "6", "sat": "6",

@@ -19,7 +19,6 @@ type targetSpec struct {
 	chat     abi.Source
 }
 
-
 func parseTarget(s string) (targetSpec, error) {
 	s = strings.TrimSpace(s)
 	switch strings.ToLower(s) {
