@@ -11,7 +11,8 @@ import (
 // join them. Go's linker starts a new segment after every run of zeros longer than a few bytes
 // (telegram.wasm has 52,425 segments for 1.7 MB of data); wazero keeps every segment as its
 // own structure for the module's lifetime and copies each into every new instance, and the
-// per-segment overhead was several times the data itself (RATIONALE.md, "An idle host").
+// per-segment overhead was several times the data itself (RATIONALE.md, "The compiler sees the
+// data segments joined").
 const compactGap = 4096
 
 // compactData returns the module with adjacent active data segments of memory 0 joined, the
