@@ -34,21 +34,16 @@ func compactData(b []byte) (out []byte, before, after int) {
 	sectionStart := 0          // where the data section's id byte is
 	for r.off < len(r.b) {
 		start := r.off
-		id, err := r.byte()
+		id, body, err := r.section()
 		if err != nil {
-			return b, 0, 0
-		}
-		size, err := r.u32()
-		if err != nil || uint64(size) > uint64(len(r.b)-r.off) {
 			return b, 0, 0
 		}
 		switch id {
 		case 12: // data count: instructions may name segments
 			return b, 0, 0
 		case 11:
-			sectionStart, dataStart, dataEnd = start, r.off, r.off+int(size)
+			sectionStart, dataStart, dataEnd = start, r.off-len(body.b), r.off
 		}
-		r.off += int(size)
 	}
 	if dataEnd == 0 {
 		return b, 0, 0
@@ -157,24 +152,11 @@ func ulebLen(v uint64) int {
 
 // s32 reads a signed LEB128 of at most 5 bytes that fits in 32 bits.
 func (r *reader) s32() (int32, error) {
-	var v int64
-	for shift := 0; shift < 35; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		v |= int64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			if shift+7 < 64 && c&0x40 != 0 {
-				v |= -1 << (shift + 7) // sign-extend
-			}
-			if v < -1<<31 || v >= 1<<31 {
-				return 0, errors.New("integer overflows 32 bits")
-			}
-			return int32(v), nil
-		}
+	v, err := r.sleb(5)
+	if err == nil && (v < -1<<31 || v >= 1<<31) {
+		err = errors.New("integer overflows 32 bits")
 	}
-	return 0, errors.New("integer encoding too long")
+	return int32(v), err
 }
 
 // appendSLEB appends v as a signed LEB128.

@@ -117,19 +117,10 @@ func parseModule(b []byte) (*moduleInfo, error) {
 	r := reader{b: b, off: 8}
 	seen := map[byte]bool{}
 	for r.off < len(r.b) {
-		id, err := r.byte()
+		id, body, err := r.section()
 		if err != nil {
 			return nil, err
 		}
-		size, err := r.u32()
-		if err != nil {
-			return nil, fmt.Errorf("section %d: %w", id, err)
-		}
-		if uint64(size) > uint64(len(r.b)-r.off) {
-			return nil, fmt.Errorf("section %d: size %d runs past the end of the file", id, size)
-		}
-		body := reader{b: r.b[r.off : r.off+int(size)]}
-		r.off += int(size)
 		if id != 0 {
 			if seen[id] {
 				return nil, fmt.Errorf("section %d appears twice", id)
@@ -277,20 +268,44 @@ func (info *moduleInfo) readTypes(r *reader) error {
 	return nil
 }
 
-// s33 reads a signed LEB128 of at most 5 bytes (a heap type); only its extent matters here.
-func (r *reader) s33() (int64, error) {
+// s33 reads a signed LEB128 of at most 5 bytes (a heap type).
+func (r *reader) s33() (int64, error) { return r.sleb(5) }
+
+// sleb reads a signed LEB128 of at most maxBytes bytes.
+func (r *reader) sleb(maxBytes int) (int64, error) {
 	var v int64
-	for shift := 0; shift < 35; shift += 7 {
+	for shift := 0; shift < 7*maxBytes; shift += 7 {
 		c, err := r.byte()
 		if err != nil {
 			return 0, err
 		}
 		v |= int64(c&0x7f) << shift
 		if c&0x80 == 0 {
+			if shift+7 < 64 && c&0x40 != 0 {
+				v |= -1 << (shift + 7) // sign-extend
+			}
 			return v, nil
 		}
 	}
 	return 0, errors.New("integer encoding too long")
+}
+
+// section reads one section (or a name subsection): its id and its body, which must fit in what
+// is left.
+func (r *reader) section() (id byte, body reader, err error) {
+	if id, err = r.byte(); err != nil {
+		return 0, reader{}, err
+	}
+	size, err := r.u32()
+	if err != nil {
+		return 0, reader{}, fmt.Errorf("section %d: %w", id, err)
+	}
+	if uint64(size) > uint64(len(r.b)-r.off) {
+		return 0, reader{}, fmt.Errorf("section %d: size %d runs past its end", id, size)
+	}
+	body = reader{b: r.b[r.off : r.off+int(size)]}
+	r.off += int(size)
+	return id, body, nil
 }
 
 // reader decodes the Wasm binary encoding.

@@ -20,19 +20,10 @@ const maxFunctionLocals = 50_000
 func checkBounds(b []byte) error {
 	r := reader{b: b, off: 8}
 	for r.off < len(r.b) {
-		id, err := r.byte()
+		id, body, err := r.section()
 		if err != nil {
 			return err
 		}
-		size, err := r.u32()
-		if err != nil {
-			return fmt.Errorf("section %d: %w", id, err)
-		}
-		if uint64(size) > uint64(len(r.b)-r.off) {
-			return fmt.Errorf("section %d: size %d runs past the end of the file", id, size)
-		}
-		body := reader{b: r.b[r.off : r.off+int(size)]}
-		r.off += int(size)
 		if err := checkSection(id, &body); err != nil {
 			return fmt.Errorf("%s section: %w", sectionName(id), err)
 		}
@@ -246,7 +237,7 @@ func (r *reader) constExpr() error {
 		case 0x0b: // end
 			return nil
 		case 0x41, 0x42: // i32.const, i64.const
-			err = r.sleb()
+			_, err = r.sleb(10)
 		case 0x43:
 			err = r.skip(4)
 		case 0x44:
@@ -273,36 +264,13 @@ func (r *reader) constExpr() error {
 	}
 }
 
-// sleb skips a signed LEB128 of at most 10 bytes.
-func (r *reader) sleb() error {
-	for range 10 {
-		c, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if c&0x80 == 0 {
-			return nil
-		}
-	}
-	return errors.New("integer encoding too long")
-}
-
 // checkNames bounds the name section's maps, which wazero sizes from their declared counts.
 func checkNames(r *reader) error {
 	for r.off < len(r.b) {
-		id, err := r.byte()
+		id, sub, err := r.section()
 		if err != nil {
-			return err
+			return fmt.Errorf("name subsection: %w", err)
 		}
-		size, err := r.u32()
-		if err != nil {
-			return err
-		}
-		if uint64(size) > uint64(len(r.b)-r.off) {
-			return fmt.Errorf("name subsection %d: size %d runs past the section", id, size)
-		}
-		sub := reader{b: r.b[r.off : r.off+int(size)]}
-		r.off += int(size)
 		switch id {
 		case 1: // function names: a name map
 			err = sub.nameMap()

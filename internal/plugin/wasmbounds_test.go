@@ -18,25 +18,18 @@ func withSection(t testing.TB, mod []byte, id byte, custom string, body []byte) 
 	r := reader{b: mod, off: 8}
 	for r.off < len(r.b) {
 		start := r.off
-		sid, err := r.byte()
+		sid, s, err := r.section()
 		if err != nil {
 			t.Fatal(err)
 		}
-		size, err := r.u32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		end := r.off + int(size)
 		match := sid == id
 		if match && id == 0 {
-			s := reader{b: r.b[r.off:end]}
 			n, _ := s.name()
 			match = n == custom
 		}
 		if match {
-			return bytes.Join([][]byte{mod[:start], section(id, body), mod[end:]}, nil)
+			return bytes.Join([][]byte{mod[:start], section(id, body), mod[r.off:]}, nil)
 		}
-		r.off = end
 	}
 	return append(bytes.Clone(mod), section(id, body)...)
 }
