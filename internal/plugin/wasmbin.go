@@ -301,7 +301,7 @@ func (r *reader) section() (id byte, body reader, err error) {
 		return 0, reader{}, fmt.Errorf("section %d: %w", id, err)
 	}
 	if uint64(size) > uint64(len(r.b)-r.off) {
-		return 0, reader{}, fmt.Errorf("section %d: size %d runs past its end", id, size)
+		return 0, reader{}, fmt.Errorf("section %d: size %d runs past the end (%d bytes left)", id, size, len(r.b)-r.off)
 	}
 	body = reader{b: r.b[r.off : r.off+int(size)]}
 	r.off += int(size)
