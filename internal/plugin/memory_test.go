@@ -200,6 +200,52 @@ func TestColdPluginClosesItsLastInstances(t *testing.T) {
 	waitSize(0, "cold again")
 }
 
+// TestColdSchedulerTicksOnFreshInstances: ticks do not make a plugin active. A scheduler that
+// only its timer wakes goes cold and each tick then runs on an instance closed after it (cron
+// with nothing due ticks every minute and would otherwise keep one forever); any other call
+// makes it active again, and ticks then use kept instances as before.
+func TestColdSchedulerTicksOnFreshInstances(t *testing.T) {
+	cold := testdeadline.Scale(400 * time.Millisecond)
+	r := newRuntime(t, map[string]string{"cron.wasm": "../../plugins/cron"}, Config{
+		Env:      &Env{KV: newKV(t)},
+		Defaults: Limits{IdleTimeout: 50 * time.Millisecond, ColdTimeout: cold},
+		Plugins:  map[string]Settings{"cron": {Profiles: map[string]json.RawMessage{"main": json.RawMessage(`{}`)}}}})
+	if rej := r.Scan(context.Background()); len(rej) != 0 {
+		t.Fatal(rej)
+	}
+	p := r.Get("cron")
+	v := p.current()
+	waitSize := func(want int, why string) {
+		t.Helper()
+		for deadline := time.Now().Add(testdeadline.Scale(5 * time.Second)); v.pool.size() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d instances, want %d", why, v.pool.size(), want)
+			}
+		}
+	}
+	tick := func() {
+		t.Helper()
+		if _, err := p.Tick(context.Background(), "main", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSize(0, "cold after load")
+	for range 3 {
+		tick()
+		if n := v.pool.size(); n != 0 {
+			t.Fatalf("after a tick on the cold plugin: %d instances, want 0", n)
+		}
+	}
+	if _, err := p.Jobs(context.Background(), "main", abi.JobsRequest{Op: "list"}); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	if n := v.pool.size(); n != 1 {
+		t.Fatalf("after jobs and a tick: %d instances, want the 1 kept warm", n)
+	}
+	waitSize(0, "cold again with only ticks")
+}
+
 // TestLoadGivesMemoryBack: loading a file leaves the heap full of garbage (wazero decodes,
 // validates and compiles every function), which the Go runtime would keep resident for reuse.
 // After a scan that compiled telegram.wasm from an empty cache, the heap pages kept idle but

@@ -70,12 +70,29 @@ type pool struct {
 	keep    [numClasses]int
 	changed chan struct{} // closed and replaced when an instance or a slot is released
 	closed  bool
+	// lastActive is when the last call other than a tick returned its instance (or the pool
+	// was made). A pool whose lastActive is older than its ColdTimeout is cold: see trim and
+	// putAfterTick.
+	lastActive time.Time
+	cold       time.Duration // the plugin's ColdTimeout; 0 until set
 }
 
 var errPoolClosed = errors.New("plugin version unloaded")
 
 func newPool(max [numClasses]int, create func(context.Context) (*instance, error)) *pool {
-	return &pool{create: create, max: max, changed: make(chan struct{})}
+	return &pool{create: create, max: max, changed: make(chan struct{}), lastActive: time.Now()}
+}
+
+// setCold sets the plugin's ColdTimeout.
+func (p *pool) setCold(d time.Duration) {
+	p.mu.Lock()
+	p.cold = d
+	p.mu.Unlock()
+}
+
+// coldLocked reports whether no call but ticks has run for the ColdTimeout. p.mu is held.
+func (p *pool) coldLocked(now time.Time) bool {
+	return p.cold > 0 && now.Sub(p.lastActive) > p.cold
 }
 
 // get returns an idle instance, or creates one, or waits until the class has a free slot.
@@ -155,16 +172,28 @@ func (p *pool) release(c class, gone bool) {
 	p.mu.Unlock()
 }
 
-// put returns a healthy instance. After close, the instance is closed instead.
-func (p *pool) put(inst *instance, c class) {
+// put returns a healthy instance after a call, which makes the pool active. After close, the
+// instance is closed instead.
+func (p *pool) put(inst *instance, c class) { p.putBack(inst, c, true) }
+
+// putAfterTick returns an instance after a tick, which does not make the pool active: a cold
+// plugin that only its timer wakes (cron with nothing due ticks every minute) closes the
+// instance instead of keeping it idle until the next tick.
+func (p *pool) putAfterTick(inst *instance, c class) { p.putBack(inst, c, false) }
+
+func (p *pool) putBack(inst *instance, c class, active bool) {
+	now := time.Now()
 	p.mu.Lock()
-	if p.closed {
+	if active {
+		p.lastActive = now
+	}
+	if p.closed || p.coldLocked(now) {
 		p.mu.Unlock()
 		inst.close()
 		p.release(c, true)
 		return
 	}
-	inst.idleSince = time.Now()
+	inst.idleSince = now
 	p.idle = append(p.idle, inst)
 	p.mu.Unlock()
 	p.release(c, false)
@@ -180,21 +209,22 @@ func (p *pool) discard(inst *instance, c class) {
 // trim closes idle instances unused since before cutoff, keeping the keep most recently used
 // (and those reserved for a class). It returns how many it closed.
 //
-// A pool with no call in progress whose newest idle instance was put back before cold keeps
-// none: a plugin nobody has called for that long gives all its memory back, and its next
-// call starts an instance.
-func (p *pool) trim(cutoff, cold time.Time, keep int) int {
+// A cold pool (no call but ticks for its ColdTimeout) with no call in progress keeps none,
+// however recently a tick used them: a plugin nobody has called for that long gives all its
+// memory back, and its next call starts an instance.
+func (p *pool) trim(cutoff time.Time, keep int) int {
 	p.mu.Lock()
 	for c := range numClasses {
 		keep += p.keep[c]
 	}
-	if n := len(p.idle); n > 0 && n == p.total && p.idle[n-1].idleSince.Before(cold) {
+	cold := len(p.idle) == p.total && p.coldLocked(time.Now())
+	if cold {
 		keep = 0
 	}
 	var victims []*instance
 	kept := p.idle[:0]
 	for i, inst := range p.idle {
-		if i < len(p.idle)-keep && inst.idleSince.Before(cutoff) {
+		if cold || i < len(p.idle)-keep && inst.idleSince.Before(cutoff) {
 			victims = append(victims, inst)
 			continue
 		}

@@ -53,9 +53,10 @@ type Limits struct {
 	// IdleTimeout: instances idle for longer are closed, except the most recently used one.
 	// Default 1 minute.
 	IdleTimeout time.Duration
-	// ColdTimeout: when no call has run for this long, the last instance is closed too, and
-	// the next call starts one (a few milliseconds; RATIONALE.md, "An idle host"). Default 5
-	// minutes; it is never shorter than IdleTimeout.
+	// ColdTimeout: when no call but ticks has run for this long, the plugin is cold: its
+	// last instances are closed too, an instance a tick used is closed after it, and the next
+	// call starts one (a few milliseconds; RATIONALE.md, "An idle host"). Default 5 minutes;
+	// it is never shorter than IdleTimeout.
 	ColdTimeout time.Duration
 	// A plugin that crashes BreakerCrashes times within BreakerWindow is marked failed.
 	BreakerCrashes int           // default 5
@@ -281,8 +282,8 @@ func (r *Runtime) noteDenied(c Caller, fn string, err error) {
 }
 
 // trimIdle closes instances idle for longer than their plugin's IdleTimeout (keeping one per
-// plugin, so the next call is warm) and, once a plugin has had no call for its ColdTimeout,
-// the one kept too, until Close.
+// plugin, so the next call is warm) and, once a plugin is cold (no call but ticks for its
+// ColdTimeout), the one kept too, until Close.
 func (r *Runtime) trimIdle() {
 	every := time.Minute
 	for _, s := range append([]Settings{{Limits: r.cfg.Defaults}, r.cfg.Other}, mapValues(r.allSettings())...) {
@@ -302,7 +303,7 @@ func (r *Runtime) trimIdle() {
 			closed := false
 			for _, p := range r.Plugins() {
 				if v := p.acquire(); v != nil {
-					if n := v.pool.trim(now.Add(-v.limits.IdleTimeout), now.Add(-v.limits.ColdTimeout), 1); n > 0 {
+					if n := v.pool.trim(now.Add(-v.limits.IdleTimeout), 1); n > 0 {
 						v.metrics.instances(-float64(n))
 						closed = true
 					}
@@ -810,6 +811,7 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	}
 	v.breaker = breaker{crashes: v.limits.BreakerCrashes, window: v.limits.BreakerWindow}
 	v.pool.setMax([numClasses]int{classOut: v.limits.PoolSize, classIn: v.limits.InboundPoolSize})
+	v.pool.setCold(v.limits.ColdTimeout)
 	v.egress = egress.Policy{Manifest: v.manifest.Egress, Narrow: v.settings.EgressNarrow, Extra: v.settings.EgressExtra,
 		Internal: v.settings.EgressInternal, Scopes: v.manifest.EgressScopes, Alias: v.settings.EgressAlias}
 	for _, pat := range v.manifest.Egress {
@@ -1203,6 +1205,8 @@ func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export s
 		v.rt.log.Info("plugin instance discarded after its call: its memory grew past what is kept idle",
 			"plugin", c.Plugin, "export", export, "memory_mib", inst.mem.bytes()>>20, "keep_mib", keep>>20)
 		v.discard(inst, cls)
+	case export == abi.ExportTick:
+		v.pool.putAfterTick(inst, cls)
 	default:
 		v.pool.put(inst, cls)
 	}
