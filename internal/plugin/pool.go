@@ -178,10 +178,10 @@ func (p *pool) put(inst *instance, c class) { p.putBack(inst, c, true) }
 
 // putAfterTick returns an instance after a tick, which does not make the pool active: a cold
 // plugin that only its timer wakes (cron with nothing due ticks every minute) closes the
-// instance instead of keeping it idle until the next tick.
-func (p *pool) putAfterTick(inst *instance, c class) { p.putBack(inst, c, false) }
+// instance instead of keeping it idle until the next tick. It reports whether it closed it.
+func (p *pool) putAfterTick(inst *instance, c class) (closed bool) { return p.putBack(inst, c, false) }
 
-func (p *pool) putBack(inst *instance, c class, active bool) {
+func (p *pool) putBack(inst *instance, c class, active bool) (closed bool) {
 	now := time.Now()
 	p.mu.Lock()
 	if active {
@@ -191,12 +191,13 @@ func (p *pool) putBack(inst *instance, c class, active bool) {
 		p.mu.Unlock()
 		inst.close()
 		p.release(c, true)
-		return
+		return true
 	}
 	inst.idleSince = now
 	p.idle = append(p.idle, inst)
 	p.mu.Unlock()
 	p.release(c, false)
+	return false
 }
 
 // discard closes an instance that must not be reused (it crashed, a host function panicked

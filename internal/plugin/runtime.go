@@ -1206,7 +1206,10 @@ func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export s
 			"plugin", c.Plugin, "export", export, "memory_mib", inst.mem.bytes()>>20, "keep_mib", keep>>20)
 		v.discard(inst, cls)
 	case export == abi.ExportTick:
-		v.pool.putAfterTick(inst, cls)
+		if v.pool.putAfterTick(inst, cls) {
+			v.metrics.instances(-1)
+			v.rt.reclaim() // an idle host gives back what the tick's instance held, as trimIdle does
+		}
 	default:
 		v.pool.put(inst, cls)
 	}
