@@ -205,7 +205,9 @@ func TestColdPluginClosesItsLastInstances(t *testing.T) {
 // with nothing due ticks every minute and would otherwise keep one forever); any other call
 // makes it active again, and ticks then use kept instances as before.
 func TestColdSchedulerTicksOnFreshInstances(t *testing.T) {
-	cold := testdeadline.Scale(400 * time.Millisecond)
+	// Long enough that the jobs call and the tick after it (which must find the plugin warm)
+	// never take longer together, even under load.
+	cold := testdeadline.Scale(2 * time.Second)
 	r := newRuntime(t, map[string]string{"cron.wasm": "../../plugins/cron"}, Config{
 		Env:      &Env{KV: newKV(t)},
 		Defaults: Limits{IdleTimeout: 50 * time.Millisecond, ColdTimeout: cold},
@@ -217,7 +219,7 @@ func TestColdSchedulerTicksOnFreshInstances(t *testing.T) {
 	v := p.current()
 	waitSize := func(want int, why string) {
 		t.Helper()
-		for deadline := time.Now().Add(testdeadline.Scale(5 * time.Second)); v.pool.size() != want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(cold + testdeadline.Scale(5*time.Second)); v.pool.size() != want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: %d instances, want %d", why, v.pool.size(), want)
 			}
