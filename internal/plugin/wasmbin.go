@@ -300,12 +300,20 @@ func (r *reader) section() (id byte, body reader, err error) {
 	if err != nil {
 		return 0, reader{}, fmt.Errorf("section %d: %w", id, err)
 	}
-	if uint64(size) > uint64(len(r.b)-r.off) {
+	if body, err = r.sub(size); err != nil {
 		return 0, reader{}, fmt.Errorf("section %d: size %d runs past the end (%d bytes left)", id, size, len(r.b)-r.off)
 	}
-	body = reader{b: r.b[r.off : r.off+int(size)]}
-	r.off += int(size)
 	return id, body, nil
+}
+
+// sub takes the next n bytes as a reader of their own.
+func (r *reader) sub(n uint32) (reader, error) {
+	if uint64(n) > uint64(len(r.b)-r.off) {
+		return reader{}, errTruncated
+	}
+	body := reader{b: r.b[r.off : r.off+int(n)]}
+	r.off += int(n)
+	return body, nil
 }
 
 // reader decodes the Wasm binary encoding.

@@ -92,11 +92,17 @@ func (r *reader) count(what string) (uint32, error) {
 }
 
 func (r *reader) skip(n uint32) error {
-	if uint64(n) > uint64(len(r.b)-r.off) {
-		return errTruncated
+	_, err := r.sub(n)
+	return err
+}
+
+// skipVec skips a byte vector (a length, then that many bytes).
+func (r *reader) skipVec(what string) error {
+	n, err := r.count(what)
+	if err == nil {
+		err = r.skip(n)
 	}
-	r.off += int(n)
-	return nil
+	return err
 }
 
 func (r *reader) funcType() error {
@@ -130,11 +136,10 @@ func (r *reader) functionBody() error {
 	if err != nil {
 		return err
 	}
-	if uint64(size) > uint64(len(r.b)-r.off) {
-		return errTruncated
+	body, err := r.sub(size)
+	if err != nil {
+		return err
 	}
-	body := reader{b: r.b[r.off : r.off+int(size)]}
-	r.off += int(size)
 	groups, err := body.count("local groups")
 	if err != nil {
 		return err
@@ -174,11 +179,7 @@ func (r *reader) dataSegment() error {
 	if err != nil {
 		return err
 	}
-	n, err := r.count("bytes")
-	if err != nil {
-		return err
-	}
-	return r.skip(n)
+	return r.skipVec("bytes")
 }
 
 // element reads an element segment (the eight encodings of the bulk memory and reference types
@@ -300,11 +301,7 @@ func (r *reader) nameMap() error {
 		if _, err := r.u32(); err != nil {
 			return err
 		}
-		n, err := r.count("bytes of a name")
-		if err == nil {
-			err = r.skip(n)
-		}
-		if err != nil {
+		if err := r.skipVec("bytes of a name"); err != nil {
 			return err
 		}
 	}
