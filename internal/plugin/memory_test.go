@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/testdeadline"
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
 // rss is the test process's resident memory in bytes (Linux).
@@ -271,5 +273,44 @@ func TestLoadGivesMemoryBack(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after loading telegram.wasm the runtime still keeps %d MiB of idle heap from the system (want at most %d MiB)", kept>>20, want>>20)
 		}
+	}
+}
+
+// TestFreshInstanceStartsOutsideTheCallDeadline: a guest's runtime starts in an instance's first
+// call, and an instance is started whenever the pool needs one (a second concurrent call, the
+// first call after the plugin went cold, every tick of a cold scheduler). That start must not
+// run under the deadline of the call that needed the instance: a start slower than the call's
+// deadline (here a probe whose init spins three deadlines long) is not a crash, and the call
+// then gets its whole deadline.
+func TestFreshInstanceStartsOutsideTheCallDeadline(t *testing.T) {
+	deadline := testdeadline.Scale(200 * time.Millisecond)
+	slow, err := wasmbuild.BuildWith(probeDir, "-X main.startSpin="+(3*deadline).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := wasmbuild.CopyFile(slow, filepath.Join(dir, "probe.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	r := newRuntime(t, nil, Config{Dir: dir, Defaults: Limits{CallTimeout: deadline, BreakerCrashes: 1}})
+	if rej := r.Scan(context.Background()); len(rej) != 0 {
+		t.Fatal(rej) // describe at load starts the first instance under LoadTimeout
+	}
+	p := r.Get("probe")
+	v := p.current()
+	busy, err := v.pool.get(context.Background(), classOut) // the instance the load started
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.pool.put(busy, classOut)
+	before := v.pool.size()
+	if _, err := probeSend(t, p, "main", "version"); err != nil {
+		t.Fatalf("a send on a fresh instance whose start outlasts the call deadline: %v", err)
+	}
+	if n := v.pool.size(); n != before+1 {
+		t.Fatalf("%d instances after the send, want %d: it did not run on a fresh one", n, before+1)
+	}
+	if err := v.breaker.check("probe"); err != nil {
+		t.Fatalf("the slow start was counted as a crash: %v", err)
 	}
 }

@@ -24,6 +24,9 @@ type instance struct {
 	dead     atomic.Bool
 	exitCode atomic.Uint32
 	mem      *instanceMemory // how far its memories have grown
+	// started: a call has run on it, so the guest's runtime has started (version.start). Only
+	// the goroutine holding the instance reads or writes it.
+	started bool
 	// idleSince is when it was last put back; guarded by the pool's mu while idle.
 	idleSince time.Time
 }

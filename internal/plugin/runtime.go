@@ -65,7 +65,9 @@ type Limits struct {
 	// LoadTimeout bounds loading one file: compiling it, describe and every profile's configure
 	// (each configure also has its own CallTimeout). Describe runs under LoadTimeout alone: it
 	// is the first call of the first instance, so it also starts the guest's runtime, which on
-	// a loaded machine has taken longer than 30 s. Default 2 minutes.
+	// a loaded machine has taken longer than 30 s. Every later instance starts the same way, a
+	// describe under LoadTimeout before the call that needed it (version.start). Default 2
+	// minutes.
 	LoadTimeout time.Duration
 }
 
@@ -1142,7 +1144,8 @@ func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export s
 		v.metrics.call(export, "too_large", start)
 		return nil, abi.Errorf(abi.CodeTooLarge, "%s input of %d bytes exceeds the cap of %d", export, len(input), v.limits.MaxInput)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(parent, timeout) // bounds the wait for an instance, then the call
 	defer cancel()
 	if inst != nil && inst.dead.Load() {
 		v.discard(inst, cls) // died while reserved: take a live one, as liveInstance does
@@ -1155,47 +1158,22 @@ func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export s
 			return nil, fmt.Errorf("plugin %s: no instance available: %w", c.Plugin, err)
 		}
 	}
+	if !inst.started && export != abi.ExportDescribe {
+		if err := v.start(parent, inst, c, cls); err != nil {
+			return nil, err
+		}
+		var cancelCall context.CancelFunc
+		ctx, cancelCall = context.WithTimeout(parent, timeout) // the call's own deadline starts now
+		defer cancelCall()
+	}
 	st := &callState{caller: c}
 	rc, out, err := inst.p.CallWithContext(context.WithValue(ctx, callKey{}, st), export, input)
 
 	if inst.dead.Load() || (err != nil && !isGuestError(inst, err)) {
 		// The instance is dead or its state is suspect: never reuse it.
-		v.discard(inst, cls)
-		if errors.Is(ctx.Err(), context.Canceled) {
-			// The caller gave up (the host is stopping, a loop was cancelled): the instance was
-			// stopped for it, which says nothing about the plugin. Not a crash.
-			inst.stderr.take()
-			v.metrics.call(export, "cancelled", start)
-			return nil, fmt.Errorf("plugin %s: %s cancelled by the host: %w", c.Plugin, export, context.Canceled)
-		}
-		reason := "trap"
-		var exit *sys.ExitError
-		switch {
-		case ctx.Err() != nil:
-			reason = "deadline"
-			err = fmt.Errorf("call deadline of %v exceeded; instance stopped: %w", timeout, err)
-		case errors.As(err, &exit):
-			reason = "exit"
-			err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed: %w", exit.ExitCode(), err)
-		case err == nil:
-			// proc_exit(0): Extism reports a clean return, but the module is closed. Whatever
-			// the guest wrote before exiting is not trusted.
-			reason = "exit"
-			err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed", inst.exitCode.Load())
-		}
-		crash := &CrashError{Plugin: c.Plugin, Export: export, Reason: reason, Err: err, Stderr: inst.stderr.take()}
-		if reason == "trap" {
-			v.rt.reclaim()
-		}
-		v.metrics.crash(reason)
-		v.metrics.call(export, "crash", start)
-		if v.breaker.record(crash) {
-			v.rt.log.Error("plugin failed: crash breaker tripped", "plugin", c.Plugin, "error", crash)
-		} else {
-			v.rt.log.Warn("plugin instance crashed and was discarded", "plugin", c.Plugin, "export", export, "error", crash)
-		}
-		return nil, crash
+		return nil, v.crashed(ctx, inst, cls, c, export, "call deadline", timeout, err, start)
 	}
+	inst.started = true
 	inst.stderr.take()
 	switch keep := int64(v.limits.KeepMemoryPages) << 16; {
 	case st.panicked != nil:
@@ -1227,6 +1205,76 @@ func (v *version) callOn(ctx context.Context, inst *instance, c Caller, export s
 	}
 	v.metrics.call(export, "ok", start)
 	return out, nil
+}
+
+// start runs describe on inst, an instance no call has run on yet, so that the guest's runtime
+// starts (inside its first call: Go's package initialisers, AssemblyScript's start function)
+// under LoadTimeout, as it does for the first instance at load, not under the deadline of the
+// call that needed the instance. A start that outlasted that deadline would otherwise count as a
+// crash of the call, and the call would get what is left of its deadline. The caller's
+// cancellation still stops the start; its deadline does not. It consumes inst on failure.
+func (v *version) start(ctx context.Context, inst *instance, c Caller, cls class) error {
+	begin := time.Now()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.limits.LoadTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stop()
+	st := &callState{caller: c}
+	_, _, err := inst.p.CallWithContext(context.WithValue(sctx, callKey{}, st), abi.ExportDescribe, nil)
+	if inst.dead.Load() || (err != nil && !isGuestError(inst, err)) || st.panicked != nil {
+		if err == nil && st.panicked != nil {
+			err = st.panicked
+		}
+		return v.crashed(sctx, inst, cls, c, abi.ExportDescribe, "start deadline (LoadTimeout)", v.limits.LoadTimeout, err, begin)
+	}
+	inst.started = true
+	inst.stderr.take()
+	return nil
+}
+
+// crashed discards inst, whose call of export (bounded by ctx, timeout long) failed with err or
+// left the instance dead, and returns the error for the caller: not a crash if ctx was cancelled
+// (the caller gave up), else a *CrashError, recorded by the breaker.
+func (v *version) crashed(ctx context.Context, inst *instance, cls class, c Caller, export, bound string, timeout time.Duration, err error, start time.Time) error {
+	v.discard(inst, cls)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up (the host is stopping, a loop was cancelled): the instance was
+		// stopped for it, which says nothing about the plugin. Not a crash.
+		inst.stderr.take()
+		v.metrics.call(export, "cancelled", start)
+		return fmt.Errorf("plugin %s: %s cancelled by the host: %w", c.Plugin, export, context.Canceled)
+	}
+	reason := "trap"
+	var exit *sys.ExitError
+	switch {
+	case ctx.Err() != nil:
+		reason = "deadline"
+		err = fmt.Errorf("%s of %v exceeded; instance stopped: %w", bound, timeout, err)
+	case errors.As(err, &exit):
+		reason = "exit"
+		err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed: %w", exit.ExitCode(), err)
+	case err == nil:
+		// proc_exit(0): Extism reports a clean return, but the module is closed. Whatever
+		// the guest wrote before exiting is not trusted.
+		reason = "exit"
+		err = fmt.Errorf("the guest called proc_exit(%d) and its instance is closed", inst.exitCode.Load())
+	}
+	crash := &CrashError{Plugin: c.Plugin, Export: export, Reason: reason, Err: err, Stderr: inst.stderr.take()}
+	if reason == "trap" {
+		v.rt.reclaim()
+	}
+	v.metrics.crash(reason)
+	v.metrics.call(export, "crash", start)
+	if v.breaker.record(crash) {
+		v.rt.log.Error("plugin failed: crash breaker tripped", "plugin", c.Plugin, "error", crash)
+	} else {
+		v.rt.log.Warn("plugin instance crashed and was discarded", "plugin", c.Plugin, "export", export, "error", crash)
+	}
+	return crash
 }
 
 // liveInstance takes an instance from the pool, discarding any that died while idle (a module

@@ -25,7 +25,16 @@ var (
 	platform = "probe"
 )
 
+// startSpin, set by a test (-X main.startSpin=300ms), makes the guest's runtime start slow: the
+// package's init spins that long before registering, inside the instance's first call.
+var startSpin = ""
+
 func init() {
+	if d, err := time.ParseDuration(startSpin); err == nil {
+		for t0 := time.Now(); time.Since(t0) < d; {
+			spins++
+		}
+	}
 	sdk.Register(sdk.Plugin{
 		Manifest: abi.Manifest{
 			Name: name, Version: version, Kind: abi.KindPlatform, Platform: platform,
