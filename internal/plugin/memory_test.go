@@ -313,4 +313,22 @@ func TestFreshInstanceStartsOutsideTheCallDeadline(t *testing.T) {
 	if err := v.breaker.check("probe"); err != nil {
 		t.Fatalf("the slow start was counted as a crash: %v", err)
 	}
+	// A reservation starts its new instance when it is taken, before the caller takes the chat's
+	// boundary for the send.
+	busy2, err := v.pool.get(context.Background(), classOut) // the one the send started
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.pool.put(busy2, classOut)
+	res, err := p.Reserve(context.Background())
+	if err != nil {
+		t.Fatalf("reserving a fresh instance whose start outlasts the call deadline: %v", err)
+	}
+	defer res.Release() // after Send it does nothing
+	if !res.inst.started {
+		t.Fatal("Reserve handed out an instance whose runtime has not started")
+	}
+	if sent, err := res.Send(context.Background(), "main", abi.OutboundMessage{ChatID: "1", Text: "version"}); err != nil || sent.Error != nil {
+		t.Fatalf("the reserved send: %+v %v", sent, err)
+	}
 }

@@ -32,10 +32,19 @@ func (p *Plugin) Reserve(ctx context.Context) (*Reserved, error) {
 	}
 	wait, cancel := context.WithTimeout(ctx, v.limits.CallTimeout)
 	defer cancel()
-	inst, err := v.liveInstance(wait, classOf(abi.ExportSend))
+	cls := classOf(abi.ExportSend)
+	inst, err := v.liveInstance(wait, cls)
 	if err != nil {
 		v.inflight.Done()
 		return nil, fmt.Errorf("plugin %s: no instance available: %w", p.name, err)
+	}
+	// A new instance starts here, not in Send: the caller reserves before it takes the chat's
+	// boundary, which the send then holds.
+	if !inst.started {
+		if err := v.start(ctx, inst, Caller{Plugin: p.name, Export: abi.ExportSend}, cls); err != nil {
+			v.inflight.Done()
+			return nil, err
+		}
 	}
 	return &Reserved{v: v, inst: inst}, nil
 }
