@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,11 +19,14 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/conformance/echotest"
+	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
+	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 )
 
 // stamps creates chats sessions and returns a stamp for each (work started now).
@@ -70,6 +77,94 @@ func BenchmarkGuardedDeliveries(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
 		})
 	}
+}
+
+// BenchmarkGuardedDeliveriesByGuest is BenchmarkGuardedDeliveries at 64 chats with the guest
+// swapped and nothing else: the same ledger rows and commits, lanes, boundary lock, in-lock
+// revalidation and call deadline (wazero's deadline check compiled in), once through echo.wasm
+// (Go) and once through the AssemblyScript example (examples/assemblyscript, built with npm),
+// whose send does the same work as echo's: decode the call, build the platform's JSON, one
+// hermes_http POST to a loopback platform, read its answer. The example is a 28 KB module
+// without a Go runtime; "x-go" is its rate over the Go guest's in the same run: what the
+// guest's toolchain costs a delivery on this host. Skipped without npm.
+func BenchmarkGuardedDeliveriesByGuest(b *testing.B) {
+	const chats = 64
+	var goRate float64
+	run := func(b *testing.B, w *world, plugin string, sent func() int) float64 {
+		st := w.stamps(b, chats)
+		ctx := context.Background()
+		before := sent()
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			s := st[i%chats]
+			if _, err := w.g.ledger.Enqueue(ctx, delivery.Message{Plugin: plugin, Profile: "main", Key: s.Key,
+				Target: abi.OutboundMessage{ChatType: abi.ChatDM, ChatID: s.Route.ChatID}, Text: "x", Kind: delivery.KindNotification,
+				Guard: delivery.GuardLineage, Stamp: s}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for sent()-before < b.N {
+			time.Sleep(time.Millisecond)
+		}
+		rate := float64(b.N) / time.Since(start).Seconds()
+		b.StopTimer()
+		b.ReportMetric(rate, "deliveries/s")
+		return rate
+	}
+	b.Run("go", func(b *testing.B) {
+		w := newWorld(&testing.T{})
+		defer w.srv.Close()
+		goRate = run(b, w, "echo", func() int { return len(w.fake.Messages()) })
+	})
+	b.Run("assemblyscript", func(b *testing.B) {
+		wasm := assemblyScriptExample(b)
+		var posted atomic.Int64
+		api := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			rw.Write([]byte(`{"message_id":"m` + fmt.Sprint(posted.Add(1)) + `"}`))
+		}))
+		defer api.Close()
+		fake := echotest.New()
+		defer fake.Close()
+		w := newWorldConfigured(&testing.T{}, "", fake, nil, func(cfg *config.Config) {
+			if err := wasmbuild.CopyFile(wasm, filepath.Join(cfg.PluginsDir, "asdemo.wasm")); err != nil {
+				b.Fatal(err)
+			}
+			cfg.Plugins["asdemo"] = config.Plugin{EgressExtra: []string{"127.0.0.1"},
+				Profiles: map[string]map[string]any{"main": {"api_url": api.URL + "/post"}}}
+		})
+		defer w.srv.Close()
+		rate := run(b, w, "asdemo", func() int { return int(posted.Load()) })
+		if goRate > 0 {
+			b.ReportMetric(rate/goRate, "x-go")
+		}
+	})
+}
+
+// assemblyScriptExample builds examples/assemblyscript with npm (installing its compiler first
+// if node_modules is missing) and returns the module's path; without npm the benchmark is skipped.
+func assemblyScriptExample(b *testing.B) string {
+	b.Helper()
+	if _, err := exec.LookPath("npm"); err != nil {
+		b.Skip("npm is not installed; make test installs it")
+	}
+	dir, err := filepath.Abs("../../examples/assemblyscript")
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps := [][]string{{"run", "build"}}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		steps = append([][]string{{"ci", "--no-audit", "--no-fund"}}, steps...)
+	}
+	for _, args := range steps {
+		cmd := exec.Command("npm", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("npm %v: %v\n%s", args, err, out)
+		}
+	}
+	return filepath.Join(dir, "build", "asdemo.wasm")
 }
 
 // BenchmarkSendPath isolates what the guard adds to one send: the same plugin send (echo.wasm
