@@ -331,4 +331,18 @@ func TestFreshInstanceStartsOutsideTheCallDeadline(t *testing.T) {
 	if sent, err := res.Send(context.Background(), "main", abi.OutboundMessage{ChatID: "1", Text: "version"}); err != nil || sent.Error != nil {
 		t.Fatalf("the reserved send: %+v %v", sent, err)
 	}
+	// The caller's cancellation (the host stopping) still stops a start: not a crash.
+	busy3, err := v.pool.get(context.Background(), classOut) // the one the reservation started
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.pool.put(busy3, classOut)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(deadline/4, cancel)
+	if _, err := p.Send(ctx, "main", abi.OutboundMessage{ChatID: "1", Text: "version"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a send cancelled while its instance started: %v, want context.Canceled", err)
+	}
+	if err := v.breaker.check("probe"); err != nil {
+		t.Fatalf("a cancelled start was counted as a crash: %v", err)
+	}
 }
