@@ -49,9 +49,10 @@ type Config struct {
 	// a postgres:// URL that several hosts share (put the password in ${NAME}). Never printed.
 	Store      string `yaml:"store" json:"-"`
 	PluginsDir string `yaml:"plugins_dir" json:"plugins_dir"`
-	// CompilationCache is the directory of the plugins' compiled code, keyed by each plugin's
-	// hash (default <data_dir>/cache/wazero). Hosts on one machine may share one: entries are
-	// written to a temporary file and renamed into place.
+	// CompilationCache is the directory of the plugins' compiled code, a directory per plugin
+	// file named by its SHA-256 (default <data_dir>/cache/wazero). The code of a file no longer
+	// in the plugins directory is removed a week after its last use. Hosts on one machine may
+	// share one: entries are written to a temporary file and renamed into place.
 	CompilationCache string `yaml:"compilation_cache" json:"compilation_cache,omitempty"`
 	LogLevel         string `yaml:"log_level" json:"log_level"`
 	Limits           Limits `yaml:"limits" json:"limits"`

@@ -135,8 +135,10 @@ type Settings struct {
 
 // Config configures a Runtime.
 type Config struct {
-	Dir      string // plugins directory: every *.wasm in it is loaded
-	CacheDir string // on-disk compilation cache; empty means in-memory only
+	Dir string // plugins directory: every *.wasm in it is loaded
+	// CacheDir is the on-disk compilation cache (a directory per plugin file, pruned: see
+	// CacheKeep); empty means in-memory only.
+	CacheDir string
 	Defaults Limits
 	Plugins  map[string]Settings // by plugin name
 	Other    Settings            // for plugins not named in Plugins
@@ -249,14 +251,12 @@ func New(cfg Config) (*Runtime, error) {
 		loadSlots:   make(chan struct{}, cfg.LoadParallel),
 		compileSlot: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if cfg.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
+		// Each file's code goes in a directory of its own (moduleCache); this one must exist.
+		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
 			return nil, fmt.Errorf("plugin: compilation cache %s: %w", cfg.CacheDir, err)
 		}
-		r.cache = c
-	} else {
-		r.cache = wazero.NewCompilationCache()
 	}
+	r.cache = wazero.NewCompilationCache() // in memory: used when there is no CacheDir
 	for _, name := range abi.HostFunctions() {
 		r.fns = append(r.fns, r.hostFunction(name))
 	}
@@ -515,6 +515,13 @@ func (r *Runtime) Scan(ctx context.Context) []Rejection {
 		}()
 	}
 	wg.Wait()
+	r.scanMu.Lock()
+	keep := map[string]bool{}
+	for _, f := range r.seen {
+		keep[f.sum] = true
+	}
+	r.scanMu.Unlock()
+	r.pruneCache(keep, time.Now())
 	if len(jobs) > 0 || len(gone) > 0 {
 		// Decoding, validating and compiling a file leaves tens of MiB of garbage per plugin
 		// in the heap, which the Go runtime would keep resident for reuse (see reclaim).
@@ -761,6 +768,10 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 	// The compiler sees the module with its data segments joined (compact.go): the same memory
 	// image, a fraction of the structures wazero keeps for the module and copies per instance.
 	module, _, _ := compactData(data)
+	cache, ownCache, err := r.moduleCache(sum)
+	if err != nil {
+		return nil, fmt.Errorf("compilation cache: %w", err)
+	}
 	r.compileSlot <- struct{}{}
 	compiled, err := extism.NewCompiledPlugin(ctx,
 		extism.Manifest{
@@ -770,19 +781,24 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		extism.PluginConfig{
 			EnableWasi: true,
 			RuntimeConfig: wazero.NewRuntimeConfig().
-				WithCompilationCache(r.cache).
+				WithCompilationCache(cache).
 				WithCloseOnContextDone(closeOnDeadline),
 		},
 		r.fns)
 	<-r.compileSlot
 	if err != nil {
+		closeCache(cache, ownCache)
 		return nil, fmt.Errorf("compile: %w", err)
 	}
 	if ctx.Err() != nil {
 		compiled.Close(context.Background())
+		closeCache(cache, ownCache)
 		return nil, fmt.Errorf("the load deadline of %v passed while the file waited for the compiler or compiled: %w", limits.LoadTimeout, context.Cause(ctx))
 	}
 	v := &version{rt: r, file: path, sha256: sum, abi: guestABI, info: info, compiled: compiled, limits: limits, loaded: time.Now()}
+	if ownCache {
+		v.cache = cache
+	}
 	v.breaker = breaker{crashes: limits.BreakerCrashes, window: limits.BreakerWindow}
 	v.pool = newPool([numClasses]int{classOut: limits.PoolSize, classIn: limits.InboundPoolSize}, v.newInstance)
 
@@ -989,6 +1005,7 @@ type version struct {
 	limits   Limits
 	loaded   time.Time
 	compiled *extism.CompiledPlugin
+	cache    wazero.CompilationCache // the file's own on-disk cache, closed with the version; nil: the runtime's
 	pool     *pool
 	breaker  breaker
 	metrics  *pluginMetrics
@@ -1060,6 +1077,7 @@ func (v *version) close() {
 	v.pool.close()
 	v.metrics.instances(-float64(n))
 	v.compiled.Close(context.Background())
+	closeCache(v.cache, true)
 }
 
 // callKey carries the call in progress to host functions through the context.
