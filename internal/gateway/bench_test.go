@@ -23,6 +23,7 @@ import (
 	"github.com/hermes-host/hermes-host/internal/config"
 	"github.com/hermes-host/hermes-host/internal/delivery"
 	"github.com/hermes-host/hermes-host/internal/egress"
+	"github.com/hermes-host/hermes-host/internal/memstat"
 	"github.com/hermes-host/hermes-host/internal/session"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/store/storetest"
@@ -62,7 +63,7 @@ func BenchmarkGuardedDeliveries(b *testing.B) {
 			ctx := context.Background()
 			before := len(w.fake.Messages())
 			b.ResetTimer()
-			start := time.Now()
+			start, cpu := time.Now(), memstat.CPU()
 			for i := 0; i < b.N; i++ {
 				s := st[i%chats]
 				if _, err := w.g.ledger.Enqueue(ctx, delivery.Message{Plugin: "echo", Profile: "main", Key: s.Key,
@@ -75,6 +76,7 @@ func BenchmarkGuardedDeliveries(b *testing.B) {
 				time.Sleep(time.Millisecond)
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
+			b.ReportMetric(float64((memstat.CPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/delivery")
 		})
 	}
 }
@@ -86,7 +88,9 @@ func BenchmarkGuardedDeliveries(b *testing.B) {
 // whose send does the same work as echo's: decode the call, build the platform's JSON, one
 // hermes_http POST to a loopback platform, read its answer. The example is a 28 KB module
 // without a Go runtime; "x-go" is its rate over the Go guest's in the same run: what the
-// guest's toolchain costs a delivery on this host. Skipped without npm.
+// guest's toolchain costs a delivery on this host. Each also reports the process's CPU time per
+// delivery (the producer, the host and the loopback platform together), which varies less
+// between runs here than the rate does. Skipped without npm.
 func BenchmarkGuardedDeliveriesByGuest(b *testing.B) {
 	const chats = 64
 	var goRate float64
@@ -95,7 +99,7 @@ func BenchmarkGuardedDeliveriesByGuest(b *testing.B) {
 		ctx := context.Background()
 		before := sent()
 		b.ResetTimer()
-		start := time.Now()
+		start, cpu := time.Now(), memstat.CPU()
 		for i := 0; i < b.N; i++ {
 			s := st[i%chats]
 			if _, err := w.g.ledger.Enqueue(ctx, delivery.Message{Plugin: plugin, Profile: "main", Key: s.Key,
@@ -110,6 +114,7 @@ func BenchmarkGuardedDeliveriesByGuest(b *testing.B) {
 		rate := float64(b.N) / time.Since(start).Seconds()
 		b.StopTimer()
 		b.ReportMetric(rate, "deliveries/s")
+		b.ReportMetric(float64((memstat.CPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/delivery")
 		return rate
 	}
 	b.Run("go", func(b *testing.B) {

@@ -11,6 +11,7 @@ import (
 
 	extism "github.com/extism/go-sdk"
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/internal/memstat"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
 	"github.com/tetratelabs/wazero"
 )
@@ -154,7 +155,7 @@ func BenchmarkCall(b *testing.B) {
 func measureCalls(b *testing.B, call func() error) (wall, cpu float64) {
 	b.Helper()
 	runtime.GC() // what setting up left behind is not collected on the measured calls' time
-	cpu0 := processCPU()
+	cpu0 := memstat.CPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := call(); err != nil {
@@ -163,7 +164,7 @@ func measureCalls(b *testing.B, call func() error) (wall, cpu float64) {
 	}
 	b.StopTimer()
 	wall = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-	cpu = float64(processCPU()-cpu0) / float64(b.N)
+	cpu = float64(memstat.CPU()-cpu0) / float64(b.N)
 	b.ReportMetric(cpu/1e3, "cpu-µs/op")
 	return wall, cpu
 }

@@ -15,13 +15,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
 	"github.com/hermes-host/hermes-host/internal/egress"
 	"github.com/hermes-host/hermes-host/internal/kv"
+	"github.com/hermes-host/hermes-host/internal/memstat"
 	"github.com/hermes-host/hermes-host/internal/store"
 	"github.com/hermes-host/hermes-host/internal/testdeadline"
 	"github.com/hermes-host/hermes-host/sdk/wasmbuild"
@@ -433,11 +433,11 @@ func TestGuestSleep(t *testing.T) {
 	if _, err := probeSend(t, probe, "main", "version"); err != nil { // warm: the instance exists
 		t.Fatal(err)
 	}
-	cpu0, wall0 := processCPU(), time.Now()
+	cpu0, wall0 := memstat.CPU(), time.Now()
 	if got, err := probeSend(t, probe, "main", "sleep 400ms"); err != nil || got != `"slept 400ms"` {
 		t.Fatalf("sleep: %s %v", got, err)
 	}
-	wall, cpu := time.Since(wall0), processCPU()-cpu0
+	wall, cpu := time.Since(wall0), memstat.CPU()-cpu0
 	t.Logf("a 400ms guest sleep took %v wall, %v CPU", wall, cpu)
 	if wall < 400*time.Millisecond || cpu > wall/2 {
 		t.Fatalf("a 400ms sleep took %v wall and %v CPU: the guest spun instead of sleeping", wall, cpu)
@@ -448,13 +448,6 @@ func TestGuestSleep(t *testing.T) {
 	if !errors.As(err, &crash) || crash.Reason != "deadline" || time.Since(start) > 10*time.Second {
 		t.Fatalf("a guest sleeping past its deadline: %v after %v", err, time.Since(start))
 	}
-}
-
-// processCPU is the CPU time this process has used (user and system).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func TestHotReload(t *testing.T) {
