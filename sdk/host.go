@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hermes-host/hermes-host/abi"
+	"github.com/hermes-host/hermes-host/sdk/internal/wire"
 )
 
 // Transport carries one host-function call: the function name and its JSON request in, the
@@ -25,15 +26,30 @@ func UseTransport(t Transport) {
 }
 
 // call sends req to host function fn and decodes the result into res (a pointer, or nil).
+// The requests and results of the calls made on every message (an HTTP request, a dispatch)
+// go through package wire; the rest, and any reply wire leaves alone, through encoding/json.
 func call(fn string, req, res any) error {
-	in, err := json.Marshal(req)
-	if err != nil {
-		return abi.Errorf(abi.CodeBadRequest, "%s: encode request: %v", fn, err)
+	var in []byte
+	switch r := req.(type) {
+	case *abi.HTTPRequest:
+		in = wire.AppendHTTPRequest(make([]byte, 0, 192+len(r.URL)+len(r.Body)*4/3), r)
+	case abi.DispatchRequest:
+		in = wire.AppendDispatchRequest(make([]byte, 0, 384+len(r.Event.Text)), &r)
+	default:
+		var err error
+		if in, err = json.Marshal(req); err != nil {
+			return abi.Errorf(abi.CodeBadRequest, "%s: encode request: %v", fn, err)
+		}
 	}
 	out := transport.HostCall(fn, in)
+	if ok, handled := decodeReplyFast(out, res); handled {
+		if !ok {
+			return abi.Errorf(abi.CodeInternal, "%s: host reported failure without an error", fn)
+		}
+		return nil
+	}
 	// abi.Reply with the result decoded straight into res: one pass over the reply, where
-	// decoding abi.Reply and then its json.RawMessage result scanned and copied the result twice
-	// (inside Wasm, JSON is most of a plugin's own work per call).
+	// decoding abi.Reply and then its json.RawMessage result scanned and copied the result twice.
 	r := struct {
 		OK     bool       `json:"ok"`
 		Result any        `json:"result,omitempty"`
@@ -52,6 +68,24 @@ func call(fn string, req, res any) error {
 		return r.Error
 	}
 	return nil
+}
+
+// decodeReplyFast decodes a reply through package wire when res is nil or of a type it reads;
+// when it reports handled false, res is left zero for encoding/json.
+func decodeReplyFast(out []byte, res any) (ok, handled bool) {
+	switch r := res.(type) {
+	case nil:
+		return wire.DecodeReply(out, nil)
+	case *abi.HTTPResponse:
+		if ok, handled = wire.DecodeReply(out, func(d *wire.Decoder) { d.HTTPResponse(r) }); !handled {
+			*r = abi.HTTPResponse{}
+		}
+	case *abi.DispatchReply:
+		if ok, handled = wire.DecodeReply(out, func(d *wire.Decoder) { d.DispatchReply(r) }); !handled {
+			*r = abi.DispatchReply{}
+		}
+	}
+	return ok, handled
 }
 
 // Log writes a structured log line, attributed by the host to this plugin and profile.
