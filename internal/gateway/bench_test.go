@@ -243,17 +243,17 @@ func BenchmarkSendPath(b *testing.B) {
 // to the loopback platform. It reports the acknowledgement latency of the POSTs (p50, p99) and
 // messages answered per second, counted when every turn is done and no delivery is pending.
 // Consecutive messages of one chat that wait behind a running turn are answered together, as
-// in production.
+// in production. Eight senders each waiting for its answer bound the rate offered by the
+// acknowledgement latency; BenchmarkInboundOffered offers a fixed rate instead.
 func BenchmarkInbound(b *testing.B) {
 	w := newWorld(&testing.T{})
 	defer w.srv.Close()
-	const chats, senders = 64, 8
 	lat := make([]time.Duration, b.N)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
-	for range senders {
+	start, cpu := time.Now(), memstat.CPU()
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -262,25 +262,79 @@ func BenchmarkInbound(b *testing.B) {
 				if i >= b.N {
 					return
 				}
-				body, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("bench%d", i), "chat_id": fmt.Sprint(5000 + i%chats),
-					"chat_type": "dm", "user_id": "u1", "text": fmt.Sprintf("hello %d", i)})
 				t0 := time.Now()
-				resp, err := http.Post(w.srv.URL+"/hooks/echo/main", "application/json", bytes.NewReader(body))
-				if err != nil {
-					b.Error(err)
+				if !postInbound(b, w, i) {
 					return
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 				lat[i] = time.Since(t0)
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("webhook answered %d", resp.StatusCode)
-					return
-				}
 			}
 		}()
 	}
 	wg.Wait()
+	waitAnswered(b, w)
+	reportInbound(b, time.Since(start), memstat.CPU()-cpu, lat)
+}
+
+// BenchmarkInboundOffered offers the same messages as BenchmarkInbound at a fixed rate (an
+// open loop: message i is due at i/rate seconds, whatever became of the ones before it), and
+// measures each acknowledgement from the moment its message was due, so a host that falls
+// behind shows it in the latency rather than by slowing the senders down.
+func BenchmarkInboundOffered(b *testing.B) {
+	for _, rate := range []int{250, 500} {
+		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
+			w := newWorld(&testing.T{})
+			defer w.srv.Close()
+			lat := make([]time.Duration, b.N)
+			due := make(chan int, b.N)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start, cpu := time.Now(), memstat.CPU()
+			for range 128 { // enough in flight that the senders never set the pace
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range due {
+						at := start.Add(time.Duration(i) * time.Second / time.Duration(rate))
+						time.Sleep(time.Until(at))
+						if !postInbound(b, w, i) {
+							return
+						}
+						lat[i] = time.Since(at)
+					}
+				}()
+			}
+			for i := range b.N {
+				due <- i
+			}
+			close(due)
+			wg.Wait()
+			waitAnswered(b, w)
+			reportInbound(b, time.Since(start), memstat.CPU()-cpu, lat)
+		})
+	}
+}
+
+// postInbound posts message i of an inbound benchmark (64 chats) to echo's webhook.
+func postInbound(b *testing.B, w *world, i int) bool {
+	const chats = 64
+	body, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("bench%d", i), "chat_id": fmt.Sprint(5000 + i%chats),
+		"chat_type": "dm", "user_id": "u1", "text": fmt.Sprintf("hello %d", i)})
+	resp, err := http.Post(w.srv.URL+"/hooks/echo/main", "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.Error(err)
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Errorf("webhook answered %d", resp.StatusCode)
+		return false
+	}
+	return true
+}
+
+// waitAnswered waits until every turn is done and no delivery is pending or sending.
+func waitAnswered(b *testing.B, w *world) {
 	ctx := context.Background()
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		var open int
@@ -296,14 +350,19 @@ func BenchmarkInbound(b *testing.B) {
 			b.Fatal(err)
 		}
 		if open == 0 && len(pending)+len(sending) == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("not answered after 5 minutes: %d turns open, %d deliveries pending", open, len(pending)+len(sending))
 		}
 	}
-	took := time.Since(start)
+}
+
+// reportInbound reports answered/s over took, the acknowledgement percentiles and the
+// process's CPU time per message.
+func reportInbound(b *testing.B, took, cpu time.Duration, lat []time.Duration) {
 	b.StopTimer()
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/message")
 	slices.Sort(lat)
 	b.ReportMetric(float64(b.N)/took.Seconds(), "answered/s")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ack-p50-ms")
