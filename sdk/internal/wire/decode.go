@@ -102,6 +102,8 @@ func (d *decoder) list(open, close byte, elem func()) {
 
 // once marks member bit as read in seen; a member read twice fails (encoding/json merges
 // duplicates in ways not worth copying).
+//
+//go:noinline
 func (d *decoder) once(seen *uint64, bit uint) {
 	if *seen&(1<<bit) != 0 {
 		d.ok = false
@@ -280,6 +282,7 @@ func (d *decoder) hex4() rune {
 	return r
 }
 
+//go:noinline
 func (d *decoder) str() string { return string(d.quoted()) }
 
 // number reads a JSON number and returns its text.
@@ -331,6 +334,8 @@ func (d *decoder) digits() bool {
 
 // int reads an integer; a fraction, an exponent or an overflow fails, as each is an error for
 // encoding/json too.
+//
+//go:noinline
 func (d *decoder) int() int64 {
 	s := d.number()
 	if !d.ok {
@@ -576,54 +581,6 @@ func (d *decoder) button(btn *abi.Button) {
 	})
 }
 
-// DecodeWebhookRequest decodes a webhook export's input into r (which must be zero), and
-// reports false if the input needs encoding/json.
-func DecodeWebhookRequest(b []byte, r *abi.WebhookRequest) bool {
-	d := newDecoder(b)
-	var seen uint64
-	d.object(func(key []byte) {
-		switch {
-		case d.call(&r.Call, key, &seen):
-		case string(key) == "method":
-			d.once(&seen, 0)
-			r.Method = d.str()
-		case string(key) == "path":
-			d.once(&seen, 1)
-			r.Path = d.str()
-		case string(key) == "query":
-			d.once(&seen, 2)
-			r.Query = d.str()
-		case string(key) == "headers":
-			d.once(&seen, 3)
-			r.Headers = d.headers()
-		case string(key) == "body":
-			d.once(&seen, 4)
-			r.Body = d.bytes()
-		default:
-			d.other(key, "profile", "config", "deadline_ms", "method", "path", "query", "headers", "body")
-		}
-	})
-	return d.end()
-}
-
-// DecodePollRequest decodes a poll export's input into r (which must be zero), and reports
-// false if the input needs encoding/json.
-func DecodePollRequest(b []byte, r *abi.PollRequest) bool {
-	d := newDecoder(b)
-	var seen uint64
-	d.object(func(key []byte) {
-		switch {
-		case d.call(&r.Call, key, &seen):
-		case string(key) == "wait_ms":
-			d.once(&seen, 0)
-			r.WaitMs = d.int()
-		default:
-			d.other(key, "profile", "config", "deadline_ms", "wait_ms")
-		}
-	})
-	return d.end()
-}
-
 // DecodeReply decodes a host function's reply envelope {"ok": …, "result": …}, reading the
 // result with result (nil: the result is skipped). It reports the envelope's ok, and handled
 // false if the reply needs encoding/json, which includes every reply with an error member.
@@ -672,39 +629,6 @@ func (dd *Decoder) HTTPResponse(r *abi.HTTPResponse) {
 			r.Body = d.bytes()
 		default:
 			d.other(key, "status", "headers", "body")
-		}
-	})
-}
-
-// DispatchReply reads an abi.DispatchReply into r (which must be zero).
-func (dd *Decoder) DispatchReply(r *abi.DispatchReply) {
-	d := (*decoder)(dd)
-	var seen uint64
-	d.object(func(key []byte) {
-		switch string(key) {
-		case "duplicate":
-			d.once(&seen, 0)
-			r.Duplicate = d.bool()
-		case "session":
-			d.once(&seen, 1)
-			var inner uint64
-			d.object(func(key []byte) {
-				switch string(key) {
-				case "key":
-					d.once(&inner, 0)
-					r.Session.Key = d.str()
-				case "session_id":
-					d.once(&inner, 1)
-					r.Session.SessionID = d.str()
-				case "generation":
-					d.once(&inner, 2)
-					r.Session.Generation = d.int()
-				default:
-					d.other(key, "key", "session_id", "generation")
-				}
-			})
-		default:
-			d.other(key, "duplicate", "session")
 		}
 	})
 }
