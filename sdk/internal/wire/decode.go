@@ -100,34 +100,39 @@ func (d *decoder) list(open, close byte, elem func()) {
 	}
 }
 
-// once marks member bit as read in seen; a member read twice fails (encoding/json merges
-// duplicates in ways not worth copying).
-//
-//go:noinline
-func (d *decoder) once(seen *uint64, bit uint) {
-	if *seen&(1<<bit) != 0 {
-		d.ok = false
-	}
-	*seen |= 1 << bit
-}
-
-// other handles a key that names no member of the object being read. encoding/json ignores it
-// unless it matches a member's name case-insensitively; rather than copy that folding, a key
-// that does or could (any non-ASCII byte) fails, and any other is skipped.
-func (d *decoder) other(key []byte, names ...string) {
-	for _, c := range key {
-		if c >= utf8.RuneSelf {
-			d.ok = false
-			return
+// members reads an object whose member names are names, calling member with the index of
+// each name read, the decoder at its value. A name read twice fails (encoding/json merges
+// duplicates in ways not worth copying). Any other key is ignored by encoding/json unless it
+// matches a name case-insensitively; rather than copy that folding, a key that does or could
+// (any non-ASCII byte) fails, and any other is skipped.
+func (d *decoder) members(names []string, member func(i int)) {
+	var seen uint64
+	d.object(func(key []byte) {
+		for i, n := range names {
+			if string(key) == n {
+				if seen&(1<<i) != 0 {
+					d.ok = false
+					return
+				}
+				seen |= 1 << i
+				member(i)
+				return
+			}
 		}
-	}
-	for _, n := range names {
-		if asciiEqualFold(key, n) {
-			d.ok = false
-			return
+		for _, c := range key {
+			if c >= utf8.RuneSelf {
+				d.ok = false
+				return
+			}
 		}
-	}
-	d.skip()
+		for _, n := range names {
+			if asciiEqualFold(key, n) {
+				d.ok = false
+				return
+			}
+		}
+		d.skip()
+	})
 }
 
 func asciiEqualFold(a []byte, b string) bool {
@@ -433,150 +438,108 @@ func (d *decoder) raw() json.RawMessage {
 	return append(json.RawMessage(nil), d.b[start:d.i]...)
 }
 
-// call reads a member of abi.Call (embedded in every export's request) and reports whether key
-// named one. Its bits in seen are 61 to 63.
-func (d *decoder) call(c *abi.Call, key []byte, seen *uint64) bool {
-	switch string(key) {
-	case "profile":
-		d.once(seen, 61)
-		c.Profile = d.str()
-	case "config":
-		d.once(seen, 62)
-		c.Config = d.raw()
-	case "deadline_ms":
-		d.once(seen, 63)
-		c.DeadlineMs = d.int()
-	default:
-		return false
-	}
-	return true
-}
+// sendRequestMembers names the members of abi.SendRequest, abi.Call's first.
+var sendRequestMembers = []string{"profile", "config", "deadline_ms", "message"}
 
 // DecodeSendRequest decodes a send export's input into r (which must be zero), and reports
 // false if the input needs encoding/json.
 func DecodeSendRequest(b []byte, r *abi.SendRequest) bool {
 	d := newDecoder(b)
-	var seen uint64
-	d.object(func(key []byte) {
-		switch {
-		case d.call(&r.Call, key, &seen):
-		case string(key) == "message":
-			d.once(&seen, 0)
+	d.members(sendRequestMembers, func(i int) {
+		switch i {
+		case 0:
+			r.Profile = d.str()
+		case 1:
+			r.Config = d.raw()
+		case 2:
+			r.DeadlineMs = d.int()
+		case 3:
 			d.outbound(&r.Message)
-		default:
-			d.other(key, "profile", "config", "deadline_ms", "message")
 		}
 	})
 	return d.end()
 }
 
+var outboundMessageMembers = []string{"chat_type", "chat_id", "thread_id", "user_id", "scope_id", "text", "reply_to",
+	"edit_message_id", "action", "part", "parts", "delivery_id", "attachments", "buttons"}
+
 func (d *decoder) outbound(m *abi.OutboundMessage) {
-	var seen uint64
-	d.object(func(key []byte) {
-		switch string(key) {
-		case "chat_type":
-			d.once(&seen, 0)
+	d.members(outboundMessageMembers, func(i int) {
+		switch i {
+		case 0:
 			m.ChatType = d.str()
-		case "chat_id":
-			d.once(&seen, 1)
+		case 1:
 			m.ChatID = d.str()
-		case "thread_id":
-			d.once(&seen, 2)
+		case 2:
 			m.ThreadID = d.str()
-		case "user_id":
-			d.once(&seen, 3)
+		case 3:
 			m.UserID = d.str()
-		case "scope_id":
-			d.once(&seen, 4)
+		case 4:
 			m.ScopeID = d.str()
-		case "text":
-			d.once(&seen, 5)
+		case 5:
 			m.Text = d.str()
-		case "reply_to":
-			d.once(&seen, 6)
+		case 6:
 			m.ReplyTo = d.str()
-		case "edit_message_id":
-			d.once(&seen, 7)
+		case 7:
 			m.EditMessageID = d.str()
-		case "action":
-			d.once(&seen, 8)
+		case 8:
 			m.Action = d.str()
-		case "part":
-			d.once(&seen, 9)
+		case 9:
 			m.Part = int(d.int())
-		case "parts":
-			d.once(&seen, 10)
+		case 10:
 			m.Parts = int(d.int())
-		case "delivery_id":
-			d.once(&seen, 11)
+		case 11:
 			m.DeliveryID = d.str()
-		case "attachments":
-			d.once(&seen, 12)
+		case 12:
 			m.Attachments = []abi.Attachment{}
 			d.array(func() {
 				m.Attachments = append(m.Attachments, abi.Attachment{})
 				d.attachment(&m.Attachments[len(m.Attachments)-1])
 			})
-		case "buttons":
-			d.once(&seen, 13)
+		case 13:
 			m.Buttons = []abi.Button{}
 			d.array(func() {
 				m.Buttons = append(m.Buttons, abi.Button{})
 				d.button(&m.Buttons[len(m.Buttons)-1])
 			})
-		default:
-			d.other(key, "chat_type", "chat_id", "thread_id", "user_id", "scope_id", "text", "reply_to",
-				"edit_message_id", "action", "part", "parts", "delivery_id", "attachments", "buttons")
 		}
 	})
 }
+
+var attachmentMembers = []string{"kind", "mime_type", "name", "size", "ref", "caption", "data"}
 
 func (d *decoder) attachment(a *abi.Attachment) {
-	var seen uint64
-	d.object(func(key []byte) {
-		switch string(key) {
-		case "kind":
-			d.once(&seen, 0)
+	d.members(attachmentMembers, func(i int) {
+		switch i {
+		case 0:
 			a.Kind = d.str()
-		case "mime_type":
-			d.once(&seen, 1)
+		case 1:
 			a.MIMEType = d.str()
-		case "name":
-			d.once(&seen, 2)
+		case 2:
 			a.Name = d.str()
-		case "size":
-			d.once(&seen, 3)
+		case 3:
 			a.Size = d.int()
-		case "ref":
-			d.once(&seen, 4)
+		case 4:
 			a.Ref = d.str()
-		case "caption":
-			d.once(&seen, 5)
+		case 5:
 			a.Caption = d.str()
-		case "data":
-			d.once(&seen, 6)
+		case 6:
 			a.Data = d.bytes()
-		default:
-			d.other(key, "kind", "mime_type", "name", "size", "ref", "caption", "data")
 		}
 	})
 }
 
+var buttonMembers = []string{"id", "label", "style"}
+
 func (d *decoder) button(btn *abi.Button) {
-	var seen uint64
-	d.object(func(key []byte) {
-		switch string(key) {
-		case "id":
-			d.once(&seen, 0)
+	d.members(buttonMembers, func(i int) {
+		switch i {
+		case 0:
 			btn.ID = d.str()
-		case "label":
-			d.once(&seen, 1)
+		case 1:
 			btn.Label = d.str()
-		case "style":
-			d.once(&seen, 2)
+		case 2:
 			btn.Style = d.str()
-		default:
-			d.other(key, "id", "label", "style")
 		}
 	})
 }
@@ -586,28 +549,26 @@ func (d *decoder) button(btn *abi.Button) {
 // false if the reply needs encoding/json, which includes every reply with an error member.
 func DecodeReply(b []byte, result func(*Decoder)) (ok, handled bool) {
 	d := newDecoder(b)
-	var seen uint64
-	d.object(func(key []byte) {
-		switch string(key) {
-		case "ok":
-			d.once(&seen, 0)
+	d.members(replyMembers, func(i int) {
+		switch i {
+		case 0:
 			ok = d.bool()
-		case "result":
-			d.once(&seen, 1)
-			if result == nil || d.peek() == 'n' {
-				if result != nil {
-					d.ok = false // null leaves the result to encoding/json's rules
-				}
+		case 1:
+			if result == nil {
 				d.skip()
-				return
+			} else if d.peek() == 'n' {
+				d.ok = false // null leaves the result to encoding/json's rules
+			} else {
+				result((*Decoder)(d))
 			}
-			result((*Decoder)(d))
-		default:
-			d.other(key, "ok", "result", "error")
+		case 2:
+			d.ok = false // an error: encoding/json reads it
 		}
 	})
 	return ok, d.end()
 }
+
+var replyMembers = []string{"ok", "result", "error"}
 
 // Decoder reads a reply's result for DecodeReply; its methods each read one ABI type.
 type Decoder decoder
@@ -615,20 +576,16 @@ type Decoder decoder
 // HTTPResponse reads an abi.HTTPResponse into r (which must be zero).
 func (dd *Decoder) HTTPResponse(r *abi.HTTPResponse) {
 	d := (*decoder)(dd)
-	var seen uint64
-	d.object(func(key []byte) {
-		switch string(key) {
-		case "status":
-			d.once(&seen, 0)
+	d.members(httpResponseMembers, func(i int) {
+		switch i {
+		case 0:
 			r.Status = int(d.int())
-		case "headers":
-			d.once(&seen, 1)
+		case 1:
 			r.Headers = d.headers()
-		case "body":
-			d.once(&seen, 2)
+		case 2:
 			r.Body = d.bytes()
-		default:
-			d.other(key, "status", "headers", "body")
 		}
 	})
 }
+
+var httpResponseMembers = []string{"status", "headers", "body"}
