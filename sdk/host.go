@@ -26,13 +26,16 @@ func UseTransport(t Transport) {
 }
 
 // call sends req to host function fn and decodes the result into res (a pointer, or nil).
-// An HTTP request and its reply, and any reply without a result, go through package wire; the
-// rest, and any reply wire leaves alone, through encoding/json.
+// The requests and replies of the calls made on every message (an HTTP request, a dispatch),
+// and any reply without a result, go through package wire; the rest, and any reply wire leaves
+// alone, through encoding/json.
 func call(fn string, req, res any) error {
 	var in []byte
 	switch r := req.(type) {
 	case *abi.HTTPRequest:
 		in = wire.AppendHTTPRequest(make([]byte, 0, 192+len(r.URL)+len(r.Body)*4/3), r)
+	case abi.DispatchRequest:
+		in = wire.AppendDispatchRequest(make([]byte, 0, 384+len(r.Event.Text)), &r)
 	default:
 		var err error
 		if in, err = json.Marshal(req); err != nil {
@@ -77,6 +80,10 @@ func decodeReplyFast(out []byte, res any) (ok, handled bool) {
 	case *abi.HTTPResponse:
 		if ok, handled = wire.DecodeReply(out, func(d *wire.Decoder) { d.HTTPResponse(r) }); !handled {
 			*r = abi.HTTPResponse{}
+		}
+	case *abi.DispatchReply:
+		if ok, handled = wire.DecodeReply(out, func(d *wire.Decoder) { d.DispatchReply(r) }); !handled {
+			*r = abi.DispatchReply{}
 		}
 	}
 	return ok, handled

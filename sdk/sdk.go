@@ -192,21 +192,35 @@ func reply[T any](v *T, err error) ([]byte, error) {
 	switch r := any(v).(type) {
 	case *abi.SendResult:
 		return wire.AppendSendResult(make([]byte, 0, 128), r), nil
+	case *abi.WebhookResult:
+		return wire.AppendWebhookResult(make([]byte, 0, 512), r), nil
+	case *abi.PollResult:
+		return wire.AppendPollResult(make([]byte, 0, 512), r), nil
 	}
 	return json.Marshal(v)
 }
 
-// decodeFast decodes a send request without encoding/json, and reports false, with req left
-// zero, for any other request or any input package wire leaves to encoding/json.
+// decodeFast decodes the requests of the exports called on every message (send, webhook,
+// poll) without encoding/json, and reports false, with req left zero, for any other request
+// or any input package wire leaves to encoding/json.
 func decodeFast(input []byte, req any) bool {
-	r, ok := req.(*abi.SendRequest)
-	if !ok {
-		return false
+	switch r := req.(type) {
+	case *abi.SendRequest:
+		if wire.DecodeSendRequest(input, r) {
+			return true
+		}
+		*r = abi.SendRequest{}
+	case *abi.WebhookRequest:
+		if wire.DecodeWebhookRequest(input, r) {
+			return true
+		}
+		*r = abi.WebhookRequest{}
+	case *abi.PollRequest:
+		if wire.DecodePollRequest(input, r) {
+			return true
+		}
+		*r = abi.PollRequest{}
 	}
-	if wire.DecodeSendRequest(input, r) {
-		return true
-	}
-	*r = abi.SendRequest{}
 	return false
 }
 

@@ -160,14 +160,18 @@ type Config struct {
 	// ScaleProcs lets the runtime raise GOMAXPROCS to the number of CPUs plus the instance
 	// slots of the loaded plugins (see RATIONALE.md, "A spinning guest holds a P").
 	ScaleProcs bool
+	// CountKernelCalls counts the calls into Extism's kernel (Runtime.KernelCalls), for
+	// benchmarks: each call then also runs a wazero function listener.
+	CountKernelCalls bool
 }
 
 // Runtime holds the loaded plugins.
 type Runtime struct {
-	cfg   Config
-	log   *slog.Logger
-	cache wazero.CompilationCache
-	fns   []extism.HostFunction
+	cfg    Config
+	log    *slog.Logger
+	cache  wazero.CompilationCache
+	fns    []extism.HostFunction
+	kernel *kernelCounter // nil unless Config.CountKernelCalls
 
 	// mu guards plugins, files, loading and owners. Lock order: Runtime.mu before Plugin.mu.
 	stop chan struct{} // closed by Close: stops the idle trimmer
@@ -250,6 +254,9 @@ func New(cfg Config) (*Runtime, error) {
 		loading: map[string]string{}, owners: map[string]string{}, seen: map[string]seenFile{}, stop: make(chan struct{}),
 		loadSlots:   make(chan struct{}, cfg.LoadParallel),
 		compileSlot: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	if cfg.CountKernelCalls {
+		r.kernel = &kernelCounter{}
+	}
 	if cfg.CacheDir != "" {
 		// Each file's code goes in a directory of its own (moduleCache); this one must exist.
 		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
@@ -773,7 +780,11 @@ func (r *Runtime) build(ctx context.Context, path string, data []byte, sum strin
 		return nil, fmt.Errorf("compilation cache: %w", err)
 	}
 	r.compileSlot <- struct{}{}
-	compiled, err := extism.NewCompiledPlugin(ctx,
+	cctx := ctx
+	if r.kernel != nil {
+		cctx = experimental.WithFunctionListenerFactory(ctx, r.kernel.listeners())
+	}
+	compiled, err := extism.NewCompiledPlugin(cctx,
 		extism.Manifest{
 			Wasm:   []extism.Wasm{extism.WasmData{Data: module, Name: "main"}},
 			Memory: &extism.ManifestMemory{MaxPages: r.maxMemoryPages(), MaxHttpResponseBytes: 0, MaxVarBytes: 0},

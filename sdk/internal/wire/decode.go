@@ -438,23 +438,17 @@ func (d *decoder) raw() json.RawMessage {
 	return append(json.RawMessage(nil), d.b[start:d.i]...)
 }
 
-// sendRequestMembers names the members of abi.SendRequest, abi.Call's first.
-var sendRequestMembers = []string{"profile", "config", "deadline_ms", "message"}
+var sendRequestMembers = append(callMembers[:len(callMembers):len(callMembers)], "message")
 
 // DecodeSendRequest decodes a send export's input into r (which must be zero), and reports
 // false if the input needs encoding/json.
 func DecodeSendRequest(b []byte, r *abi.SendRequest) bool {
 	d := newDecoder(b)
 	d.members(sendRequestMembers, func(i int) {
-		switch i {
-		case 0:
-			r.Profile = d.str()
-		case 1:
-			r.Config = d.raw()
-		case 2:
-			r.DeadlineMs = d.int()
-		case 3:
+		if i == 3 {
 			d.outbound(&r.Message)
+		} else {
+			d.call(&r.Call, i)
 		}
 	})
 	return d.end()
@@ -544,6 +538,62 @@ func (d *decoder) button(btn *abi.Button) {
 	})
 }
 
+// callMembers are abi.Call's members, embedded first in every export's request.
+var callMembers = []string{"profile", "config", "deadline_ms"}
+
+// call reads member i of callMembers into c.
+func (d *decoder) call(c *abi.Call, i int) {
+	switch i {
+	case 0:
+		c.Profile = d.str()
+	case 1:
+		c.Config = d.raw()
+	case 2:
+		c.DeadlineMs = d.int()
+	}
+}
+
+var webhookRequestMembers = append(callMembers[:len(callMembers):len(callMembers)], "method", "path", "query", "headers", "body")
+
+// DecodeWebhookRequest decodes a webhook export's input into r (which must be zero), and
+// reports false if the input needs encoding/json.
+func DecodeWebhookRequest(b []byte, r *abi.WebhookRequest) bool {
+	d := newDecoder(b)
+	d.members(webhookRequestMembers, func(i int) {
+		switch i {
+		case 3:
+			r.Method = d.str()
+		case 4:
+			r.Path = d.str()
+		case 5:
+			r.Query = d.str()
+		case 6:
+			r.Headers = d.headers()
+		case 7:
+			r.Body = d.bytes()
+		default:
+			d.call(&r.Call, i)
+		}
+	})
+	return d.end()
+}
+
+var pollRequestMembers = append(callMembers[:len(callMembers):len(callMembers)], "wait_ms")
+
+// DecodePollRequest decodes a poll export's input into r (which must be zero), and reports
+// false if the input needs encoding/json.
+func DecodePollRequest(b []byte, r *abi.PollRequest) bool {
+	d := newDecoder(b)
+	d.members(pollRequestMembers, func(i int) {
+		if i == 3 {
+			r.WaitMs = d.int()
+		} else {
+			d.call(&r.Call, i)
+		}
+	})
+	return d.end()
+}
+
 // DecodeReply decodes a host function's reply envelope {"ok": …, "result": …}, reading the
 // result with result (nil: the result is skipped). It reports the envelope's ok, and handled
 // false if the reply needs encoding/json, which includes every reply with an error member.
@@ -589,3 +639,29 @@ func (dd *Decoder) HTTPResponse(r *abi.HTTPResponse) {
 }
 
 var httpResponseMembers = []string{"status", "headers", "body"}
+
+// DispatchReply reads an abi.DispatchReply into r (which must be zero).
+func (dd *Decoder) DispatchReply(r *abi.DispatchReply) {
+	d := (*decoder)(dd)
+	d.members(dispatchReplyMembers, func(i int) {
+		if i == 0 {
+			r.Duplicate = d.bool()
+			return
+		}
+		d.members(sessionRefMembers, func(i int) {
+			switch i {
+			case 0:
+				r.Session.Key = d.str()
+			case 1:
+				r.Session.SessionID = d.str()
+			case 2:
+				r.Session.Generation = d.int()
+			}
+		})
+	})
+}
+
+var (
+	dispatchReplyMembers = []string{"duplicate", "session"}
+	sessionRefMembers    = []string{"key", "session_id", "generation"}
+)

@@ -1,5 +1,7 @@
-// Package wire encodes and decodes the ABI messages of a send, without reflection: the send
-// export's request and result, and the HTTP request and reply of the platform call it makes.
+// Package wire encodes and decodes, without reflection, the ABI messages a Go guest handles on
+// every send and every inbound message: the send, webhook and poll exports' requests and
+// results, and the requests and replies of the host calls they make on the way (an HTTP request,
+// a dispatch).
 //
 // Inside Wasm, encoding/json is most of a plugin's own work per call: its scanner steps one
 // byte at a time through a function value, and its reflection walks every field, and with
@@ -94,6 +96,8 @@ func (e *encoder) str(s string) {
 }
 
 func (e *encoder) int(n int64) { e.b = strconv.AppendInt(e.b, n, 10) }
+
+func (e *encoder) bool(v bool) { e.b = strconv.AppendBool(e.b, v) }
 
 // bytes writes b in standard base64, or null for a nil slice.
 func (e *encoder) bytes(b []byte) {
@@ -228,4 +232,127 @@ func AppendHTTPRequest(b []byte, r *abi.HTTPRequest) []byte {
 	e.optInt("timeout_ms", r.TimeoutMs)
 	e.optInt("max_bytes", r.MaxBytes)
 	return append(e.b, '}')
+}
+
+// AppendWebhookResult appends the JSON of r, as json.Marshal writes it.
+func AppendWebhookResult(b []byte, r *abi.WebhookResult) []byte {
+	e := encoder{append(b, '{')}
+	e.key("response")
+	e.httpResponse(&r.Response)
+	e.events(r.Events)
+	return append(e.b, '}')
+}
+
+// AppendPollResult appends the JSON of r, as json.Marshal writes it.
+func AppendPollResult(b []byte, r *abi.PollResult) []byte {
+	e := encoder{append(b, '{')}
+	e.events(r.Events)
+	e.optInt("backoff_ms", r.BackoffMs)
+	if st := r.Status; st != nil {
+		e.key("status")
+		e.b = append(e.b, '{')
+		e.key("state")
+		e.str(st.State)
+		e.optStr("message", st.Message)
+		e.b = append(e.b, '}')
+	}
+	return append(e.b, '}')
+}
+
+// AppendDispatchRequest appends the JSON of r, as json.Marshal writes it.
+func AppendDispatchRequest(b []byte, r *abi.DispatchRequest) []byte {
+	e := encoder{append(b, '{')}
+	e.key("event")
+	e.event(&r.Event)
+	return append(e.b, '}')
+}
+
+func (e *encoder) httpResponse(r *abi.HTTPResponse) {
+	e.b = append(e.b, '{')
+	e.key("status")
+	e.int(int64(r.Status))
+	e.optHeaders("headers", r.Headers)
+	e.optBytes("body", r.Body)
+	e.b = append(e.b, '}')
+}
+
+// events writes the omitempty member "events".
+func (e *encoder) events(evs []abi.InboundEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	e.key("events")
+	e.b = append(e.b, '[')
+	for i := range evs {
+		if i > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.event(&evs[i])
+	}
+	e.b = append(e.b, ']')
+}
+
+// event writes ev as abi.InboundEvent's MarshalJSON does: an empty kind is EventMessage.
+func (e *encoder) event(ev *abi.InboundEvent) {
+	e.b = append(e.b, '{')
+	e.optStr("id", ev.ID)
+	e.key("kind")
+	if ev.Kind == "" {
+		e.str(abi.EventMessage)
+	} else {
+		e.str(ev.Kind)
+	}
+	e.key("source")
+	e.source(&ev.Source)
+	e.optStr("text", ev.Text)
+	e.optStr("reply_to", ev.ReplyTo)
+	if ev.Mentioned {
+		e.key("mentioned")
+		e.bool(true)
+	}
+	e.optStr("addressed", ev.Addressed)
+	e.optInt("unix_ms", ev.UnixMs)
+	e.optStr("migrate_from_chat_id", ev.MigrateFromChatID)
+	if len(ev.Attachments) != 0 {
+		e.key("attachments")
+		e.b = append(e.b, '[')
+		for i := range ev.Attachments {
+			if i > 0 {
+				e.b = append(e.b, ',')
+			}
+			e.attachment(&ev.Attachments[i])
+		}
+		e.b = append(e.b, ']')
+	}
+	e.optStr("callback_id", ev.CallbackID)
+	e.b = append(e.b, '}')
+}
+
+func (e *encoder) source(s *abi.Source) {
+	e.b = append(e.b, '{')
+	e.optStr("platform", s.Platform)
+	e.optStr("profile", s.Profile)
+	e.key("chat_type")
+	e.str(s.ChatType)
+	e.optStr("chat_id", s.ChatID)
+	e.optStr("chat_name", s.ChatName)
+	e.optStr("thread_id", s.ThreadID)
+	e.optStr("user_id", s.UserID)
+	e.optStr("user_name", s.UserName)
+	e.optStr("scope_id", s.ScopeID)
+	e.optStr("message_id", s.MessageID)
+	e.b = append(e.b, '}')
+}
+
+func (e *encoder) attachment(a *abi.Attachment) {
+	e.b = append(e.b, '{')
+	e.key("kind")
+	e.str(a.Kind)
+	e.optStr("mime_type", a.MIMEType)
+	e.optStr("name", a.Name)
+	e.optInt("size", a.Size)
+	e.optStr("ref", a.Ref)
+	e.optStr("caption", a.Caption)
+	e.optBytes("data", a.Data)
+	e.b = append(e.b, '}')
 }

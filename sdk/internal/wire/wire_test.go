@@ -104,6 +104,33 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 	for name, v := range httpRequests {
 		sameAsMarshal(t, "HTTPRequest "+name, v, AppendHTTPRequest)
 	}
+	noKind := filled[abi.InboundEvent]()
+	noKind.Kind = ""
+	webhookResults := map[string]*abi.WebhookResult{
+		"zero":    {},
+		"filled":  filled[abi.WebhookResult](),
+		"no kind": {Response: abi.HTTPResponse{Status: 200}, Events: []abi.InboundEvent{*noKind, {}}},
+	}
+	for name, v := range webhookResults {
+		sameAsMarshal(t, "WebhookResult "+name, v, AppendWebhookResult)
+	}
+	pollResults := map[string]*abi.PollResult{
+		"zero":   {},
+		"filled": filled[abi.PollResult](),
+		"status": {BackoffMs: 5000, Status: &abi.ProfileStatus{State: abi.StatusDegraded}},
+		"empty":  {Events: []abi.InboundEvent{}},
+	}
+	for name, v := range pollResults {
+		sameAsMarshal(t, "PollResult "+name, v, AppendPollResult)
+	}
+	dispatches := map[string]*abi.DispatchRequest{
+		"zero":    {},
+		"filled":  filled[abi.DispatchRequest](),
+		"no kind": {Event: *noKind},
+	}
+	for name, v := range dispatches {
+		sameAsMarshal(t, "DispatchRequest "+name, v, AppendDispatchRequest)
+	}
 }
 
 // decodeBoth decodes input with encoding/json and with decode; when decode handles the input,
@@ -129,6 +156,12 @@ func decodeBoth[T any](t testing.TB, input []byte, decode func([]byte, *T) bool)
 func replyHTTP(b []byte, r *replyOf[abi.HTTPResponse]) bool {
 	var handled bool
 	r.OK, handled = DecodeReply(b, func(d *Decoder) { d.HTTPResponse(&r.Result) })
+	return handled
+}
+
+func replyDispatch(b []byte, r *replyOf[abi.DispatchReply]) bool {
+	var handled bool
+	r.OK, handled = DecodeReply(b, func(d *Decoder) { d.DispatchReply(&r.Result) })
 	return handled
 }
 
@@ -167,11 +200,27 @@ func TestDecodersMatchEncodingJSON(t *testing.T) {
 			t.Errorf("SendRequest %s: not handled", mustMarshal(v))
 		}
 	}
+	for _, v := range []*abi.WebhookRequest{filled[abi.WebhookRequest](), {}, {Headers: map[string][]string{"A": {}}, Body: []byte{}}} {
+		if !decodeBoth(t, mustMarshal(v), DecodeWebhookRequest) {
+			t.Errorf("WebhookRequest %s: not handled", mustMarshal(v))
+		}
+	}
+	for _, v := range []*abi.PollRequest{filled[abi.PollRequest](), {}} {
+		if !decodeBoth(t, mustMarshal(v), DecodePollRequest) {
+			t.Errorf("PollRequest %s: not handled", mustMarshal(v))
+		}
+	}
 	// Replies as the host writes them: abi.Reply with the result's JSON.
 	for _, v := range []*abi.HTTPResponse{filled[abi.HTTPResponse](), {}} {
 		in := mustMarshal(abi.Reply{OK: true, Result: mustMarshal(v)})
 		if !decodeBoth(t, in, replyHTTP) {
 			t.Errorf("HTTP reply %s: not handled", in)
+		}
+	}
+	for _, v := range []*abi.DispatchReply{filled[abi.DispatchReply](), {}} {
+		in := mustMarshal(abi.Reply{OK: true, Result: mustMarshal(v)})
+		if !decodeBoth(t, in, replyDispatch) {
+			t.Errorf("dispatch reply %s: not handled", in)
 		}
 	}
 	for _, in := range []string{`{"ok":true}`, `{"ok":false}`, `{"ok":true,"result":{"a":[1,{"b":null}]}}`, `{"result":"x","ok":true}`} {
@@ -231,11 +280,17 @@ func deep(n int) string {
 // accept and decode to the same value.
 func FuzzDecoders(f *testing.F) {
 	f.Add(mustMarshal(filled[abi.SendRequest]()))
+	f.Add(mustMarshal(filled[abi.WebhookRequest]()))
+	f.Add(mustMarshal(filled[abi.PollRequest]()))
 	f.Add(mustMarshal(abi.Reply{OK: true, Result: mustMarshal(filled[abi.HTTPResponse]())}))
+	f.Add(mustMarshal(abi.Reply{OK: true, Result: mustMarshal(filled[abi.DispatchReply]())}))
 	f.Add([]byte(`{"profile":"p","message":{"chat_id":"\u00e9\ud83d\ude00"},"x":[{"y":-0.5E+2}]}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		decodeBoth(t, in, DecodeSendRequest)
+		decodeBoth(t, in, DecodeWebhookRequest)
+		decodeBoth(t, in, DecodePollRequest)
 		decodeBoth(t, in, replyHTTP)
+		decodeBoth(t, in, replyDispatch)
 		decodeBoth(t, in, replyNone)
 	})
 }
@@ -245,9 +300,15 @@ func FuzzDecoders(f *testing.F) {
 func FuzzEncoders(f *testing.F) {
 	f.Add(mustMarshal(filled[abi.SendResult]()))
 	f.Add(mustMarshal(filled[abi.HTTPRequest]()))
+	f.Add(mustMarshal(filled[abi.WebhookResult]()))
+	f.Add(mustMarshal(filled[abi.PollResult]()))
+	f.Add(mustMarshal(filled[abi.DispatchRequest]()))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		encodeBoth(t, in, AppendSendResult)
 		encodeBoth(t, in, AppendHTTPRequest)
+		encodeBoth(t, in, AppendWebhookResult)
+		encodeBoth(t, in, AppendPollResult)
+		encodeBoth(t, in, AppendDispatchRequest)
 	})
 }
 
