@@ -60,7 +60,10 @@ func total(m map[string]int64) (n int64) {
 
 // TestKernelCallsAreCounted: with CountKernelCalls, every call into Extism's kernel is counted
 // under its name, and the same send counts the same calls each time (so a benchmark's figure
-// per send is a property of the code, not of the run); without it, nothing is counted.
+// per send is a property of the code, not of the run); without it, nothing is counted. Both
+// runtimes use the test run's on-disk compilation cache, which other tests fill with echo
+// compiled without listeners: wazero keys the code by the listeners' presence, so neither
+// loads the other's.
 func TestKernelCallsAreCounted(t *testing.T) {
 	ctx := context.Background()
 	p := kernelWorld(t)
