@@ -237,6 +237,14 @@ func (s *Server) Messages() []Message {
 	return append([]Message(nil), s.got...)
 }
 
+// Accepted returns how many messages the platform accepted: len(Messages()) without the copy,
+// for loops that wait for a number of them.
+func (s *Server) Accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.got)
+}
+
 // Attempts reports how many POSTs carried delivery id (accepted or not).
 func (s *Server) Attempts(deliveryID string) int {
 	s.mu.Lock()
