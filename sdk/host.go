@@ -30,20 +30,15 @@ func UseTransport(t Transport) {
 // and any reply without a result, go through package wire; the rest, and any reply wire leaves
 // alone, through encoding/json.
 func call(fn string, req, res any) error {
-	var in []byte
-	switch r := req.(type) {
-	case *abi.HTTPRequest:
-		in = wire.AppendHTTPRequest(make([]byte, 0, 192+len(r.URL)+len(r.Body)*4/3), r)
-	case abi.DispatchRequest:
-		in = wire.AppendDispatchRequest(make([]byte, 0, 384+len(r.Event.Text)), &r)
-	default:
+	in, ok := wire.Marshal(req)
+	if !ok {
 		var err error
 		if in, err = json.Marshal(req); err != nil {
 			return abi.Errorf(abi.CodeBadRequest, "%s: encode request: %v", fn, err)
 		}
 	}
 	out := transport.HostCall(fn, in)
-	if ok, handled := decodeReplyFast(out, res); handled {
+	if ok, handled := wire.UnmarshalReply(out, res); handled {
 		if !ok {
 			return abi.Errorf(abi.CodeInternal, "%s: host reported failure without an error", fn)
 		}
@@ -69,24 +64,6 @@ func call(fn string, req, res any) error {
 		return r.Error
 	}
 	return nil
-}
-
-// decodeReplyFast decodes a reply through package wire when res is nil or of a type it reads;
-// when it reports handled false, res is left zero for encoding/json.
-func decodeReplyFast(out []byte, res any) (ok, handled bool) {
-	switch r := res.(type) {
-	case nil:
-		return wire.DecodeReply(out, nil)
-	case *abi.HTTPResponse:
-		if ok, handled = wire.DecodeReply(out, func(d *wire.Decoder) { d.HTTPResponse(r) }); !handled {
-			*r = abi.HTTPResponse{}
-		}
-	case *abi.DispatchReply:
-		if ok, handled = wire.DecodeReply(out, func(d *wire.Decoder) { d.DispatchReply(r) }); !handled {
-			*r = abi.DispatchReply{}
-		}
-	}
-	return ok, handled
 }
 
 // Log writes a structured log line, attributed by the host to this plugin and profile.
@@ -218,7 +195,7 @@ func (c *Context) Seed(src abi.Source, role, text string) (*abi.SessionRef, erro
 // Dispatch hands one inbound event to the host for a turn (deduplicated by ev.ID).
 func (c *Context) Dispatch(ev abi.InboundEvent) (*abi.DispatchReply, error) {
 	var r abi.DispatchReply
-	if err := call(abi.HostDispatch, abi.DispatchRequest{Event: ev}, &r); err != nil {
+	if err := call(abi.HostDispatch, &abi.DispatchRequest{Event: ev}, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

@@ -167,7 +167,7 @@ func decode(input []byte, req any, call *abi.Call) (*Context, error) {
 	if len(input) == 0 {
 		return nil, abi.Errorf(abi.CodeBadRequest, "empty request")
 	}
-	if !decodeFast(input, req) {
+	if !wire.Unmarshal(input, req) {
 		if err := json.Unmarshal(input, req); err != nil {
 			return nil, abi.Errorf(abi.CodeBadRequest, "malformed request: %v", err)
 		}
@@ -189,39 +189,10 @@ func reply[T any](v *T, err error) ([]byte, error) {
 	if v == nil {
 		v = new(T)
 	}
-	switch r := any(v).(type) {
-	case *abi.SendResult:
-		return wire.AppendSendResult(make([]byte, 0, 128), r), nil
-	case *abi.WebhookResult:
-		return wire.AppendWebhookResult(make([]byte, 0, 512), r), nil
-	case *abi.PollResult:
-		return wire.AppendPollResult(make([]byte, 0, 512), r), nil
+	if out, ok := wire.Marshal(v); ok {
+		return out, nil
 	}
 	return json.Marshal(v)
-}
-
-// decodeFast decodes the requests of the exports called on every message (send, webhook,
-// poll) without encoding/json, and reports false, with req left zero, for any other request
-// or any input package wire leaves to encoding/json.
-func decodeFast(input []byte, req any) bool {
-	switch r := req.(type) {
-	case *abi.SendRequest:
-		if wire.DecodeSendRequest(input, r) {
-			return true
-		}
-		*r = abi.SendRequest{}
-	case *abi.WebhookRequest:
-		if wire.DecodeWebhookRequest(input, r) {
-			return true
-		}
-		*r = abi.WebhookRequest{}
-	case *abi.PollRequest:
-		if wire.DecodePollRequest(input, r) {
-			return true
-		}
-		*r = abi.PollRequest{}
-	}
-	return false
 }
 
 // Context is what a handler receives: the profile it serves, that profile's configuration, and

@@ -440,9 +440,9 @@ func (d *decoder) raw() json.RawMessage {
 
 var sendRequestMembers = append(callMembers[:len(callMembers):len(callMembers)], "message")
 
-// DecodeSendRequest decodes a send export's input into r (which must be zero), and reports
+// decodeSendRequest decodes a send export's input into r (which must be zero), and reports
 // false if the input needs encoding/json.
-func DecodeSendRequest(b []byte, r *abi.SendRequest) bool {
+func decodeSendRequest(b []byte, r *abi.SendRequest) bool {
 	d := newDecoder(b)
 	d.members(sendRequestMembers, func(i int) {
 		if i == 3 {
@@ -555,9 +555,9 @@ func (d *decoder) call(c *abi.Call, i int) {
 
 var webhookRequestMembers = append(callMembers[:len(callMembers):len(callMembers)], "method", "path", "query", "headers", "body")
 
-// DecodeWebhookRequest decodes a webhook export's input into r (which must be zero), and
+// decodeWebhookRequest decodes a webhook export's input into r (which must be zero), and
 // reports false if the input needs encoding/json.
-func DecodeWebhookRequest(b []byte, r *abi.WebhookRequest) bool {
+func decodeWebhookRequest(b []byte, r *abi.WebhookRequest) bool {
 	d := newDecoder(b)
 	d.members(webhookRequestMembers, func(i int) {
 		switch i {
@@ -580,9 +580,9 @@ func DecodeWebhookRequest(b []byte, r *abi.WebhookRequest) bool {
 
 var pollRequestMembers = append(callMembers[:len(callMembers):len(callMembers)], "wait_ms")
 
-// DecodePollRequest decodes a poll export's input into r (which must be zero), and reports
+// decodePollRequest decodes a poll export's input into r (which must be zero), and reports
 // false if the input needs encoding/json.
-func DecodePollRequest(b []byte, r *abi.PollRequest) bool {
+func decodePollRequest(b []byte, r *abi.PollRequest) bool {
 	d := newDecoder(b)
 	d.members(pollRequestMembers, func(i int) {
 		if i == 3 {
@@ -594,10 +594,10 @@ func DecodePollRequest(b []byte, r *abi.PollRequest) bool {
 	return d.end()
 }
 
-// DecodeReply decodes a host function's reply envelope {"ok": …, "result": …}, reading the
+// decodeReply decodes a host function's reply envelope {"ok": …, "result": …}, reading the
 // result with result (nil: the result is skipped). It reports the envelope's ok, and handled
 // false if the reply needs encoding/json, which includes every reply with an error member.
-func DecodeReply(b []byte, result func(*Decoder)) (ok, handled bool) {
+func decodeReply(b []byte, result func(*decoder)) (ok, handled bool) {
 	d := newDecoder(b)
 	d.members(replyMembers, func(i int) {
 		switch i {
@@ -609,7 +609,7 @@ func DecodeReply(b []byte, result func(*Decoder)) (ok, handled bool) {
 			} else if d.peek() == 'n' {
 				d.ok = false // null leaves the result to encoding/json's rules
 			} else {
-				result((*Decoder)(d))
+				result(d)
 			}
 		case 2:
 			d.ok = false // an error: encoding/json reads it
@@ -620,12 +620,8 @@ func DecodeReply(b []byte, result func(*Decoder)) (ok, handled bool) {
 
 var replyMembers = []string{"ok", "result", "error"}
 
-// Decoder reads a reply's result for DecodeReply; its methods each read one ABI type.
-type Decoder decoder
-
-// HTTPResponse reads an abi.HTTPResponse into r (which must be zero).
-func (dd *Decoder) HTTPResponse(r *abi.HTTPResponse) {
-	d := (*decoder)(dd)
+// httpResponse reads an abi.HTTPResponse into r (which must be zero).
+func (d *decoder) httpResponse(r *abi.HTTPResponse) {
 	d.members(httpResponseMembers, func(i int) {
 		switch i {
 		case 0:
@@ -640,9 +636,8 @@ func (dd *Decoder) HTTPResponse(r *abi.HTTPResponse) {
 
 var httpResponseMembers = []string{"status", "headers", "body"}
 
-// DispatchReply reads an abi.DispatchReply into r (which must be zero).
-func (dd *Decoder) DispatchReply(r *abi.DispatchReply) {
-	d := (*decoder)(dd)
+// dispatchReply reads an abi.DispatchReply into r (which must be zero).
+func (d *decoder) dispatchReply(r *abi.DispatchReply) {
 	d.members(dispatchReplyMembers, func(i int) {
 		if i == 0 {
 			r.Duplicate = d.bool()

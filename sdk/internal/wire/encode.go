@@ -1,20 +1,3 @@
-// Package wire encodes and decodes, without reflection, the ABI messages a Go guest handles on
-// every send and every inbound message: the send, webhook and poll exports' requests and
-// results, and the requests and replies of the host calls they make on the way (an HTTP request,
-// a dispatch).
-//
-// Inside Wasm, encoding/json is most of a plugin's own work per call: its scanner steps one
-// byte at a time through a function value, and its reflection walks every field, and with
-// wazero's close-on-deadline check every loop it runs exits compiled code at each iteration.
-// The functions here write and read the same bytes with straight-line code.
-//
-// The encoders produce exactly what json.Marshal produces for the same value (field order,
-// omitempty, HTML escaping, base64, sorted map keys), and the decoders produce exactly what
-// json.Unmarshal produces, or report that they cannot: a decoder handles the well-formed input
-// the host sends (exact member names, no duplicates, no nulls, valid UTF-8) and returns false
-// on anything else, and the caller then decodes the same bytes with encoding/json, which also
-// phrases the error if there is one. The package's tests check both claims against
-// encoding/json, on fixed cases, on every field of every type, and by fuzzing.
 package wire
 
 import (
@@ -196,8 +179,8 @@ func (e *encoder) optHeaders(name string, v map[string][]string) {
 	}
 }
 
-// AppendSendResult appends the JSON of r, as json.Marshal writes it.
-func AppendSendResult(b []byte, r *abi.SendResult) []byte {
+// appendSendResult appends the JSON of r, as json.Marshal writes it.
+func appendSendResult(b []byte, r *abi.SendResult) []byte {
 	e := encoder{append(b, '{')}
 	e.optStrs("message_ids", r.MessageIDs)
 	if se := r.Error; se != nil {
@@ -220,8 +203,8 @@ func AppendSendResult(b []byte, r *abi.SendResult) []byte {
 	return append(e.b, '}')
 }
 
-// AppendHTTPRequest appends the JSON of r, as json.Marshal writes it.
-func AppendHTTPRequest(b []byte, r *abi.HTTPRequest) []byte {
+// appendHTTPRequest appends the JSON of r, as json.Marshal writes it.
+func appendHTTPRequest(b []byte, r *abi.HTTPRequest) []byte {
 	e := encoder{append(b, '{')}
 	e.key("method")
 	e.str(r.Method)
@@ -234,8 +217,8 @@ func AppendHTTPRequest(b []byte, r *abi.HTTPRequest) []byte {
 	return append(e.b, '}')
 }
 
-// AppendWebhookResult appends the JSON of r, as json.Marshal writes it.
-func AppendWebhookResult(b []byte, r *abi.WebhookResult) []byte {
+// appendWebhookResult appends the JSON of r, as json.Marshal writes it.
+func appendWebhookResult(b []byte, r *abi.WebhookResult) []byte {
 	e := encoder{append(b, '{')}
 	e.key("response")
 	e.httpResponse(&r.Response)
@@ -243,8 +226,8 @@ func AppendWebhookResult(b []byte, r *abi.WebhookResult) []byte {
 	return append(e.b, '}')
 }
 
-// AppendPollResult appends the JSON of r, as json.Marshal writes it.
-func AppendPollResult(b []byte, r *abi.PollResult) []byte {
+// appendPollResult appends the JSON of r, as json.Marshal writes it.
+func appendPollResult(b []byte, r *abi.PollResult) []byte {
 	e := encoder{append(b, '{')}
 	e.events(r.Events)
 	e.optInt("backoff_ms", r.BackoffMs)
@@ -259,8 +242,8 @@ func AppendPollResult(b []byte, r *abi.PollResult) []byte {
 	return append(e.b, '}')
 }
 
-// AppendDispatchRequest appends the JSON of r, as json.Marshal writes it.
-func AppendDispatchRequest(b []byte, r *abi.DispatchRequest) []byte {
+// appendDispatchRequest appends the JSON of r, as json.Marshal writes it.
+func appendDispatchRequest(b []byte, r *abi.DispatchRequest) []byte {
 	e := encoder{append(b, '{')}
 	e.key("event")
 	e.event(&r.Event)

@@ -92,7 +92,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		"accepted0": {Error: &abi.SendError{Kind: abi.SendUncertain, Accepted: []string{}}},
 	}
 	for name, v := range sendResults {
-		sameAsMarshal(t, "SendResult "+name, v, AppendSendResult)
+		sameAsMarshal(t, "SendResult "+name, v, appendSendResult)
 	}
 	httpRequests := map[string]*abi.HTTPRequest{
 		"zero":         {},
@@ -102,7 +102,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		"unicode keys": {Headers: map[string][]string{"é": {"\u2029"}, "e": {"<"}, "E": {"&"}}},
 	}
 	for name, v := range httpRequests {
-		sameAsMarshal(t, "HTTPRequest "+name, v, AppendHTTPRequest)
+		sameAsMarshal(t, "HTTPRequest "+name, v, appendHTTPRequest)
 	}
 	noKind := filled[abi.InboundEvent]()
 	noKind.Kind = ""
@@ -112,7 +112,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		"no kind": {Response: abi.HTTPResponse{Status: 200}, Events: []abi.InboundEvent{*noKind, {}}},
 	}
 	for name, v := range webhookResults {
-		sameAsMarshal(t, "WebhookResult "+name, v, AppendWebhookResult)
+		sameAsMarshal(t, "WebhookResult "+name, v, appendWebhookResult)
 	}
 	pollResults := map[string]*abi.PollResult{
 		"zero":   {},
@@ -121,7 +121,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		"empty":  {Events: []abi.InboundEvent{}},
 	}
 	for name, v := range pollResults {
-		sameAsMarshal(t, "PollResult "+name, v, AppendPollResult)
+		sameAsMarshal(t, "PollResult "+name, v, appendPollResult)
 	}
 	dispatches := map[string]*abi.DispatchRequest{
 		"zero":    {},
@@ -129,7 +129,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		"no kind": {Event: *noKind},
 	}
 	for name, v := range dispatches {
-		sameAsMarshal(t, "DispatchRequest "+name, v, AppendDispatchRequest)
+		sameAsMarshal(t, "DispatchRequest "+name, v, appendDispatchRequest)
 	}
 }
 
@@ -155,19 +155,19 @@ func decodeBoth[T any](t testing.TB, input []byte, decode func([]byte, *T) bool)
 
 func replyHTTP(b []byte, r *replyOf[abi.HTTPResponse]) bool {
 	var handled bool
-	r.OK, handled = DecodeReply(b, func(d *Decoder) { d.HTTPResponse(&r.Result) })
+	r.OK, handled = decodeReply(b, func(d *decoder) { d.httpResponse(&r.Result) })
 	return handled
 }
 
 func replyDispatch(b []byte, r *replyOf[abi.DispatchReply]) bool {
 	var handled bool
-	r.OK, handled = DecodeReply(b, func(d *Decoder) { d.DispatchReply(&r.Result) })
+	r.OK, handled = decodeReply(b, func(d *decoder) { d.dispatchReply(&r.Result) })
 	return handled
 }
 
 func replyNone(b []byte, r *okOnly) bool {
 	var handled bool
-	r.OK, handled = DecodeReply(b, nil)
+	r.OK, handled = decodeReply(b, nil)
 	return handled
 }
 
@@ -196,17 +196,17 @@ func mustMarshal(v any) []byte {
 func TestDecodersMatchEncodingJSON(t *testing.T) {
 	// What the host sends: json.Marshal of every field filled, and of the zero value.
 	for _, v := range []*abi.SendRequest{filled[abi.SendRequest](), {}, {Message: abi.OutboundMessage{Attachments: []abi.Attachment{}, Buttons: []abi.Button{{}}}}} {
-		if !decodeBoth(t, mustMarshal(v), DecodeSendRequest) {
+		if !decodeBoth(t, mustMarshal(v), decodeSendRequest) {
 			t.Errorf("SendRequest %s: not handled", mustMarshal(v))
 		}
 	}
 	for _, v := range []*abi.WebhookRequest{filled[abi.WebhookRequest](), {}, {Headers: map[string][]string{"A": {}}, Body: []byte{}}} {
-		if !decodeBoth(t, mustMarshal(v), DecodeWebhookRequest) {
+		if !decodeBoth(t, mustMarshal(v), decodeWebhookRequest) {
 			t.Errorf("WebhookRequest %s: not handled", mustMarshal(v))
 		}
 	}
 	for _, v := range []*abi.PollRequest{filled[abi.PollRequest](), {}} {
-		if !decodeBoth(t, mustMarshal(v), DecodePollRequest) {
+		if !decodeBoth(t, mustMarshal(v), decodePollRequest) {
 			t.Errorf("PollRequest %s: not handled", mustMarshal(v))
 		}
 	}
@@ -237,7 +237,7 @@ func TestDecodersMatchEncodingJSON(t *testing.T) {
 		`{"profile":"p","config":"s","message":{"buttons":[]}}`,
 	}
 	for _, in := range handled {
-		if !decodeBoth(t, []byte(in), DecodeSendRequest) {
+		if !decodeBoth(t, []byte(in), decodeSendRequest) {
 			t.Errorf("%s: not handled", in)
 		}
 	}
@@ -261,7 +261,7 @@ func TestDecodersMatchEncodingJSON(t *testing.T) {
 		`{"x":` + deep(maxDepth+1) + `}`,
 	}
 	for _, in := range fallBack {
-		if decodeBoth(t, []byte(in), DecodeSendRequest) {
+		if decodeBoth(t, []byte(in), decodeSendRequest) {
 			t.Errorf("%s: handled, should be left to encoding/json", in)
 		}
 	}
@@ -286,9 +286,9 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(mustMarshal(abi.Reply{OK: true, Result: mustMarshal(filled[abi.DispatchReply]())}))
 	f.Add([]byte(`{"profile":"p","message":{"chat_id":"\u00e9\ud83d\ude00"},"x":[{"y":-0.5E+2}]}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		decodeBoth(t, in, DecodeSendRequest)
-		decodeBoth(t, in, DecodeWebhookRequest)
-		decodeBoth(t, in, DecodePollRequest)
+		decodeBoth(t, in, decodeSendRequest)
+		decodeBoth(t, in, decodeWebhookRequest)
+		decodeBoth(t, in, decodePollRequest)
 		decodeBoth(t, in, replyHTTP)
 		decodeBoth(t, in, replyDispatch)
 		decodeBoth(t, in, replyNone)
@@ -304,11 +304,11 @@ func FuzzEncoders(f *testing.F) {
 	f.Add(mustMarshal(filled[abi.PollResult]()))
 	f.Add(mustMarshal(filled[abi.DispatchRequest]()))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		encodeBoth(t, in, AppendSendResult)
-		encodeBoth(t, in, AppendHTTPRequest)
-		encodeBoth(t, in, AppendWebhookResult)
-		encodeBoth(t, in, AppendPollResult)
-		encodeBoth(t, in, AppendDispatchRequest)
+		encodeBoth(t, in, appendSendResult)
+		encodeBoth(t, in, appendHTTPRequest)
+		encodeBoth(t, in, appendWebhookResult)
+		encodeBoth(t, in, appendPollResult)
+		encodeBoth(t, in, appendDispatchRequest)
 	})
 }
 
@@ -356,19 +356,64 @@ func BenchmarkSendMessages(b *testing.B) {
 	b.Run("wire", func(b *testing.B) {
 		for b.Loop() {
 			var r abi.SendRequest
-			if !DecodeSendRequest(req, &r) {
+			if !decodeSendRequest(req, &r) {
 				b.Fatal("request")
 			}
-			AppendHTTPRequest(nil, httpReq)
+			appendHTTPRequest(nil, httpReq)
 			var resp abi.HTTPResponse
-			if _, ok := DecodeReply(reply, func(d *Decoder) { d.HTTPResponse(&resp) }); !ok {
+			if _, ok := decodeReply(reply, func(d *decoder) { d.httpResponse(&resp) }); !ok {
 				b.Fatal("reply")
 			}
-			AppendSendResult(nil, result)
+			appendSendResult(nil, result)
 		}
 		per[1] = float64(b.Elapsed()) / float64(b.N)
 		if per[0] > 0 {
 			b.ReportMetric(per[0]/per[1], "x-faster")
 		}
 	})
+}
+
+// TestEntryPoints: Marshal, Unmarshal and UnmarshalReply cover their types, decline others, and
+// leave the value zero when they hand an input back, so encoding/json starts from what it would
+// have started from. The inputs fail late (after members were already read).
+func TestEntryPoints(t *testing.T) {
+	if _, ok := Marshal(&abi.LogRequest{Message: "x"}); ok {
+		t.Error("Marshal took a type it does not encode")
+	}
+	if b, ok := Marshal(&abi.DispatchRequest{}); !ok || !bytes.Equal(b, mustMarshal(&abi.DispatchRequest{})) {
+		t.Errorf("Marshal(*DispatchRequest) = %s %v", b, ok)
+	}
+	var req abi.SendRequest
+	if Unmarshal([]byte(`{"profile":"p","message":{"chat_id":"1","text":"\ud800"}}`), &req) {
+		t.Error("a lone surrogate was handled")
+	}
+	if !reflect.DeepEqual(req, abi.SendRequest{}) {
+		t.Errorf("handed back, the request is not zero: %+v", req)
+	}
+	var hook abi.WebhookRequest
+	if Unmarshal([]byte(`{"profile":"p","method":"POST","Path":"/"}`), &hook) || !reflect.DeepEqual(hook, abi.WebhookRequest{}) {
+		t.Errorf("a case-folded member: handled, or not zero: %+v", hook)
+	}
+	var poll abi.PollRequest
+	if Unmarshal([]byte(`{"profile":"p","wait_ms":1.5}`), &poll) || !reflect.DeepEqual(poll, abi.PollRequest{}) {
+		t.Errorf("a fraction: handled, or not zero: %+v", poll)
+	}
+	var other abi.TickRequest
+	if Unmarshal([]byte(`{"profile":"p"}`), &other) {
+		t.Error("Unmarshal took a type it does not decode")
+	}
+	var resp abi.HTTPResponse
+	if _, handled := UnmarshalReply([]byte(`{"ok":true,"result":{"status":200,"body":"!"}}`), &resp); handled || !reflect.DeepEqual(resp, abi.HTTPResponse{}) {
+		t.Errorf("bad base64: handled, or not zero: %+v", resp)
+	}
+	var disp abi.DispatchReply
+	if _, handled := UnmarshalReply([]byte(`{"ok":true,"result":{"duplicate":true},"error":{"code":"x"}}`), &disp); handled || !reflect.DeepEqual(disp, abi.DispatchReply{}) {
+		t.Errorf("an error member: handled, or not zero: %+v", disp)
+	}
+	if ok, handled := UnmarshalReply([]byte(`{"ok":true}`), &abi.KVGetReply{}); handled || ok {
+		t.Error("UnmarshalReply took a result type it does not decode")
+	}
+	if ok, handled := UnmarshalReply([]byte(`{"ok":true,"result":{}}`), nil); !handled || !ok {
+		t.Error("a reply without a result was not handled")
+	}
 }
