@@ -34,10 +34,14 @@ func newHosts(t *testing.T, n int) []*world {
 // and a function that creates the file (run at the test's end too, so nothing outlives it).
 func gated(t *testing.T, marker string, code int) (cmd string, open func()) {
 	t.Helper()
-	gate := filepath.Join(t.TempDir(), "gate")
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
 	open = func() { os.WriteFile(gate, nil, 0o600) }
 	t.Cleanup(open)
-	return "while [ ! -e '" + gate + "' ]; do sleep 0.05; done; echo " + marker + "; exit " + strconv.Itoa(code), open
+	// The loop also ends when the directory is gone: the test's cleanup opens the gate and then
+	// removes the directory, often before the loop's next look, and a process of a host the test
+	// stopped has nobody else to end it.
+	return "while [ ! -e '" + gate + "' ] && [ -d '" + dir + "' ]; do sleep 0.05; done; echo " + marker + "; exit " + strconv.Itoa(code), open
 }
 
 // mentions matches the platform's messages about process id.
